@@ -1,0 +1,326 @@
+//! The command line: every command and flag is defined once here, with its documentation;
+//! `--help`, `ccide help COMMAND` and the man page test all read this table.
+
+use std::str::FromStr;
+
+/// Exit statuses, documented in the man page.
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILURE: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+
+pub enum Fail {
+    /// Bad command line: exit 2.
+    Usage(String),
+    /// The command could not do its work: exit 1.
+    Failed(String),
+}
+
+impl From<String> for Fail {
+    fn from(s: String) -> Fail {
+        Fail::Failed(s)
+    }
+}
+
+pub type Outcome = Result<i32, Fail>;
+
+pub struct Flag {
+    pub name: &'static str,
+    /// The value's placeholder (`DIR`), or None for a switch.
+    pub value: Option<&'static str>,
+    /// The environment variable read when the flag is absent (systemd units).
+    pub env: Option<&'static str>,
+    pub repeat: bool,
+    pub help: &'static str,
+}
+
+pub struct Command {
+    pub name: &'static str,
+    pub usage: &'static str,
+    pub about: &'static str,
+    /// Longer text shown by `ccide help COMMAND`, after the usage line.
+    pub details: &'static str,
+    pub flags: &'static [Flag],
+    pub run: fn(&Args) -> Outcome,
+}
+
+const fn flag(
+    name: &'static str,
+    value: Option<&'static str>,
+    env: Option<&'static str>,
+    help: &'static str,
+) -> Flag {
+    Flag {
+        name,
+        value,
+        env,
+        repeat: false,
+        help,
+    }
+}
+
+pub const SERVE_FLAGS: &[Flag] = &[
+    Flag {
+        name: "--workspace",
+        value: Some("DIR"),
+        env: Some("CCIDE_WORKSPACE"),
+        repeat: true,
+        help: "A workspace folder (repeatable; the environment variable takes a ':'-separated list). Default: the current directory.",
+    },
+    flag(
+        "--ide-name",
+        Some("NAME"),
+        Some("CCIDE_IDE_NAME"),
+        "Name shown by Claude Code in /ide and /status. Default: 'ccide (<first workspace's name>)'.",
+    ),
+    flag(
+        "--port",
+        Some("N"),
+        Some("CCIDE_PORT"),
+        "Port to listen on. Default: the port of the last run with the same state directory, else any free port.",
+    ),
+    flag(
+        "--host",
+        Some("ADDR"),
+        Some("CCIDE_HOST"),
+        "Address to listen on. Default: 127.0.0.1. Anything else needs --allow-remote.",
+    ),
+    flag(
+        "--allow-remote",
+        None,
+        Some("CCIDE_ALLOW_REMOTE"),
+        "Permit a --host that is not a loopback address (the token is then the only protection).",
+    ),
+    flag(
+        "--config-dir",
+        Some("DIR"),
+        Some("CCIDE_CONFIG_DIR"),
+        "Claude Code's config directory; the lock file goes in DIR/ide. Default: $CLAUDE_CONFIG_DIR, else ~/.claude.",
+    ),
+    flag(
+        "--state-dir",
+        Some("DIR"),
+        Some("CCIDE_STATE_DIR"),
+        "Where port, token, pending diffs and the control socket live. Default: $STATE_DIRECTORY, else $XDG_STATE_HOME/ccide/<id>, else ~/.local/state/ccide/<id>.",
+    ),
+    flag(
+        "--ping-interval",
+        Some("SECS"),
+        Some("CCIDE_PING_INTERVAL"),
+        "Seconds between keepalive pings sent to each client. Default: 5.",
+    ),
+    flag(
+        "--ping-timeout",
+        Some("SECS"),
+        Some("CCIDE_PING_TIMEOUT"),
+        "Seconds a client has to answer a ping before it is disconnected. Default: 3.",
+    ),
+    flag(
+        "--max-connections",
+        Some("N"),
+        Some("CCIDE_MAX_CONNECTIONS"),
+        "Open WebSocket connections allowed at once; more are answered 503. Default: 64.",
+    ),
+    flag(
+        "--single-client",
+        None,
+        Some("CCIDE_SINGLE_CLIENT"),
+        "A newly connected Claude Code replaces the previous one (closed with code 4001).",
+    ),
+    flag(
+        "--log-level",
+        Some("LEVEL"),
+        Some("CCIDE_LOG_LEVEL"),
+        "error, warn, info or debug. Default: info.",
+    ),
+];
+
+pub const COMMANDS: &[Command] = &[Command {
+    name: "serve",
+    usage: "ccide serve [OPTIONS]",
+    about: "Run the IDE server for the workspace, announced to Claude Code by a lock file.",
+    details: "Listens on 127.0.0.1, writes <config>/ide/<port>.lock and serves Claude Code's IDE\nprotocol (MCP over WebSocket) until SIGINT, SIGTERM or SIGHUP, then removes the lock file.\nStart `claude --ide` (or use /ide) in the workspace to connect.",
+    flags: SERVE_FLAGS,
+    run: crate::serve::run,
+}];
+
+pub fn find(name: &str) -> Option<&'static Command> {
+    COMMANDS.iter().find(|c| c.name == name)
+}
+
+pub fn version() -> String {
+    format!("ccide {}\n", env!("CARGO_PKG_VERSION"))
+}
+
+pub fn overview() -> String {
+    let mut s = format!(
+        "ccide {}: a headless IDE for Claude Code.\n\nUsage: ccide COMMAND [OPTIONS]\n\nCommands:\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    for c in COMMANDS {
+        s.push_str(&format!("  {:<12}{}\n", c.name, c.about));
+    }
+    s.push_str("  help COMMAND  Show the options of a command.\n\nOptions:\n  -h, --help     Show this text.\n  -V, --version  Show the version.\n\nSee ccide(1) for files, environment and exit statuses.\n");
+    s
+}
+
+pub fn command_help(c: &Command) -> String {
+    let mut s = format!("{}\n\nUsage: {}\n", c.about, c.usage);
+    if !c.details.is_empty() {
+        s.push('\n');
+        s.push_str(c.details);
+        s.push('\n');
+    }
+    if !c.flags.is_empty() {
+        s.push_str("\nOptions:\n");
+        for f in c.flags {
+            let head = match f.value {
+                Some(v) => format!("{} {v}", f.name),
+                None => f.name.to_string(),
+            };
+            s.push_str(&format!("  {head}\n      {}\n", f.help));
+            if let Some(env) = f.env {
+                s.push_str(&format!("      [env: {env}]\n"));
+            }
+        }
+    }
+    s.push_str("  -h, --help\n      Show this text.\n");
+    s
+}
+
+/// A parsed command line: flag values (command line first, then environment) and operands.
+pub struct Args {
+    pub command: &'static Command,
+    values: Vec<(&'static str, String)>,
+    pub operands: Vec<String>,
+}
+
+impl Args {
+    pub fn parse(command: &'static Command, argv: &[String]) -> Result<Args, Fail> {
+        let mut values = Vec::new();
+        let mut operands = Vec::new();
+        let mut i = 0;
+        while i < argv.len() {
+            let arg = &argv[i];
+            i += 1;
+            if arg == "--" {
+                operands.extend(argv[i..].iter().cloned());
+                break;
+            }
+            if !arg.starts_with("--") || arg.len() == 2 {
+                if arg.starts_with('-') && arg.len() > 1 && arg != "-" {
+                    return Err(Fail::Usage(format!(
+                        "unknown option '{arg}' for 'ccide {}' (see 'ccide help {}')",
+                        command.name, command.name
+                    )));
+                }
+                operands.push(arg.clone());
+                continue;
+            }
+            let (name, inline) = match arg.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (arg.as_str(), None),
+            };
+            let Some(f) = command.flags.iter().find(|f| f.name == name) else {
+                return Err(Fail::Usage(format!(
+                    "unknown option '{name}' for 'ccide {}' (see 'ccide help {}')",
+                    command.name, command.name
+                )));
+            };
+            match (f.value, inline) {
+                (None, Some(_)) => {
+                    return Err(Fail::Usage(format!("option {name} takes no value")));
+                }
+                (None, None) => values.push((f.name, String::new())),
+                (Some(_), Some(v)) => values.push((f.name, v)),
+                (Some(placeholder), None) => {
+                    let Some(v) = argv.get(i) else {
+                        return Err(Fail::Usage(format!("option {name} needs a value ({placeholder})")));
+                    };
+                    i += 1;
+                    values.push((f.name, v.clone()));
+                }
+            }
+            if !f.repeat && values.iter().filter(|(n, _)| *n == f.name).count() > 1 {
+                return Err(Fail::Usage(format!("option {name} given more than once")));
+            }
+        }
+        Ok(Args {
+            command,
+            values,
+            operands,
+        })
+    }
+
+    fn def(&self, name: &str) -> &'static Flag {
+        self.command
+            .flags
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("flag {name} is not defined for {}", self.command.name))
+    }
+
+    fn env(&self, name: &str) -> Option<(String, String)> {
+        let var = self.def(name).env?;
+        std::env::var(var)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map(|v| (var.to_string(), v))
+    }
+
+    /// The flag's value: from the command line, else from its environment variable.
+    pub fn value(&self, name: &str) -> Option<String> {
+        if let Some((_, v)) = self.values.iter().rev().find(|(n, _)| *n == name) {
+            return Some(v.clone());
+        }
+        self.env(name).map(|(_, v)| v)
+    }
+
+    pub fn values(&self, name: &str) -> Vec<String> {
+        let given: Vec<String> = self
+            .values
+            .iter()
+            .filter(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+            .collect();
+        if !given.is_empty() {
+            return given;
+        }
+        match self.env(name) {
+            Some((_, v)) => v.split(':').filter(|s| !s.is_empty()).map(String::from).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// A switch: present on the command line, or its variable set to 1/true/yes.
+    pub fn switch(&self, name: &str) -> Result<bool, Fail> {
+        if self.values.iter().any(|(n, _)| *n == name) {
+            return Ok(true);
+        }
+        match self.env(name) {
+            None => Ok(false),
+            Some((var, v)) => match v.to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => Ok(true),
+                "0" | "false" | "no" | "off" => Ok(false),
+                _ => Err(Fail::Usage(format!(
+                    "{var}={v}: expected 1, true, yes, 0, false or no"
+                ))),
+            },
+        }
+    }
+
+    /// The flag's value parsed as `T`, with an error naming the flag (or its variable).
+    pub fn parsed<T: FromStr>(&self, name: &str, what: &str) -> Result<Option<T>, Fail> {
+        let (source, raw) = if let Some((_, v)) = self.values.iter().rev().find(|(n, _)| *n == name)
+        {
+            (name.to_string(), v.clone())
+        } else if let Some((var, v)) = self.env(name) {
+            (var, v)
+        } else {
+            return Ok(None);
+        };
+        raw.trim()
+            .parse::<T>()
+            .map(Some)
+            .map_err(|_| Fail::Usage(format!("invalid value '{raw}' for {source}: expected {what}")))
+    }
+}

@@ -1,0 +1,126 @@
+//! How ccide writes files (never in place) and which paths it may touch (only inside the
+//! workspace folders, after resolving symlinks).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Writes `bytes` to `path` so that a crash leaves either the old or the new content: a new
+/// file beside it, fsync, rename over, fsync of the directory. An existing file's permission
+/// bits are kept; a new file gets `mode`. The rename replaces the name, so a symlink at `path`
+/// is replaced rather than followed: callers resolve symlinks first (see `Workspace::resolve`).
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+    let mode = match fs::metadata(path) {
+        Ok(m) => m.permissions().mode() & 0o7777,
+        Err(_) => mode,
+    };
+    let tmp = dir.join(format!(
+        ".{}.ccide-{}-{}.tmp",
+        name.to_string_lossy(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        // The umask may have narrowed `mode`; the original's bits are what we promise to keep.
+        f.set_permissions(fs::Permissions::from_mode(mode))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)?;
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Creates `dir` (and missing parents) with mode 0700, or checks an existing one: it must be
+/// ours and not writable by group or others, since what we put there grants access.
+pub fn private_dir(dir: &Path, what: &str) -> Result<(), String> {
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| format!("cannot create the {what} {}: {e}", dir.display()))?;
+            // `recursive` applies the mode after the umask; make sure of 0700.
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+                .map_err(|e| format!("cannot set mode 0700 on {}: {e}", dir.display()))
+        }
+        Err(e) => Err(format!("cannot use the {what} {}: {e}", dir.display())),
+        Ok(_) => {
+            let meta = fs::metadata(dir)
+                .map_err(|e| format!("cannot use the {what} {}: {e}", dir.display()))?;
+            if !meta.is_dir() {
+                return Err(format!("the {what} {} is not a directory", dir.display()));
+            }
+            let (uid, mode) = crate::sys::owner_and_mode(&meta);
+            if uid != crate::sys::getuid() {
+                return Err(format!(
+                    "refusing the {what} {}: it belongs to uid {uid}, not to you (uid {}); another user could read or replace what ccide puts there. Use a directory of your own.",
+                    dir.display(),
+                    crate::sys::getuid()
+                ));
+            }
+            if mode & 0o022 != 0 {
+                return Err(format!(
+                    "refusing the {what} {}: it is writable by group or others (mode {mode:04o}); run `chmod 700 {}`",
+                    dir.display(),
+                    dir.display()
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Removes `.`, `..` and repeated separators without touching the file system.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Canonical (symlink-free) absolute paths of the workspace folders.
+pub fn canonical_dir(dir: &Path) -> Result<PathBuf, String> {
+    let p = fs::canonicalize(dir).map_err(|e| format!("workspace {}: {e}", dir.display()))?;
+    if !p.is_dir() {
+        return Err(format!("workspace {} is not a directory", dir.display()));
+    }
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_is_lexical() {
+        assert_eq!(normalize(Path::new("/a/./b/../c//d")), PathBuf::from("/a/c/d"));
+        assert_eq!(normalize(Path::new("/../x")), PathBuf::from("/x"));
+    }
+}

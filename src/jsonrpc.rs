@@ -1,0 +1,205 @@
+//! JSON-RPC 2.0 messages: typed, with ids kept in their wire form. Knows nothing of MCP.
+
+use serde_json::{Map, Value, json};
+
+/// A request id as the peer sent it: a number (0 included) or a string, echoed verbatim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestId(Value);
+
+impl RequestId {
+    pub fn number(n: u64) -> RequestId {
+        RequestId(Value::from(n))
+    }
+
+    pub fn from_value(v: &Value) -> Option<RequestId> {
+        match v {
+            Value::Number(_) | Value::String(_) => Some(RequestId(v.clone())),
+            _ => None,
+        }
+    }
+
+    pub fn to_value(&self) -> Value {
+        self.0.clone()
+    }
+
+    pub fn as_u64(&self) -> Option<u64> {
+        self.0.as_u64()
+    }
+}
+
+impl std::fmt::Display for RequestId {
+    /// Strings print quoted, so `1` and `"1"` never look alike in a log line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCode {
+    ParseError = -32700,
+    InvalidRequest = -32600,
+    MethodNotFound = -32601,
+    InvalidParams = -32602,
+    InternalError = -32603,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RpcError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl RpcError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> RpcError {
+        RpcError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid_params(message: impl Into<String>) -> RpcError {
+        RpcError::new(ErrorCode::InvalidParams, message)
+    }
+}
+
+pub struct Request {
+    pub id: RequestId,
+    pub method: String,
+    pub params: Value,
+}
+
+pub struct Notification {
+    pub method: String,
+    pub params: Value,
+}
+
+pub struct Response {
+    pub id: Option<RequestId>,
+    pub result: Result<Value, Value>,
+}
+
+pub enum Message {
+    Request(Request),
+    Notification(Notification),
+    Response(Response),
+}
+
+/// Classifies one JSON value; on failure returns the error response to send back.
+pub fn classify(v: Value) -> Result<Message, Value> {
+    let Value::Object(mut obj) = v else {
+        return Err(error_response(
+            None,
+            &RpcError::new(ErrorCode::InvalidRequest, "Invalid Request: not a JSON object"),
+        ));
+    };
+    let raw_id = obj.remove("id");
+    let id = match &raw_id {
+        None => None,
+        Some(v) => match RequestId::from_value(v) {
+            Some(id) => Some(id),
+            None => {
+                return Err(error_response(
+                    None,
+                    &RpcError::new(
+                        ErrorCode::InvalidRequest,
+                        "Invalid Request: id must be a number or a string",
+                    ),
+                ));
+            }
+        },
+    };
+    let invalid = |why: &str| {
+        Err(error_response(
+            id.as_ref(),
+            &RpcError::new(ErrorCode::InvalidRequest, format!("Invalid Request: {why}")),
+        ))
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return invalid("\"jsonrpc\" must be \"2.0\"");
+    }
+    match obj.remove("method") {
+        Some(Value::String(method)) => {
+            let params = obj.remove("params").unwrap_or(Value::Null);
+            if !matches!(params, Value::Object(_) | Value::Array(_) | Value::Null) {
+                return invalid("params must be an object or an array");
+            }
+            Ok(match id {
+                Some(id) => Message::Request(Request { id, method, params }),
+                None => Message::Notification(Notification { method, params }),
+            })
+        }
+        Some(_) => invalid("method must be a string"),
+        None => {
+            let result = match (obj.remove("result"), obj.remove("error")) {
+                (Some(r), None) => Ok(r),
+                (None, Some(e)) => Err(e),
+                _ => return invalid("a response needs exactly one of result and error"),
+            };
+            if raw_id.is_none() {
+                return invalid("a response needs an id");
+            }
+            Ok(Message::Response(Response { id, result }))
+        }
+    }
+}
+
+pub fn result_response(id: &RequestId, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
+}
+
+pub fn error_response(id: Option<&RequestId>, e: &RpcError) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id.map(RequestId::to_value).unwrap_or(Value::Null),
+        "error": {"code": e.code as i64, "message": e.message},
+    })
+}
+
+pub fn response(id: &RequestId, r: Result<Value, RpcError>) -> Value {
+    match r {
+        Ok(v) => result_response(id, v),
+        Err(e) => error_response(Some(id), &e),
+    }
+}
+
+pub fn request(id: &RequestId, method: &str, params: Option<Value>) -> Value {
+    let mut m = Map::new();
+    m.insert("jsonrpc".into(), "2.0".into());
+    m.insert("id".into(), id.to_value());
+    m.insert("method".into(), method.into());
+    if let Some(p) = params {
+        m.insert("params".into(), p);
+    }
+    Value::Object(m)
+}
+
+pub fn notification(method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "method": method, "params": params})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_zero_and_string_ids_are_requests() {
+        let m = classify(json!({"jsonrpc":"2.0","id":0,"method":"ping"})).ok().unwrap();
+        assert!(matches!(m, Message::Request(r) if r.id.to_value() == json!(0)));
+        let m = classify(json!({"jsonrpc":"2.0","id":"a","method":"ping"})).ok().unwrap();
+        assert!(matches!(m, Message::Request(r) if r.id.to_string() == "\"a\""));
+    }
+
+    #[test]
+    fn bad_shapes_are_invalid_requests() {
+        for v in [
+            json!(1),
+            json!({"id": 1, "method": "x"}),
+            json!({"jsonrpc": "2.0", "id": true, "method": "x"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": 5}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "x", "params": 3}),
+        ] {
+            let e = classify(v).err().unwrap();
+            assert_eq!(e["error"]["code"], -32600);
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Discovery (PROTOCOL section 1): the lock file the CLI scans, and the state directory that
+//! keeps port and token across restarts (the CLI reconnects to the old URL with the old token
+//! and never rereads lock files).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::files;
+
+/// `--config-dir`, else `$CLAUDE_CONFIG_DIR`, else `$HOME/.claude`: where the CLI looks.
+pub fn config_dir(flag: Option<&str>) -> Result<PathBuf, String> {
+    if let Some(d) = flag {
+        return Ok(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d));
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        return Ok(PathBuf::from(h).join(".claude"));
+    }
+    Err("cannot tell where Claude Code looks for IDE lock files: HOME and CLAUDE_CONFIG_DIR are both unset. Pass --config-dir DIR (the claude config directory, usually ~/.claude) or set CLAUDE_CONFIG_DIR.".into())
+}
+
+/// `--state-dir`, else `$STATE_DIRECTORY` (systemd), else `$XDG_STATE_HOME/ccide/<id>`, else
+/// `~/.local/state/ccide/<id>`, where `<id>` names the workspace set.
+pub fn state_dir(flag: Option<&str>, workspaces: &[PathBuf]) -> Result<PathBuf, String> {
+    if let Some(d) = flag {
+        return Ok(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var("STATE_DIRECTORY").ok().filter(|d| !d.is_empty()) {
+        // systemd separates several StateDirectory= entries with ':'; the first is ours.
+        return Ok(PathBuf::from(d.split(':').next().unwrap_or(&d)));
+    }
+    let id = workspace_id(workspaces);
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d).join("ccide").join(id));
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        return Ok(PathBuf::from(h).join(".local/state/ccide").join(id));
+    }
+    Err("cannot choose a state directory: HOME, XDG_STATE_HOME and STATE_DIRECTORY are unset. Pass --state-dir DIR.".into())
+}
+
+/// `<basename>-<16 hex digits>`: readable, and distinct for distinct workspace sets.
+pub fn workspace_id(workspaces: &[PathBuf]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for w in workspaces {
+        for b in w.as_os_str().as_encoded_bytes().iter().chain(&[0u8]) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    let base: String = workspaces
+        .first()
+        .and_then(|w| w.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".into())
+        .chars()
+        .map(|c| if c.is_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .take(40)
+        .collect();
+    format!("{base}-{h:016x}")
+}
+
+/// 64 bytes from the OS CSPRNG, base64url without padding.
+pub fn new_token() -> Result<String, String> {
+    let mut bytes = [0u8; 64];
+    getrandom::fill(&mut bytes).map_err(|e| format!("cannot read random bytes for the token: {e}"))?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// What survives a restart so the CLI's reconnect to the old URL and token succeeds.
+pub struct Identity {
+    pub port: Option<u16>,
+    pub token: String,
+}
+
+const IDENTITY_FILE: &str = "server.json";
+
+pub fn load_identity(state: &Path) -> Result<Identity, String> {
+    let path = state.join(IDENTITY_FILE);
+    let saved: Option<Value> = fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let token = saved
+        .as_ref()
+        .and_then(|v| v["token"].as_str())
+        .filter(|t| t.len() >= 32)
+        .map(String::from);
+    let port = saved
+        .as_ref()
+        .and_then(|v| v["port"].as_u64())
+        .and_then(|p| u16::try_from(p).ok())
+        .filter(|p| *p != 0);
+    Ok(Identity {
+        port,
+        token: match token {
+            Some(t) => t,
+            None => new_token()?,
+        },
+    })
+}
+
+pub fn save_identity(state: &Path, port: u16, token: &str) -> Result<(), String> {
+    let path = state.join(IDENTITY_FILE);
+    let body = json!({"port": port, "token": token}).to_string();
+    files::write_atomic(&path, body.as_bytes(), 0o600)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// The lock file of a running server.
+pub struct LockFile {
+    pub path: PathBuf,
+}
+
+pub struct LockContent<'a> {
+    pub port: u16,
+    pub workspaces: &'a [PathBuf],
+    pub ide_name: &'a str,
+    pub token: &'a str,
+    pub control: &'a Path,
+    pub state: &'a Path,
+}
+
+impl LockFile {
+    /// Writes `<config>/ide/<port>.lock` atomically, mode 0600 in a 0700 directory.
+    pub fn write(config: &Path, c: &LockContent) -> Result<LockFile, String> {
+        let dir = config.join("ide");
+        files::private_dir(&dir, "lock file directory")?;
+        let path = dir.join(format!("{}.lock", c.port));
+        let folders: Vec<String> = c
+            .workspaces
+            .iter()
+            .map(|w| w.to_string_lossy().into_owned())
+            .collect();
+        let body = json!({
+            "pid": std::process::id(),
+            "workspaceFolders": folders,
+            "ideName": c.ide_name,
+            "transport": "ws",
+            "runningInWindows": false,
+            "authToken": c.token,
+            // Not read by the CLI: how ccide's own commands find this server's control socket.
+            "ccide": {"control": c.control, "state": c.state},
+        });
+        files::write_atomic(&path, body.to_string().as_bytes(), 0o600)
+            .map_err(|e| format!("cannot write the lock file {}: {e}", path.display()))?;
+        // write_atomic keeps an old file's mode; a lock must be 0600 whatever was there.
+        use std::os::unix::fs::PermissionsExt;
+        let _ = fs::set_permissions(&path, fs::Permissions::from_mode(0o600));
+        Ok(LockFile { path })
+    }
+
+    pub fn remove(&self) {
+        if let Err(e) = fs::remove_file(&self.path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            crate::warn!("cannot remove the lock file {}: {e}", self.path.display());
+        }
+    }
+}
+
+/// A lock file found in `<config>/ide`, as ccide's commands see it.
+pub struct Found {
+    pub port: u16,
+    pub path: PathBuf,
+    pub pid: i64,
+    pub workspaces: Vec<PathBuf>,
+    pub ide_name: String,
+    pub control: Option<PathBuf>,
+    pub state: Option<PathBuf>,
+    pub alive: bool,
+}
+
+pub fn scan(config: &Path) -> Vec<Found> {
+    let mut out = Vec::new();
+    let Ok(entries) = fs::read_dir(config.join("ide")) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let Some(port) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".lock"))
+            .and_then(|p| p.parse::<u16>().ok())
+        else {
+            continue;
+        };
+        let Some(v) = fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        else {
+            continue;
+        };
+        let pid = v["pid"].as_i64().unwrap_or(0);
+        out.push(Found {
+            port,
+            pid,
+            alive: crate::sys::process_alive(pid),
+            workspaces: v["workspaceFolders"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|w| w.as_str()).map(PathBuf::from).collect())
+                .unwrap_or_default(),
+            ide_name: v["ideName"].as_str().unwrap_or("").to_string(),
+            control: v["ccide"]["control"].as_str().map(PathBuf::from),
+            state: v["ccide"]["state"].as_str().map(PathBuf::from),
+            path,
+        });
+    }
+    out.sort_by_key(|f| f.port);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_64_random_bytes_base64url() {
+        let a = new_token().unwrap();
+        assert_eq!(a.len(), 86);
+        assert!(a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+        assert_ne!(a, new_token().unwrap());
+    }
+
+    #[test]
+    fn workspace_id_is_stable_and_distinct() {
+        let a = workspace_id(&[PathBuf::from("/srv/my app")]);
+        assert_eq!(a, workspace_id(&[PathBuf::from("/srv/my app")]));
+        assert!(a.starts_with("my_app-"));
+        assert_ne!(a, workspace_id(&[PathBuf::from("/srv/my app2")]));
+    }
+}

@@ -1,0 +1,276 @@
+//! `ccide serve`: resolves the configuration, binds, announces the lock file, runs the threads
+//! and cleans up on every exit path.
+
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+use crate::cli::{Args, Fail, Outcome};
+use crate::lockfile::{self, LockContent, LockFile};
+use crate::server::{self, Client, Server};
+use crate::transport::{self, Gate};
+
+/// Everything a running server shares between its threads.
+pub struct App {
+    pub server: Server,
+    pub workspaces: RwLock<Vec<PathBuf>>,
+    pub ide_name: String,
+    pub port: u16,
+    pub state_dir: PathBuf,
+    pub control_path: PathBuf,
+    pub started: SystemTime,
+}
+
+/// Called once a client has sent `notifications/initialized`.
+pub fn client_ready(_app: &Arc<App>, _client: &Arc<Client>) {}
+
+/// Called once when a connection has ended, whatever the reason.
+pub fn client_gone(_app: &Arc<App>, _client: &Arc<Client>) {}
+
+struct Settings {
+    workspaces: Vec<PathBuf>,
+    ide_name: String,
+    port: Option<u16>,
+    host: IpAddr,
+    config_dir: PathBuf,
+    state_dir: PathBuf,
+    server: server::Config,
+    max_connections: usize,
+}
+
+fn seconds(args: &Args, name: &str, default: f64) -> Result<Duration, Fail> {
+    let v = args
+        .parsed::<f64>(name, "a number of seconds")?
+        .unwrap_or(default);
+    if !(v > 0.0 && v <= 86_400.0) {
+        return Err(Fail::Usage(format!(
+            "invalid value '{v}' for {name}: expected a number of seconds between 0 and 86400"
+        )));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn settings(args: &Args) -> Result<Settings, Fail> {
+    if let Some(extra) = args.operands.first() {
+        return Err(Fail::Usage(format!(
+            "unexpected argument '{extra}' (workspaces are given with --workspace DIR)"
+        )));
+    }
+    let level = args.value("--log-level").unwrap_or_else(|| "info".into());
+    let level = crate::log::Level::parse(&level).ok_or_else(|| {
+        Fail::Usage(format!(
+            "invalid value '{level}' for --log-level: expected error, warn, info or debug"
+        ))
+    })?;
+    crate::log::init(level);
+    let mut dirs = args.values("--workspace");
+    if dirs.is_empty() {
+        dirs.push(".".into());
+    }
+    let mut workspaces: Vec<PathBuf> = Vec::new();
+    for d in &dirs {
+        let canon = crate::files::canonical_dir(std::path::Path::new(d))
+            .map_err(|e| Fail::Usage(format!("invalid value for --workspace: {e}")))?;
+        if !workspaces.contains(&canon) {
+            workspaces.push(canon);
+        }
+    }
+    let ide_name = args.value("--ide-name").unwrap_or_else(|| {
+        let base = workspaces[0]
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "/".into());
+        format!("ccide ({base})")
+    });
+    let port = args.parsed::<u16>("--port", "a port number from 1 to 65535")?;
+    if port == Some(0) {
+        return Err(Fail::Usage(
+            "invalid value '0' for --port: expected a port number from 1 to 65535 (omit --port for any free port)".into(),
+        ));
+    }
+    let host = args
+        .parsed::<IpAddr>("--host", "an IP address such as 127.0.0.1 or ::1")?
+        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    if !host.is_loopback() {
+        if !args.switch("--allow-remote")? {
+            return Err(Fail::Usage(format!(
+                "--host {host} is not a loopback address: anyone who can reach it could try the token. Add --allow-remote if you mean it."
+            )));
+        }
+        crate::warn!(
+            "listening on {host}, reachable from other machines: only the token protects this server"
+        );
+    }
+    let interval = seconds(args, "--ping-interval", 5.0)?;
+    let timeout = seconds(args, "--ping-timeout", 3.0)?;
+    let max_connections = args
+        .parsed::<usize>("--max-connections", "a whole number of at least 1")?
+        .unwrap_or(64);
+    if max_connections == 0 {
+        return Err(Fail::Usage(
+            "invalid value '0' for --max-connections: expected a whole number of at least 1".into(),
+        ));
+    }
+    let single_client = args.switch("--single-client")?;
+    let config_dir = lockfile::config_dir(args.value("--config-dir").as_deref())?;
+    let state_dir = lockfile::state_dir(args.value("--state-dir").as_deref(), &workspaces)?;
+    Ok(Settings {
+        workspaces,
+        ide_name,
+        port,
+        host,
+        config_dir,
+        state_dir,
+        server: server::Config {
+            ping_interval: interval,
+            ping_timeout: timeout,
+            single_client,
+        },
+        max_connections,
+    })
+}
+
+fn bind(s: &Settings, remembered: Option<u16>) -> Result<TcpListener, String> {
+    if let Some(p) = s.port {
+        return TcpListener::bind((s.host, p)).map_err(|e| {
+            format!("cannot listen on {}:{p} (--port): {e}. Choose another port or omit --port.", s.host)
+        });
+    }
+    if let Some(p) = remembered {
+        match TcpListener::bind((s.host, p)) {
+            Ok(l) => return Ok(l),
+            Err(e) => crate::warn!(
+                "port {p} from the last run is not available ({e}); moving to a new port, so a Claude Code that was connected must reconnect with /ide"
+            ),
+        }
+    }
+    TcpListener::bind((s.host, 0)).map_err(|e| format!("cannot listen on {}: {e}", s.host))
+}
+
+pub fn run(args: &Args) -> Outcome {
+    // Before any thread exists, so that every thread inherits the mask and only `sigwait`
+    // below ever takes these signals.
+    crate::sys::block_termination_signals();
+    crate::sys::restrict_umask();
+    let s = settings(args)?;
+    crate::files::private_dir(&s.state_dir, "state directory")?;
+    let identity = lockfile::load_identity(&s.state_dir)?;
+    let listener = bind(&s, identity.port)?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the listening address: {e}"))?
+        .port();
+    lockfile::save_identity(&s.state_dir, port, &identity.token)?;
+    if let Some(old) = identity.port.filter(|p| *p != port) {
+        remove_own_stale_lock(&s, old, &identity.token);
+    }
+    let control_path = s.state_dir.join("control.sock");
+    let app = Arc::new(App {
+        server: Server::new(s.server),
+        workspaces: RwLock::new(s.workspaces.clone()),
+        ide_name: s.ide_name.clone(),
+        port,
+        state_dir: s.state_dir.clone(),
+        control_path: control_path.clone(),
+        started: SystemTime::now(),
+    });
+    let gate = Gate {
+        token: identity.token.clone(),
+        extra_hosts: if s.host.is_loopback() {
+            Vec::new()
+        } else {
+            vec![s.host.to_string()]
+        },
+        max_connections: s.max_connections,
+        handshake_timeout: Duration::from_secs(5),
+    };
+    let on_open_app = app.clone();
+    let on_open: Arc<transport::OnOpen> =
+        Arc::new(move |outbox, peer| server::open(&on_open_app, outbox, peer));
+    spawn("acceptor", move || transport::run_acceptor(listener, gate, on_open))?;
+    let keepalive_app = app.clone();
+    spawn("keepalive", move || server::keepalive(&keepalive_app.server))?;
+    let lock = LockFile::write(
+        &s.config_dir,
+        &LockContent {
+            port,
+            workspaces: &s.workspaces,
+            ide_name: &s.ide_name,
+            token: &identity.token,
+            control: &control_path,
+            state: &s.state_dir,
+        },
+    )?;
+    crate::info!(
+        "listening on {}:{port} for {} (lock file {})",
+        s.host,
+        s.workspaces
+            .iter()
+            .map(|w| w.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        lock.path.display()
+    );
+    sd_notify("READY=1");
+    let signal = crate::sys::wait_termination_signal();
+    crate::info!("{signal} received; shutting down");
+    sd_notify("STOPPING=1");
+    lock.remove();
+    // 1001 "going away" lets the CLI reconnect to a restarted server on the same port.
+    let clients = app.server.clients();
+    for c in &clients {
+        c.outbox.close(1001, "ccide is shutting down");
+    }
+    let deadline = std::time::Instant::now() + Duration::from_millis(500);
+    while clients.iter().any(|c| !c.outbox.is_ended()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(crate::cli::EXIT_OK)
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), Fail> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .stack_size(256 << 10)
+        .spawn(f)
+        .map(|_| ())
+        .map_err(|e| Fail::Failed(format!("cannot start the {name} thread: {e}")))
+}
+
+/// After a move to a new port, the lock of our previous port is stale if it carries our token
+/// and its process is gone (a kill -9 left it): remove it so the CLI does not try it.
+fn remove_own_stale_lock(s: &Settings, old_port: u16, token: &str) {
+    let path = s.config_dir.join("ide").join(format!("{old_port}.lock"));
+    let Some(v) = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+    else {
+        return;
+    };
+    let ours = v["authToken"].as_str() == Some(token);
+    if ours && !crate::sys::process_alive(v["pid"].as_i64().unwrap_or(0)) {
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// systemd's readiness protocol: a datagram to `$NOTIFY_SOCKET` (an abstract name with '@').
+pub fn sd_notify(state: &str) {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET").filter(|p| !p.is_empty()) else {
+        return;
+    };
+    let Ok(sock) = std::os::unix::net::UnixDatagram::unbound() else {
+        return;
+    };
+    let bytes = path.as_encoded_bytes();
+    let sent = if let Some(name) = bytes.strip_prefix(b"@") {
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(name)
+            .and_then(|addr| sock.send_to_addr(state.as_bytes(), &addr))
+    } else {
+        sock.send_to(state.as_bytes(), &path)
+    };
+    if let Err(e) = sent {
+        crate::warn!("cannot notify systemd ({state}): {e}");
+    }
+}

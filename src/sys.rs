@@ -1,0 +1,225 @@
+//! Every libc call and every `unsafe` block of ccide lives here, behind small safe functions.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// The signals that end `serve`. They are blocked in every thread and taken with `sigwait`, so
+/// that shutdown (removing the lock file) runs on an ordinary thread, not in a signal handler.
+const TERMINATION_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+fn termination_set() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it before use.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in TERMINATION_SIGNALS {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread and every thread it spawns later.
+pub fn block_termination_signals() {
+    let set = termination_set();
+    // SAFETY: `set` is a valid, initialised signal set.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Waits until SIGINT, SIGTERM or SIGHUP arrives (they must be blocked) and returns its name.
+pub fn wait_termination_signal() -> &'static str {
+    let set = termination_set();
+    let mut sig: libc::c_int = 0;
+    // SAFETY: `set` and `sig` are valid for the duration of the call.
+    while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
+    match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        _ => "SIGHUP",
+    }
+}
+
+/// Sends `signal` to our own process (used to wake `wait_termination_signal` from inside).
+pub fn raise_termination() {
+    // SAFETY: kill on our own pid with a valid signal number.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGTERM);
+    }
+}
+
+/// Restores an empty signal mask; called in children between fork and exec, because they
+/// inherit the blocked termination signals otherwise and could not be stopped by them.
+pub fn unblock_all_signals_in_child(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure only calls async-signal-safe functions (sigemptyset, sigprocmask).
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+}
+
+/// Sends `signal` to a child process group leader or process.
+pub fn kill(pid: i32, signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: plain system call on integers.
+    check(unsafe { libc::kill(pid, signal) }).map(|_| ())
+}
+
+/// Whether a process with this pid exists (the CLI's own liveness test on lock files).
+pub fn process_alive(pid: i64) -> bool {
+    if pid <= 0 || pid > i32::MAX as i64 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence and permission.
+    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+pub fn getuid() -> u32 {
+    // SAFETY: getuid cannot fail.
+    unsafe { libc::getuid() }
+}
+
+pub fn isatty(fd: RawFd) -> bool {
+    // SAFETY: isatty on any integer is safe.
+    unsafe { libc::isatty(fd) == 1 }
+}
+
+/// The uid of the process at the other end of a Unix stream socket.
+pub fn peer_uid(sock: &UnixStream) -> io::Result<u32> {
+    // SAFETY: ucred is plain data and the length matches its size.
+    unsafe {
+        let mut cred: libc::ucred = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        check(libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        ))?;
+        Ok(cred.uid)
+    }
+}
+
+/// A pipe whose only purpose is to wake a thread blocked in `poll`.
+pub struct WakePipe {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl WakePipe {
+    pub fn new() -> io::Result<WakePipe> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: fds has room for two descriptors; on success we own both.
+        unsafe {
+            check(libc::pipe2(
+                fds.as_mut_ptr(),
+                libc::O_CLOEXEC | libc::O_NONBLOCK,
+            ))?;
+            Ok(WakePipe {
+                read: OwnedFd::from_raw_fd(fds[0]),
+                write: OwnedFd::from_raw_fd(fds[1]),
+            })
+        }
+    }
+
+    /// Makes the next (or current) `poll` on `fd()` return. A full pipe already means "wake".
+    pub fn wake(&self) {
+        let b = 1u8;
+        // SAFETY: writing one byte from a valid buffer to a descriptor we own.
+        unsafe {
+            libc::write(self.write.as_raw_fd(), (&b as *const u8).cast(), 1);
+        }
+    }
+
+    /// Empties the pipe after a wake-up.
+    pub fn drain(&self) {
+        let mut buf = [0u8; 64];
+        // SAFETY: reading into a valid buffer from a non-blocking descriptor we own.
+        while unsafe { libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }
+            > 0
+        {}
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.read.as_raw_fd()
+    }
+}
+
+/// Readiness of one descriptor after `poll`.
+#[derive(Clone, Copy, Default)]
+pub struct Ready {
+    pub readable: bool,
+    pub writable: bool,
+    pub hangup: bool,
+}
+
+/// What to wait for on one descriptor.
+pub struct Interest {
+    pub fd: RawFd,
+    pub read: bool,
+    pub write: bool,
+}
+
+/// `poll(2)` over `interests`; `None` waits forever. Interrupted calls count as a timeout.
+pub fn poll(interests: &[Interest], timeout: Option<Duration>) -> io::Result<Vec<Ready>> {
+    let mut fds: Vec<libc::pollfd> = interests
+        .iter()
+        .map(|i| libc::pollfd {
+            fd: i.fd,
+            events: (if i.read { libc::POLLIN } else { 0 }) | (if i.write { libc::POLLOUT } else { 0 }),
+            revents: 0,
+        })
+        .collect();
+    let ms = match timeout {
+        None => -1,
+        Some(d) => d.as_millis().min(i32::MAX as u128) as libc::c_int,
+    };
+    // SAFETY: fds is a valid array of pollfd of the given length.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(fds
+        .iter()
+        .map(|p| Ready {
+            readable: p.revents & libc::POLLIN != 0,
+            writable: p.revents & libc::POLLOUT != 0,
+            hangup: p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0,
+        })
+        .collect())
+}
+
+/// Owner uid and permission bits of a path, without following a final symlink.
+pub fn owner_and_mode(meta: &std::fs::Metadata) -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.uid(), meta.mode() & 0o7777)
+}
+
+/// Sets the process umask so that nothing ccide creates is readable by others by accident.
+pub fn restrict_umask() {
+    // SAFETY: umask cannot fail.
+    unsafe {
+        libc::umask(0o077);
+    }
+}
+
