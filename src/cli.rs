@@ -134,14 +134,46 @@ pub const SERVE_FLAGS: &[Flag] = &[
     ),
 ];
 
-pub const COMMANDS: &[Command] = &[Command {
-    name: "serve",
-    usage: "ccide serve [OPTIONS]",
-    about: "Run the IDE server for the workspace, announced to Claude Code by a lock file.",
-    details: "Listens on 127.0.0.1, writes <config>/ide/<port>.lock and serves Claude Code's IDE\nprotocol (MCP over WebSocket) until SIGINT, SIGTERM or SIGHUP, then removes the lock file.\nStart `claude --ide` (or use /ide) in the workspace to connect.",
-    flags: SERVE_FLAGS,
-    run: crate::serve::run,
-}];
+const PORT: Flag = flag(
+    "--port",
+    Some("N"),
+    None,
+    "Talk to the server on port N instead of the one whose workspace holds the current directory.",
+);
+const CONFIG_DIR: Flag = flag(
+    "--config-dir",
+    Some("DIR"),
+    Some("CCIDE_CONFIG_DIR"),
+    "Claude Code's config directory holding ide/*.lock. Default: $CLAUDE_CONFIG_DIR, else ~/.claude.",
+);
+const JSON: Flag = flag("--json", None, None, "Print JSON for scripts.");
+
+pub const COMMANDS: &[Command] = &[
+    Command {
+        name: "serve",
+        usage: "ccide serve [OPTIONS]",
+        about: "Run the IDE server for the workspace, announced to Claude Code by a lock file.",
+        details: "Listens on 127.0.0.1, writes <config>/ide/<port>.lock and serves Claude Code's IDE\nprotocol (MCP over WebSocket) until SIGINT, SIGTERM or SIGHUP, then removes the lock file.\nStart `claude --ide` (or use /ide) in the workspace to connect.",
+        flags: SERVE_FLAGS,
+        run: crate::serve::run,
+    },
+    Command {
+        name: "diff",
+        usage: "ccide diff [list | show [ID] | accept [ID] | reject [ID] | edit [ID] | path [ID]] [OPTIONS]",
+        about: "Review the edits Claude Code proposes: list, show, accept, reject.",
+        details: "Each proposed edit is a directory holding `original` and `proposed`. ID is the diff's\nnumber, its tab name, or the path of the file it changes; without ID the only pending diff.\n  list     the pending diffs (the default)\n  show     a unified diff of original against proposed\n  accept   answer FILE_SAVED with the current content of proposed (edit it first to change it)\n  reject   answer DIFF_REJECTED\n  edit     open proposed in $VISUAL or $EDITOR (accepting stays a separate step)\n  path     print the diff's directory",
+        flags: &[PORT, CONFIG_DIR, JSON],
+        run: crate::client::diff,
+    },
+    Command {
+        name: "events",
+        usage: "ccide events [OPTIONS]",
+        about: "Stream one JSON line per event (diffs opened and settled, clients) until interrupted.",
+        details: "Events: diff_opened, diff_settled (how: accepted, rejected, abandoned),\nclient_connected, client_disconnected. Each line carries \"event\" and \"time\".",
+        flags: &[PORT, CONFIG_DIR],
+        run: crate::client::events,
+    },
+];
 
 pub fn find(name: &str) -> Option<&'static Command> {
     COMMANDS.iter().find(|c| c.name == name)

@@ -114,6 +114,76 @@ pub fn canonical_dir(dir: &Path) -> Result<PathBuf, String> {
     Ok(p)
 }
 
+/// Resolves a path a client or a command gave us to the real file it names, and refuses it
+/// unless that file lies inside one of the workspace folders. Relative paths start at the first
+/// folder. Symlinks are resolved (the deepest existing ancestor for a file yet to be created),
+/// so callers then read and write the resolved path, never a name that a swapped-in symlink
+/// could redirect.
+pub fn confine(raw: &str, workspaces: &[PathBuf]) -> Result<PathBuf, String> {
+    if raw.is_empty() {
+        return Err("empty path".into());
+    }
+    if raw.contains('\0') {
+        return Err(format!("path {raw:?} contains a NUL byte"));
+    }
+    let first = workspaces.first().ok_or("no workspace folder")?;
+    let joined = first.join(raw);
+    let lexical = normalize(&joined);
+    let resolved = resolve_existing_prefix(&lexical)
+        .map_err(|e| format!("cannot resolve {}: {e}", lexical.display()))?;
+    if workspaces.iter().any(|w| resolved.starts_with(w)) {
+        Ok(resolved)
+    } else {
+        let how = if resolved != lexical {
+            format!(" (it resolves to {})", resolved.display())
+        } else {
+            String::new()
+        };
+        Err(format!(
+            "{} is outside the workspace folders{how}; ccide only touches files under {}",
+            lexical.display(),
+            workspaces
+                .iter()
+                .map(|w| w.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+}
+
+/// Canonicalizes the longest existing prefix of `p` and appends the rest unchanged.
+fn resolve_existing_prefix(p: &Path) -> io::Result<PathBuf> {
+    let mut rest = Vec::new();
+    let mut cur = p.to_path_buf();
+    loop {
+        match fs::canonicalize(&cur) {
+            Ok(mut c) => {
+                for part in rest.iter().rev() {
+                    c.push(part);
+                }
+                return Ok(c);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let Some(name) = cur.file_name().map(|n| n.to_os_string()) else {
+                    return Err(e);
+                };
+                // A dangling symlink must not be followed later by a write to its name.
+                if fs::symlink_metadata(&cur).is_ok() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "it is a dangling symlink",
+                    ));
+                }
+                rest.push(name);
+                if !cur.pop() {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

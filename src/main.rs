@@ -1,14 +1,21 @@
 //! ccide: a headless IDE for Claude Code. See README.md and man/ccide.1.
 
 mod cli;
+mod client;
+mod commands;
+mod control;
+mod diffs;
+mod events;
 mod files;
 mod jsonrpc;
 mod lockfile;
 #[macro_use]
 mod log;
+mod pattern;
 mod serve;
 mod server;
 mod sys;
+mod textdiff;
 mod tools;
 mod transport;
 

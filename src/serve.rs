@@ -20,13 +20,64 @@ pub struct App {
     pub state_dir: PathBuf,
     pub control_path: PathBuf,
     pub started: SystemTime,
+    pub diffs: crate::diffs::Diffs,
+}
+
+impl App {
+    /// A path from a client or command, confined to the workspace folders.
+    pub fn resolve(&self, raw: &str) -> Result<PathBuf, String> {
+        crate::files::confine(raw, &self.workspaces.read().unwrap())
+    }
+
+    pub fn status(&self) -> serde_json::Value {
+        let clients: Vec<serde_json::Value> = self
+            .server
+            .clients()
+            .iter()
+            .map(|c| {
+                let i = c.info();
+                serde_json::json!({
+                    "id": i.id, "pid": i.pid, "name": i.name, "version": i.version,
+                    "initialized": i.initialized, "since": unix(i.since),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "pid": std::process::id(),
+            "port": self.port,
+            "ide_name": self.ide_name,
+            "workspaces": *self.workspaces.read().unwrap(),
+            "state_dir": self.state_dir,
+            "started": unix(self.started),
+            "uptime_secs": self.started.elapsed().map(|d| d.as_secs()).unwrap_or(0),
+            "clients": clients,
+            "diffs": self.diffs.list(),
+        })
+    }
+}
+
+pub fn unix(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// Called once a client has sent `notifications/initialized`.
-pub fn client_ready(_app: &Arc<App>, _client: &Arc<Client>) {}
+pub fn client_ready(_app: &Arc<App>, client: &Arc<Client>) {
+    let i = client.info();
+    crate::events::emit(serde_json::json!({
+        "event": "client_connected", "client": i.id, "name": i.name, "version": i.version,
+    }));
+}
 
 /// Called once when a connection has ended, whatever the reason.
-pub fn client_gone(_app: &Arc<App>, _client: &Arc<Client>) {}
+pub fn client_gone(app: &Arc<App>, client: &Arc<Client>) {
+    app.diffs.abandon_client(client.id);
+    let i = client.info();
+    crate::events::emit(serde_json::json!({
+        "event": "client_disconnected", "client": i.id, "pid": i.pid,
+    }));
+}
 
 struct Settings {
     workspaces: Vec<PathBuf>,
@@ -166,6 +217,8 @@ pub fn run(args: &Args) -> Outcome {
         remove_own_stale_lock(&s, old, &identity.token);
     }
     let control_path = s.state_dir.join("control.sock");
+    let control = crate::control::bind(&control_path)?;
+    let diffs = crate::diffs::Diffs::open(&s.state_dir)?;
     let app = Arc::new(App {
         server: Server::new(s.server),
         workspaces: RwLock::new(s.workspaces.clone()),
@@ -174,6 +227,7 @@ pub fn run(args: &Args) -> Outcome {
         state_dir: s.state_dir.clone(),
         control_path: control_path.clone(),
         started: SystemTime::now(),
+        diffs,
     });
     let gate = Gate {
         token: identity.token.clone(),
@@ -189,6 +243,8 @@ pub fn run(args: &Args) -> Outcome {
     let on_open: Arc<transport::OnOpen> =
         Arc::new(move |outbox, peer| server::open(&on_open_app, outbox, peer));
     spawn("acceptor", move || transport::run_acceptor(listener, gate, on_open))?;
+    let control_app = app.clone();
+    spawn("control", move || crate::control::run(control_app, control))?;
     let keepalive_app = app.clone();
     spawn("keepalive", move || server::keepalive(&keepalive_app.server))?;
     let lock = LockFile::write(
@@ -217,6 +273,7 @@ pub fn run(args: &Args) -> Outcome {
     crate::info!("{signal} received; shutting down");
     sd_notify("STOPPING=1");
     lock.remove();
+    let _ = std::fs::remove_file(&app.control_path);
     // 1001 "going away" lets the CLI reconnect to a restarted server on the same port.
     let clients = app.server.clients();
     for c in &clients {

@@ -1,0 +1,1818 @@
+//! Turns the output of a project's real checkers (compilers, linters, SARIF
+//! producers) into diagnostics for the `getDiagnostics` answer.
+//!
+//! Checkers mix their findings with progress lines, code excerpts and
+//! summaries, so every parser here is lenient: whatever it does not recognise
+//! is skipped, never reported as a failure. Everything is linear in the size
+//! of the output, because a checker run over a large project can print tens
+//! of thousands of lines.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Severity {
+    Error,
+    Warning,
+    Info,
+    Hint,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "Error",
+            Severity::Warning => "Warning",
+            Severity::Info => "Info",
+            Severity::Hint => "Hint",
+        }
+    }
+
+    /// Maps the severity words tools print (in any case) to a severity.
+    pub fn from_word(w: &str) -> Option<Severity> {
+        let w = w.trim();
+        let any = |words: &[&str]| words.iter().any(|x| w.eq_ignore_ascii_case(x));
+        if any(&["error", "fatal", "fatal error", "critical"]) {
+            Some(Severity::Error)
+        } else if any(&["warning", "warn"]) {
+            Some(Severity::Warning)
+        } else if any(&["note", "info", "information"]) {
+            Some(Severity::Info)
+        } else if any(&["hint", "help", "style"]) {
+            Some(Severity::Hint)
+        } else {
+            None
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Diagnostic {
+    /// Absolute and lexically normalised.
+    pub path: PathBuf,
+    /// Positions are 0-based; the end is exclusive.
+    pub start_line: u32,
+    pub start_char: u32,
+    pub end_line: u32,
+    pub end_char: u32,
+    pub severity: Severity,
+    pub message: String,
+    pub source: String,
+    pub code: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Auto,
+    Protocol,
+    Sarif,
+    Cargo,
+    Compiler,
+    Ruff,
+}
+
+impl Format {
+    pub fn from_name(s: &str) -> Option<Format> {
+        match s {
+            "auto" => Some(Format::Auto),
+            "protocol" => Some(Format::Protocol),
+            "sarif" => Some(Format::Sarif),
+            "cargo" => Some(Format::Cargo),
+            "compiler" => Some(Format::Compiler),
+            "ruff" => Some(Format::Ruff),
+            _ => None,
+        }
+    }
+}
+
+/// Splits a checker spec's optional `FORMAT:` prefix:
+/// `"sarif:semgrep --sarif {file}"` → `(Sarif, "semgrep --sarif {file}")`.
+/// Only the known format names count as a prefix, so a command that merely
+/// contains a colon is returned whole with `Auto`.
+pub fn split_format_prefix(spec: &str) -> (Format, &str) {
+    if let Some((name, rest)) = spec.trim_start().split_once(':')
+        && let Some(format) = Format::from_name(name)
+    {
+        return (format, rest.trim_start());
+    }
+    (Format::Auto, spec)
+}
+
+/// Parses a checker's whole output (stdout and stderr concatenated).
+///
+/// Paths in the output are resolved against `base`; `default_source` names
+/// the diagnostics of formats that do not say which tool produced them.
+/// Exact duplicates are dropped, keeping the first: a header included by
+/// several translation units, or a file in several cargo targets, would
+/// otherwise be reported once per inclusion.
+pub fn parse(output: &str, format: Format, base: &Path, default_source: &str) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let cx = Context {
+        base,
+        default_source,
+    };
+    match format {
+        Format::Auto => parse_auto(output, &cx, &mut out),
+        Format::Protocol => {
+            // Named explicitly, a list with some odd entries still counts;
+            // those entries are skipped.
+            let accept = |v: &Value| v.is_array() || is_protocol_entry(v);
+            if let Some(v) = find_json(output, accept) {
+                parse_protocol(&v, &cx, &mut out);
+            }
+        }
+        Format::Sarif => {
+            if let Some(v) = find_json(output, is_sarif) {
+                parse_sarif(&v, &cx, &mut out);
+            }
+        }
+        Format::Cargo => parse_lines(output, LineMode::Cargo, &cx, &mut out),
+        Format::Compiler => parse_lines(output, LineMode::Compiler, &cx, &mut out),
+        Format::Ruff => parse_lines(output, LineMode::Ruff, &cx, &mut out),
+    }
+    let mut seen = HashSet::with_capacity(out.len());
+    out.retain(|d| seen.insert(d.clone()));
+    out
+}
+
+struct Context<'a> {
+    base: &'a Path,
+    default_source: &'a str,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LineMode {
+    Auto,
+    Cargo,
+    Compiler,
+    Ruff,
+}
+
+/// A 0-based range. Builders take whatever the tool printed and this type
+/// keeps the invariant that the end never precedes the start.
+#[derive(Clone, Copy)]
+struct Range {
+    start: (u32, u32),
+    end: (u32, u32),
+}
+
+impl Range {
+    fn new(start: (u32, u32), end: (u32, u32)) -> Range {
+        Range {
+            start,
+            end: end.max(start),
+        }
+    }
+
+    fn point(line: u32, character: u32) -> Range {
+        Range::new((line, character), (line, character))
+    }
+}
+
+fn make(
+    path: PathBuf,
+    range: Range,
+    severity: Severity,
+    message: &str,
+    source: &str,
+    code: Option<String>,
+) -> Diagnostic {
+    Diagnostic {
+        path,
+        start_line: range.start.0,
+        start_char: range.start.1,
+        end_line: range.end.0,
+        end_char: range.end.1,
+        severity,
+        message: message.to_string(),
+        source: source.to_string(),
+        code,
+    }
+}
+
+fn parse_auto(output: &str, cx: &Context, out: &mut Vec<Diagnostic>) {
+    let trimmed = output.trim_start();
+    // Only the first JSON value is read, so stderr printed after a SARIF
+    // document does not hide it. A failed attempt costs at most one pass, and
+    // on a cargo JSON-lines stream it reads just the first line.
+    if (trimmed.starts_with('{') || trimmed.starts_with('['))
+        && let Some(Ok(v)) = serde_json::Deserializer::from_str(trimmed)
+            .into_iter::<Value>()
+            .next()
+    {
+        if is_sarif(&v) {
+            parse_sarif(&v, cx, out);
+            return;
+        }
+        if is_protocol(&v) {
+            parse_protocol(&v, cx, out);
+            return;
+        }
+    }
+    parse_lines(output, LineMode::Auto, cx, out);
+}
+
+/// Finds the document of an explicitly named JSON format even when the tool
+/// printed noise (progress, a banner on stderr) before or after it.
+/// Only a few candidate starts are tried so that the cost stays linear even
+/// for output full of lines that begin with a bracket.
+fn find_json(output: &str, accept: fn(&Value) -> bool) -> Option<Value> {
+    const MAX_TRIES: usize = 8;
+    let mut tries = 0;
+    let mut offset = 0;
+    for line in output.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        let t = line.trim_start();
+        if !(t.starts_with('{') || t.starts_with('[')) {
+            continue;
+        }
+        tries += 1;
+        if tries > MAX_TRIES {
+            break;
+        }
+        let Some(text) = output.get(start + (line.len() - t.len())..) else {
+            continue;
+        };
+        let mut values = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+        if let Some(Ok(v)) = values.next()
+            && accept(&v)
+        {
+            return Some(v);
+        }
+    }
+    None
+}
+
+fn is_sarif(v: &Value) -> bool {
+    v.get("runs").is_some_and(Value::is_array)
+}
+
+fn is_protocol_entry(v: &Value) -> bool {
+    v.get("uri").is_some_and(Value::is_string) && v.get("diagnostics").is_some_and(Value::is_array)
+}
+
+fn is_protocol(v: &Value) -> bool {
+    match v {
+        Value::Array(items) => items.iter().all(is_protocol_entry),
+        Value::Object(_) => is_protocol_entry(v),
+        _ => false,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Line-oriented formats
+
+fn parse_lines(output: &str, mode: LineMode, cx: &Context, out: &mut Vec<Diagnostic>) {
+    for line in output.lines() {
+        let t = line.trim();
+        if matches!(mode, LineMode::Auto | LineMode::Cargo)
+            && t.starts_with('{')
+            && let Ok(v) = serde_json::from_str::<Value>(t)
+            && v.is_object()
+        {
+            push_cargo(&v, cx, out);
+            continue;
+        }
+        if mode == LineMode::Cargo {
+            continue;
+        }
+        let compiler = mode != LineMode::Ruff;
+        let ruff = mode != LineMode::Compiler;
+        if let Some(d) = parse_line(line, compiler, ruff, cx) {
+            out.push(d);
+        }
+    }
+}
+
+struct Location<'a> {
+    path: &'a str,
+    nums: [u32; 4],
+    count: usize,
+    rest: &'a str,
+}
+
+/// Finds `path:line[:col[:end_line:end_col]]:` at the start of a line.
+/// The path runs to the first colon (after a Windows drive letter), so it
+/// may hold spaces and any letters but no colon: allowing colons would turn
+/// lines like make's `make: *** [Makefile:12: all] Error 1` into locations.
+fn split_location(line: &str) -> Option<Location<'_>> {
+    // `go vet` prefixes type-checking errors: `vet: ./x.go:3:1: undefined: foo`.
+    let line = line.strip_prefix("vet: ").unwrap_or(line);
+    let bytes = line.as_bytes();
+    let drive = match (bytes.first(), bytes.get(1), bytes.get(2)) {
+        (Some(d), Some(b':'), Some(b'\\' | b'/')) if d.is_ascii_alphabetic() => 2,
+        _ => 0,
+    };
+    let colon = drive + line.get(drive..)?.find(':')?;
+    let path = line.get(..colon)?;
+    // Code excerpts (gcc's `  5 |     x = a ? b:1:2`) are indented; real
+    // locations never are.
+    if path.is_empty() || path.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let (first, mut rest) = leading_number(line.get(colon + 1..)?)?;
+    let mut nums = [first, 0, 0, 0];
+    let mut count = 1;
+    while let Some(slot) = nums.get_mut(count) {
+        let Some((n, r)) = leading_number(rest) else {
+            break;
+        };
+        *slot = n;
+        count += 1;
+        rest = r;
+    }
+    Some(Location {
+        path,
+        nums,
+        count,
+        rest,
+    })
+}
+
+/// Reads `DIGITS:` at the start of `s`. Absurdly large numbers saturate
+/// rather than make the line unparseable.
+fn leading_number(s: &str) -> Option<(u32, &str)> {
+    let len = s.bytes().take_while(u8::is_ascii_digit).count();
+    if len == 0 || s.as_bytes().get(len) != Some(&b':') {
+        return None;
+    }
+    let n = s.get(..len)?.bytes().fold(0u32, |n, b| {
+        n.saturating_mul(10).saturating_add(u32::from(b - b'0'))
+    });
+    Some((n, s.get(len + 1..)?))
+}
+
+struct Classified<'a> {
+    severity: Severity,
+    message: &'a str,
+    source: &'a str,
+    code: Option<String>,
+}
+
+fn parse_line(line: &str, compiler: bool, ruff: bool, cx: &Context) -> Option<Diagnostic> {
+    let line = strip_ansi(line);
+    let loc = split_location(&line)?;
+    let rest = loc.rest.trim();
+    if rest.is_empty() {
+        // `In file included from main.c:1:` and similar context lines.
+        return None;
+    }
+    let c = classify(rest, compiler, ruff, cx.default_source)?;
+    if c.message.is_empty() {
+        return None;
+    }
+    let [l, c1, l2, c2] = loc.nums;
+    let line0 = l.saturating_sub(1);
+    let range = match loc.count {
+        1 => Range::point(line0, 0),
+        2 | 3 => Range::point(line0, c1.saturating_sub(1)),
+        // mypy --show-error-end: the end column is 1-based and inclusive,
+        // which is the same number as a 0-based exclusive end.
+        _ => Range::new((line0, c1.saturating_sub(1)), (l2.saturating_sub(1), c2)),
+    };
+    Some(make(
+        resolve_path(cx.base, loc.path),
+        range,
+        c.severity,
+        c.message,
+        c.source,
+        c.code,
+    ))
+}
+
+fn classify<'a>(
+    rest: &'a str,
+    compiler: bool,
+    ruff: bool,
+    default_source: &'a str,
+) -> Option<Classified<'a>> {
+    if compiler && let Some(c) = severity_form(rest, default_source) {
+        return Some(c);
+    }
+    if ruff && let Some(c) = ruff_form(rest) {
+        return Some(c);
+    }
+    if !compiler {
+        return None;
+    }
+    if let Some(c) = eslint_form(rest, default_source) {
+        return Some(c);
+    }
+    // `go vet` and `go build` print no severity at all.
+    Some(Classified {
+        severity: Severity::Error,
+        message: rest,
+        source: default_source,
+        code: None,
+    })
+}
+
+/// `severity: message [code]` (gcc, clang, mypy, shellcheck -f gcc) and
+/// `severity[CODE]: message` (rustc --error-format=short).
+fn severity_form<'a>(rest: &'a str, default_source: &'a str) -> Option<Classified<'a>> {
+    // The bracket form first: a clippy code contains colons of its own.
+    if let Some((word, after)) = rest.split_once('[')
+        && let Some(severity) = Severity::from_word(word)
+        && let Some((code, message)) = after.split_once("]:")
+        && !code.is_empty()
+        && !code.contains(|c: char| c.is_whitespace() || c == '[')
+    {
+        let source = if code.starts_with("clippy::") {
+            "clippy"
+        } else {
+            "rustc"
+        };
+        return Some(Classified {
+            severity,
+            message: message.trim(),
+            source,
+            code: Some(code.to_string()),
+        });
+    }
+    let (head, message) = rest.split_once(':')?;
+    let severity = Severity::from_word(head)?;
+    let (message, code) = split_trailing_code(message.trim());
+    Some(Classified {
+        severity,
+        message,
+        source: default_source,
+        code,
+    })
+}
+
+/// Splits gcc's `[-Wunused-variable]`, mypy's `[name-defined]` or
+/// shellcheck's `[SC2086]` off the end of a message. The bracket must be a
+/// separate word so that messages ending in an index (`a[i]`) stay whole.
+fn split_trailing_code(message: &str) -> (&str, Option<String>) {
+    let Some(without) = message.strip_suffix(']') else {
+        return (message, None);
+    };
+    let Some(open) = without.rfind('[') else {
+        return (message, None);
+    };
+    let (Some(before), Some(code)) = (without.get(..open), without.get(open + 1..)) else {
+        return (message, None);
+    };
+    let text = before.trim_end();
+    if code.is_empty()
+        || code.contains(|c: char| c.is_whitespace() || c == ']')
+        || text.is_empty()
+        || text.len() == before.len()
+    {
+        return (message, None);
+    }
+    (text, Some(code.to_string()))
+}
+
+/// ruff's concise format: `CODE [*] message`, or a syntax error.
+fn ruff_form(rest: &str) -> Option<Classified<'_>> {
+    for prefix in ["SyntaxError:", "invalid-syntax:"] {
+        if let Some(message) = rest.strip_prefix(prefix) {
+            return Some(Classified {
+                severity: Severity::Error,
+                message: message.trim(),
+                source: "ruff",
+                code: None,
+            });
+        }
+    }
+    let (code, message) = rest.split_once(' ')?;
+    if !is_ruff_code(code) {
+        return None;
+    }
+    let message = message.trim_start();
+    // `[*]` only says that a fix is available.
+    let message = message.strip_prefix("[*]").unwrap_or(message).trim_start();
+    // The severities ruff's own language server gives: everything is a
+    // warning except names that cannot resolve and files that cannot be read
+    // (E999 is the old syntax-error code).
+    let severity = match code {
+        "F821" | "E902" | "E999" => Severity::Error,
+        _ => Severity::Warning,
+    };
+    Some(Classified {
+        severity,
+        message,
+        source: "ruff",
+        code: Some(code.to_string()),
+    })
+}
+
+/// Ruff rule codes are upper-case letters followed by digits (F821, UP006).
+fn is_ruff_code(code: &str) -> bool {
+    let letters = code.bytes().take_while(u8::is_ascii_uppercase).count();
+    let digits = code.len() - letters;
+    letters > 0 && digits > 0 && code.bytes().skip(letters).all(|b| b.is_ascii_digit())
+}
+
+/// eslint -f unix: `message [Error/rule-name]`.
+fn eslint_form<'a>(rest: &'a str, default_source: &'a str) -> Option<Classified<'a>> {
+    let without = rest.strip_suffix(']')?;
+    let open = without.rfind(" [")?;
+    let inner = without.get(open + 2..)?;
+    let (word, rule) = inner.split_once('/').unwrap_or((inner, ""));
+    let severity = Severity::from_word(word)?;
+    Some(Classified {
+        severity,
+        message: without.get(..open)?.trim(),
+        source: default_source,
+        code: (!rule.is_empty()).then(|| rule.to_string()),
+    })
+}
+
+/// Drops terminal escape sequences, so output forced into colour (or with
+/// gcc's OSC 8 hyperlinks on warning options) still parses.
+fn strip_ansi(line: &str) -> Cow<'_, str> {
+    if !line.contains('\x1b') {
+        return Cow::Borrowed(line);
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            // CSI: parameter bytes up to one final byte in '@'..='~'.
+            Some('[') => {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            // OSC: up to BEL or ESC '\'.
+            Some(']') => loop {
+                match chars.next() {
+                    None | Some('\x07') => break,
+                    Some('\x1b') => {
+                        if chars.peek() == Some(&'\\') {
+                            chars.next();
+                        }
+                        break;
+                    }
+                    Some(_) => {}
+                }
+            },
+            _ => {}
+        }
+    }
+    Cow::Owned(out)
+}
+
+// ---------------------------------------------------------------------------
+// cargo / rustc JSON
+
+fn push_cargo(v: &Value, cx: &Context, out: &mut Vec<Diagnostic>) {
+    // `cargo --message-format=json` wraps rustc's diagnostic; plain
+    // `rustc --error-format=json` prints it bare.
+    let msg = if v.get("reason").and_then(Value::as_str) == Some("compiler-message") {
+        match v.get("message") {
+            Some(m) => m,
+            None => return,
+        }
+    } else if v.get("$message_type").and_then(Value::as_str) == Some("diagnostic") {
+        v
+    } else {
+        return;
+    };
+    let level = msg.get("level").and_then(Value::as_str).unwrap_or("");
+    if level == "failure-note" {
+        return;
+    }
+    let severity = Severity::from_word(level).unwrap_or(if level.starts_with("error") {
+        // "error: internal compiler error"
+        Severity::Error
+    } else {
+        Severity::Warning
+    });
+    let message = msg.get("message").and_then(Value::as_str).unwrap_or("");
+    let code = msg
+        .get("code")
+        .and_then(|c| c.get("code"))
+        .and_then(Value::as_str);
+    let source = match code {
+        Some(c) if c.starts_with("clippy::") => "clippy",
+        _ => "rustc",
+    };
+    let Some(spans) = msg.get("spans").and_then(Value::as_array) else {
+        return;
+    };
+    // Summaries ("aborting due to…", "N warnings emitted") have no primary
+    // span and so produce nothing. A lint can have several primary spans
+    // ("unused imports: `a` and `b`"); each is a place to show it.
+    for span in spans {
+        if span.get("is_primary").and_then(Value::as_bool) != Some(true) {
+            continue;
+        }
+        let span = user_span(span, cx.base);
+        let Some(file) = span.get("file_name").and_then(Value::as_str) else {
+            continue;
+        };
+        let range = Range::new(
+            (
+                num(span, "line_start").saturating_sub(1),
+                num(span, "column_start").saturating_sub(1),
+            ),
+            (
+                num(span, "line_end").saturating_sub(1),
+                // 1-based exclusive → 0-based exclusive.
+                num(span, "column_end").saturating_sub(1),
+            ),
+        );
+        out.push(make(
+            resolve_path(cx.base, file),
+            range,
+            severity,
+            message,
+            source,
+            code.map(str::to_string),
+        ));
+    }
+}
+
+/// A primary span inside a macro from another crate (the standard library's
+/// sources, `<…macros>`) is useless to the user: follow the expansion chain
+/// back to the call site in their own code, as rust-analyzer does.
+fn user_span<'a>(span: &'a Value, base: &Path) -> &'a Value {
+    let external = |s: &Value| {
+        s.get("file_name").and_then(Value::as_str).is_some_and(|f| {
+            f.starts_with('<') || (Path::new(f).is_absolute() && !Path::new(f).starts_with(base))
+        })
+    };
+    let mut current = span;
+    // Bounded: the JSON is input, and a cycle cannot occur in a tree, but
+    // very deep nesting should not cost much either.
+    for _ in 0..64 {
+        if !external(current) {
+            return current;
+        }
+        match current.get("expansion").and_then(|e| e.get("span")) {
+            Some(next) => current = next,
+            None => break,
+        }
+    }
+    if external(current) { span } else { current }
+}
+
+fn num(v: &Value, key: &str) -> u32 {
+    v.get(key)
+        .and_then(Value::as_u64)
+        .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+// ---------------------------------------------------------------------------
+// SARIF 2.1.0
+
+fn parse_sarif(doc: &Value, cx: &Context, out: &mut Vec<Diagnostic>) {
+    let Some(runs) = doc.get("runs").and_then(Value::as_array) else {
+        return;
+    };
+    for run in runs {
+        let driver = run.get("tool").and_then(|t| t.get("driver"));
+        let source = driver
+            .and_then(|d| d.get("name"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .unwrap_or(cx.default_source);
+        let rules: &[Value] = driver
+            .and_then(|d| d.get("rules"))
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice);
+        let rules_by_id: HashMap<&str, &Value> = rules
+            .iter()
+            .filter_map(|r| Some((r.get("id")?.as_str()?, r)))
+            .collect();
+        let Some(results) = run.get("results").and_then(Value::as_array) else {
+            continue;
+        };
+        for result in results {
+            if let Some(d) = sarif_result(result, run, rules, &rules_by_id, source, cx) {
+                out.push(d);
+            }
+        }
+    }
+}
+
+fn sarif_result(
+    result: &Value,
+    run: &Value,
+    rules: &[Value],
+    rules_by_id: &HashMap<&str, &Value>,
+    source: &str,
+    cx: &Context,
+) -> Option<Diagnostic> {
+    let kind = result.get("kind").and_then(Value::as_str);
+    if matches!(kind, Some("pass" | "notApplicable")) || is_suppressed(result) {
+        return None;
+    }
+    let rule_id = result
+        .get("ruleId")
+        .and_then(Value::as_str)
+        .or_else(|| result.get("rule")?.get("id")?.as_str());
+    let rule_index = result
+        .get("ruleIndex")
+        .or_else(|| result.get("rule")?.get("index"))
+        .and_then(Value::as_u64)
+        .and_then(|i| usize::try_from(i).ok());
+    let rule = rule_index
+        .and_then(|i| rules.get(i))
+        .or_else(|| rules_by_id.get(rule_id?).copied());
+
+    // SARIF's defaulting: the result's level, else the rule's configured
+    // level, else "warning" — or "none" for results that are not failures.
+    let level = result
+        .get("level")
+        .and_then(Value::as_str)
+        .or_else(|| rule?.get("defaultConfiguration")?.get("level")?.as_str())
+        .unwrap_or(match kind {
+            None | Some("fail") => "warning",
+            Some(_) => "none",
+        });
+    let severity = match level {
+        "error" => Severity::Error,
+        "note" => Severity::Info,
+        "none" => Severity::Hint,
+        _ => Severity::Warning,
+    };
+
+    let message = sarif_message(result.get("message"), rule);
+
+    let physical = result
+        .get("locations")
+        .and_then(Value::as_array)?
+        .iter()
+        .find_map(|l| l.get("physicalLocation"))?;
+    let mut artifact = physical.get("artifactLocation")?;
+    if artifact.get("uri").is_none() {
+        let index = artifact.get("index").and_then(Value::as_u64)?;
+        artifact = run
+            .get("artifacts")?
+            .get(usize::try_from(index).ok()?)?
+            .get("location")?;
+    }
+    let path = sarif_artifact_path(artifact, run, cx.base, 0)?;
+
+    let range = match physical.get("region") {
+        Some(region) if region.get("startLine").is_some() => {
+            let start_line = num(region, "startLine").saturating_sub(1);
+            let start_char = num(region, "startColumn").saturating_sub(1);
+            let end_line = region
+                .get("endLine")
+                .map_or(start_line, |_| num(region, "endLine").saturating_sub(1));
+            match region.get("endColumn") {
+                // endColumn is 1-based exclusive → 0-based exclusive.
+                Some(_) => Range::new(
+                    (start_line, start_char),
+                    (end_line, num(region, "endColumn").saturating_sub(1)),
+                ),
+                None => Range::point(start_line, start_char),
+            }
+        }
+        _ => Range::point(0, 0),
+    };
+
+    Some(make(
+        path,
+        range,
+        severity,
+        &message,
+        source,
+        rule_id.map(str::to_string),
+    ))
+}
+
+fn is_suppressed(result: &Value) -> bool {
+    result
+        .get("suppressions")
+        .and_then(Value::as_array)
+        .is_some_and(|s| {
+            s.iter().any(|s| {
+                matches!(
+                    s.get("status").and_then(Value::as_str),
+                    None | Some("accepted")
+                )
+            })
+        })
+}
+
+fn sarif_message(message: Option<&Value>, rule: Option<&Value>) -> String {
+    let Some(message) = message else {
+        return String::new();
+    };
+    let text = message
+        .get("text")
+        .and_then(Value::as_str)
+        .or_else(|| {
+            let id = message.get("id")?.as_str()?;
+            rule?.get("messageStrings")?.get(id)?.get("text")?.as_str()
+        })
+        .or_else(|| message.get("markdown")?.as_str())
+        .unwrap_or("");
+    match message.get("arguments").and_then(Value::as_array) {
+        Some(args) => substitute_arguments(text, args),
+        None => text.to_string(),
+    }
+}
+
+/// SARIF message strings have `{0}`-style placeholders and `{{`/`}}` for
+/// literal braces.
+fn substitute_arguments(text: &str, args: &[Value]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(['{', '}']) {
+        let (before, tail) = rest.split_at(i);
+        out.push_str(before);
+        if let Some(t) = tail.strip_prefix("{{") {
+            out.push('{');
+            rest = t;
+        } else if let Some(t) = tail.strip_prefix("}}") {
+            out.push('}');
+            rest = t;
+        } else if let Some((arg, t)) = tail
+            .strip_prefix('{')
+            .and_then(|t| t.split_once('}'))
+            .and_then(|(n, t)| Some((args.get(n.parse::<usize>().ok()?)?, t)))
+        {
+            match arg {
+                Value::String(s) => out.push_str(s),
+                other => out.push_str(&other.to_string()),
+            }
+            rest = t;
+        } else {
+            let mut chars = tail.chars();
+            if let Some(c) = chars.next() {
+                out.push(c);
+            }
+            rest = chars.as_str();
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Resolves an artifactLocation: an absolute `file:` URI, or a relative
+/// reference resolved against its `uriBaseId` (through the run's
+/// originalUriBaseIds, which may chain) or, failing that, against `base`.
+fn sarif_artifact_path(
+    location: &Value,
+    run: &Value,
+    base: &Path,
+    depth: usize,
+) -> Option<PathBuf> {
+    let uri = location.get("uri").and_then(Value::as_str).unwrap_or("");
+    if let Some(p) = file_uri_path(uri, true) {
+        return Some(normalize(Path::new(&p)));
+    }
+    if has_scheme(uri) {
+        // http: and the like name no file we could show.
+        return None;
+    }
+    let relative = percent_decode(uri);
+    if Path::new(&relative).is_absolute() {
+        return Some(normalize(Path::new(&relative)));
+    }
+    let root = location
+        .get("uriBaseId")
+        .and_then(Value::as_str)
+        .filter(|_| depth < 8)
+        .and_then(|id| run.get("originalUriBaseIds")?.get(id))
+        .and_then(|b| sarif_artifact_path(b, run, base, depth + 1))
+        .unwrap_or_else(|| base.to_path_buf());
+    Some(normalize(&root.join(relative)))
+}
+
+fn has_scheme(uri: &str) -> bool {
+    // A one-letter "scheme" is a Windows drive letter.
+    uri.split_once(':').is_some_and(|(scheme, _)| {
+        scheme.len() > 1
+            && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    })
+}
+
+// ---------------------------------------------------------------------------
+// ccide's own wire format
+
+fn parse_protocol(v: &Value, cx: &Context, out: &mut Vec<Diagnostic>) {
+    match v {
+        Value::Array(entries) => {
+            for e in entries {
+                protocol_entry(e, cx, out);
+            }
+        }
+        Value::Object(_) => protocol_entry(v, cx, out),
+        _ => {}
+    }
+}
+
+fn protocol_entry(entry: &Value, cx: &Context, out: &mut Vec<Diagnostic>) {
+    let Some(uri) = entry.get("uri").and_then(Value::as_str) else {
+        return;
+    };
+    // ccide writes `file://` + the raw path, so a `%` in it is literal.
+    let path = match file_uri_path(uri, false) {
+        Some(p) => normalize(Path::new(&p)),
+        None => resolve_path(cx.base, uri),
+    };
+    let Some(diagnostics) = entry.get("diagnostics").and_then(Value::as_array) else {
+        return;
+    };
+    for d in diagnostics {
+        let message = match d.get("message") {
+            Some(Value::String(s)) => s.as_str(),
+            // LSP 3.18 allows MarkupContent.
+            Some(m) => m.get("value").and_then(Value::as_str).unwrap_or(""),
+            None => "",
+        };
+        let range = d.get("range");
+        let pos = |which: &str| {
+            let p = range.and_then(|r| r.get(which));
+            p.map_or((0, 0), |p| (num(p, "line"), num(p, "character")))
+        };
+        let source = d
+            .get("source")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .unwrap_or(cx.default_source);
+        out.push(make(
+            path.clone(),
+            Range::new(pos("start"), pos("end")),
+            protocol_severity(d.get("severity")),
+            message,
+            source,
+            code_string(d.get("code")),
+        ));
+    }
+}
+
+fn protocol_severity(v: Option<&Value>) -> Severity {
+    match v {
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(2) => Severity::Warning,
+            Some(3) => Severity::Info,
+            Some(4) => Severity::Hint,
+            _ => Severity::Error,
+        },
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("weak_warning") => Severity::Warning,
+        Some(Value::String(s)) => Severity::from_word(s).unwrap_or(Severity::Error),
+        _ => Severity::Error,
+    }
+}
+
+fn code_string(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Paths
+
+fn resolve_path(base: &Path, p: &str) -> PathBuf {
+    let p = Path::new(p);
+    if p.is_absolute() {
+        normalize(p)
+    } else {
+        normalize(&base.join(p))
+    }
+}
+
+/// Lexical normalisation: tools print `./x`, `a/../b` and the like, and the
+/// same file must compare equal however it was spelt. Symlinks are not
+/// resolved on purpose: the file may not exist here, and the editor names
+/// files by the path the user opened.
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::Prefix(_) | Component::RootDir => out.push(c.as_os_str()),
+            Component::CurDir => {}
+            Component::ParentDir => match out.components().next_back() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                // `..` above the root is the root.
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(".."),
+            },
+            Component::Normal(s) => out.push(s),
+        }
+    }
+    out
+}
+
+/// The path of a `file:` URI, percent-decoded if `decode`. None if `uri` is
+/// not a `file:` URI.
+fn file_uri_path(uri: &str, decode: bool) -> Option<String> {
+    let scheme = uri.get(..5)?;
+    if !scheme.eq_ignore_ascii_case("file:") {
+        return None;
+    }
+    let rest = uri.get(5..)?;
+    let path = match rest.strip_prefix("//") {
+        Some(authority_and_path) => {
+            let slash = authority_and_path
+                .find('/')
+                .unwrap_or(authority_and_path.len());
+            let (host, path) = authority_and_path.split_at(slash);
+            if host.is_empty() || host.eq_ignore_ascii_case("localhost") {
+                Cow::Borrowed(path)
+            } else {
+                // A UNC path.
+                Cow::Owned(format!("//{authority_and_path}"))
+            }
+        }
+        None => Cow::Borrowed(rest),
+    };
+    if path.is_empty() {
+        return None;
+    }
+    Some(if decode {
+        percent_decode(&path)
+    } else {
+        path.into_owned()
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    if !s.contains('%') {
+        return s.to_string();
+    }
+    let hex = |b: &u8| (*b as char).to_digit(16).and_then(|d| u8::try_from(d).ok());
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%'
+            && let (Some(hi), Some(lo)) = (
+                bytes.get(i + 1).and_then(hex),
+                bytes.get(i + 2).and_then(hex),
+            )
+        {
+            out.push(hi * 16 + lo);
+            i += 3;
+            continue;
+        }
+        out.push(b);
+        i += 1;
+    }
+    match String::from_utf8(out) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Severity::{Error, Hint, Info, Warning};
+
+    /// The fixtures' commands ran in /work/sample (see the fixtures' README).
+    const SAMPLE: &str = "/work/sample";
+
+    fn run(output: &str, format: Format, base: &str, source: &str) -> Vec<Diagnostic> {
+        parse(output, format, Path::new(base), source)
+    }
+
+    /// Every field of a diagnostic on one line, so expectations read like
+    /// the tool output they come from:
+    /// `path | start_line:start_char-end_line:end_char | severity | source | code | message`
+    /// with `-` for no code.
+    fn show(d: &Diagnostic) -> String {
+        format!(
+            "{} | {}:{}-{}:{} | {} | {} | {} | {}",
+            d.path.display(),
+            d.start_line,
+            d.start_char,
+            d.end_line,
+            d.end_char,
+            d.severity.as_str(),
+            d.source,
+            d.code.as_deref().unwrap_or("-"),
+            d.message
+        )
+    }
+
+    #[track_caller]
+    fn assert_diags(got: &[Diagnostic], want: &[&str]) {
+        let got: Vec<String> = got.iter().map(show).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn severity_words() {
+        for (w, s) in [
+            ("error", Error),
+            ("ERROR", Error),
+            ("fatal", Error),
+            ("fatal error", Error),
+            ("Critical", Error),
+            ("warning", Warning),
+            ("warn", Warning),
+            ("note", Info),
+            ("info", Info),
+            ("Information", Info),
+            ("hint", Hint),
+            ("help", Hint),
+            ("style", Hint),
+        ] {
+            assert_eq!(Severity::from_word(w), Some(s), "{w}");
+        }
+        assert_eq!(Severity::from_word("undefined"), None);
+        assert_eq!(Severity::from_word(""), None);
+        let names = [Error, Warning, Info, Hint].map(Severity::as_str);
+        assert_eq!(names, ["Error", "Warning", "Info", "Hint"]);
+    }
+
+    #[test]
+    fn format_prefix() {
+        let cases = [
+            (
+                "sarif:semgrep --sarif {file}",
+                Format::Sarif,
+                "semgrep --sarif {file}",
+            ),
+            ("ruff: ruff check", Format::Ruff, "ruff check"),
+            ("auto:x", Format::Auto, "x"),
+            ("cargo:cargo check", Format::Cargo, "cargo check"),
+            ("protocol:p", Format::Protocol, "p"),
+            ("compiler:gcc -c", Format::Compiler, "gcc -c"),
+            // Not a known name: the whole spec is the command.
+            ("sh -c 'a:b'", Format::Auto, "sh -c 'a:b'"),
+            ("http://x:80", Format::Auto, "http://x:80"),
+            ("gcc", Format::Auto, "gcc"),
+        ];
+        for (spec, format, command) in cases {
+            assert_eq!(split_format_prefix(spec), (format, command), "{spec}");
+        }
+        assert_eq!(Format::from_name("SARIF"), None);
+        assert_eq!(Format::from_name("ruff"), Some(Format::Ruff));
+    }
+
+    // -- Real tool output -------------------------------------------------
+
+    #[test]
+    fn fixture_ruff_concise() {
+        let text = include_str!("../tests/fixtures/diagnostics/ruff-concise.txt");
+        let want = [
+            "/work/sample/py/app.py | 0:7-0:7 | Warning | ruff | F401 | `os` imported but unused",
+            "/work/sample/py/app.py | 1:7-1:7 | Warning | ruff | F401 | `sys` imported but unused",
+            "/work/sample/py/app.py | 5:4-5:4 | Warning | ruff | F841 | Local variable `unused` is assigned to but never used",
+            "/work/sample/py/app.py | 6:29-6:29 | Error | ruff | F821 | Undefined name `undefined_name`",
+            "/work/sample/py/app.py | 10:0-10:0 | Error | ruff | F821 | Undefined name `reveal_type`",
+            "/work/sample/py/broken.py | 0:6-0:6 | Error | ruff | - | Expected a parameter or the end of the parameter list",
+            "/work/sample/py/broken.py | 0:7-0:7 | Error | ruff | - | Expected `)`, found newline",
+            "/work/sample/py/my dir/ä.py | 0:0-0:0 | Warning | ruff | UP035 | `typing.List` is deprecated, use `list` instead",
+            "/work/sample/py/my dir/ä.py | 3:9-3:9 | Warning | ruff | UP006 | Use `list` instead of `List` for type annotation",
+            "/work/sample/py/my dir/ä.py | 4:15-4:15 | Warning | ruff | E711 | Comparison to `None` should be `cond is None`",
+        ];
+        assert_diags(&run(text, Format::Ruff, SAMPLE, "ruff"), &want);
+        assert_diags(&run(text, Format::Auto, SAMPLE, "ruff"), &want);
+        // The source comes from the format, not from the caller.
+        assert_diags(&run(text, Format::Auto, SAMPLE, "whatever"), &want);
+    }
+
+    #[test]
+    fn fixture_ruff_sarif() {
+        let text = include_str!("../tests/fixtures/diagnostics/ruff.sarif");
+        // ä.py's URI is percent-encoded: file:///work/sample/py/my%20dir/%C3%A4.py
+        let want = [
+            "/work/sample/py/app.py | 0:7-0:9 | Error | ruff | F401 | `os` imported but unused",
+            "/work/sample/py/app.py | 1:7-1:10 | Error | ruff | F401 | `sys` imported but unused",
+            "/work/sample/py/app.py | 5:4-5:10 | Error | ruff | F841 | Local variable `unused` is assigned to but never used",
+            "/work/sample/py/app.py | 6:29-6:43 | Error | ruff | F821 | Undefined name `undefined_name`",
+            "/work/sample/py/app.py | 10:0-10:11 | Error | ruff | F821 | Undefined name `reveal_type`",
+            "/work/sample/py/my dir/ä.py | 0:0-0:23 | Error | ruff | UP035 | `typing.List` is deprecated, use `list` instead",
+            "/work/sample/py/my dir/ä.py | 3:9-3:13 | Error | ruff | UP006 | Use `list` instead of `List` for type annotation",
+        ];
+        assert_diags(&run(text, Format::Sarif, "/elsewhere", "x"), &want);
+        assert_diags(&run(text, Format::Auto, "/elsewhere", "x"), &want);
+        // Noise around the document does not hide it when the format is named.
+        let noisy = format!("scanning...\n[1/2] done\n{text}\nFinished.\n");
+        assert_diags(&run(&noisy, Format::Sarif, "/elsewhere", "x"), &want);
+        // Auto mode needs the document first, but tolerates stderr after it.
+        let trailing = format!("{text}\nwarning: 2 files skipped\n");
+        assert_diags(&run(&trailing, Format::Auto, "/elsewhere", "x"), &want);
+    }
+
+    const CARGO_CHECK: [&str; 3] = [
+        "/work/sample/rs/src/lib.rs | 4:12-4:19 | Error | rustc | E0425 | cannot find value `missing` in this scope",
+        "/work/sample/rs/src/lib.rs | 0:4-0:29 | Warning | rustc | unused_imports | unused import: `std::collections::HashMap`",
+        "/work/sample/rs/src/lib.rs | 8:20-8:23 | Error | rustc | E0308 | mismatched types",
+    ];
+
+    #[test]
+    fn fixture_cargo_check() {
+        let text = include_str!("../tests/fixtures/diagnostics/cargo-check.jsonl");
+        // cargo prints file names relative to the workspace root.
+        let base = "/work/sample/rs";
+        assert_diags(&run(text, Format::Cargo, base, "cargo"), &CARGO_CHECK);
+        assert_diags(&run(text, Format::Auto, base, "cargo"), &CARGO_CHECK);
+        let unnormalised = "/work/sample/rs/./x/..";
+        assert_diags(&run(text, Format::Auto, unnormalised, "c"), &CARGO_CHECK);
+    }
+
+    #[test]
+    fn fixture_cargo_clippy() {
+        let text = include_str!("../tests/fixtures/diagnostics/cargo-clippy.jsonl");
+        // One lint with two primary spans gives two diagnostics.
+        let want = [
+            "/work/sample/rsw/src/main.rs | 0:15-0:20 | Warning | rustc | unused_imports | unused imports: `Debug` and `Display`",
+            "/work/sample/rsw/src/main.rs | 0:22-0:29 | Warning | rustc | unused_imports | unused imports: `Debug` and `Display`",
+            "/work/sample/rsw/src/main.rs | 4:8-4:9 | Warning | rustc | unused_variables | unused variable: `n`",
+            "/work/sample/rsw/src/main.rs | 8:8-8:9 | Warning | rustc | unused_variables | unused variable: `x`",
+            "/work/sample/rsw/src/main.rs | 5:7-5:19 | Warning | clippy | clippy::len_zero | length comparison to zero",
+            "/work/sample/rsw/src/main.rs | 3:12-3:25 | Warning | clippy | clippy::useless_vec | useless use of `vec!`",
+        ];
+        let base = "/work/sample/rsw";
+        assert_diags(&run(text, Format::Cargo, base, "cargo"), &want);
+        assert_diags(&run(text, Format::Auto, base, "cargo"), &want);
+    }
+
+    #[test]
+    fn fixture_gcc() {
+        let text = include_str!("../tests/fixtures/diagnostics/gcc.txt");
+        let want = [
+            "/work/sample/c/main.c | 5:14-5:14 | Warning | gcc | -Wint-conversion | initialization of ‘char *’ from ‘int’ makes pointer from integer without a cast",
+            "/work/sample/c/main.c | 6:13-6:13 | Warning | gcc | -Wformat= | format ‘%d’ expects argument of type ‘int’, but argument 2 has type ‘char *’",
+            "/work/sample/c/main.c | 7:11-7:11 | Error | gcc | - | ‘undeclared’ undeclared (first use in this function)",
+            "/work/sample/c/main.c | 7:11-7:11 | Info | gcc | - | each undeclared identifier is reported only once for each function it appears in",
+            "/work/sample/c/main.c | 5:10-5:10 | Warning | gcc | -Wunused-variable | unused variable ‘s’",
+            "/work/sample/c/main.c | 4:8-4:8 | Warning | gcc | -Wunused-variable | unused variable ‘unused_var’",
+            "/work/sample/c/util.h | 0:11-0:11 | Warning | gcc | -Wunused-function | ‘helper’ defined but not used",
+        ];
+        assert_diags(&run(text, Format::Compiler, SAMPLE, "gcc"), &want);
+        assert_diags(&run(text, Format::Auto, SAMPLE, "gcc"), &want);
+    }
+
+    #[test]
+    fn fixture_mypy() {
+        let text = include_str!("../tests/fixtures/diagnostics/mypy.txt");
+        let want = [
+            r#"/work/sample/py/app.py | 6:0-6:0 | Error | mypy | name-defined | Name "undefined_name" is not defined"#,
+            r#"/work/sample/py/app.py | 9:0-9:0 | Error | mypy | arg-type | Argument 1 to "greet" has incompatible type "int"; expected "str""#,
+            r#"/work/sample/py/app.py | 10:0-10:0 | Info | mypy | - | Revealed type is "int""#,
+        ];
+        assert_diags(&run(text, Format::Compiler, SAMPLE, "mypy"), &want);
+        assert_diags(&run(text, Format::Auto, SAMPLE, "mypy"), &want);
+    }
+
+    #[test]
+    fn fixture_mypy_error_end() {
+        // --show-error-end prints line:col:end_line:end_col, end inclusive.
+        let text = include_str!("../tests/fixtures/diagnostics/mypy-end.txt");
+        let want = [
+            r#"/work/sample/py/app.py | 6:29-6:43 | Error | mypy | name-defined | Name "undefined_name" is not defined"#,
+            r#"/work/sample/py/app.py | 9:15-9:16 | Error | mypy | arg-type | Argument 1 to "greet" has incompatible type "int"; expected "str""#,
+            r#"/work/sample/py/app.py | 10:12-10:13 | Info | mypy | - | Revealed type is "int""#,
+        ];
+        assert_diags(&run(text, Format::Auto, SAMPLE, "mypy"), &want);
+    }
+
+    #[test]
+    fn fixture_shellcheck() {
+        let text = include_str!("../tests/fixtures/diagnostics/shellcheck-gcc.txt");
+        let want = [
+            "/work/sample/sh/run.sh | 2:0-2:0 | Warning | shellcheck | SC2164 | Use 'cd ... || exit' or 'cd ... || return' in case cd fails.",
+            "/work/sample/sh/run.sh | 2:3-2:3 | Info | shellcheck | SC2086 | Double quote to prevent globbing and word splitting.",
+            "/work/sample/sh/run.sh | 3:9-3:9 | Error | shellcheck | SC2045 | Iterating over ls output is fragile. Use globs.",
+            "/work/sample/sh/run.sh | 3:14-3:14 | Info | shellcheck | SC2035 | Use ./*glob* or -- *glob* so names with dashes won't become options.",
+            "/work/sample/sh/run.sh | 4:7-4:7 | Info | shellcheck | SC2086 | Double quote to prevent globbing and word splitting.",
+        ];
+        assert_diags(&run(text, Format::Compiler, SAMPLE, "shellcheck"), &want);
+        assert_diags(&run(text, Format::Auto, SAMPLE, "shellcheck"), &want);
+    }
+
+    #[test]
+    fn fixture_rustc_short() {
+        let text = include_str!("../tests/fixtures/diagnostics/rustc-short.txt");
+        let want = [
+            "/work/sample/rs/src/lib.rs | 4:12-4:12 | Error | rustc | E0425 | cannot find value `missing` in this scope: not found in this scope",
+            "/work/sample/rs/src/lib.rs | 0:4-0:4 | Warning | rustc | - | unused import: `std::collections::HashMap`",
+            "/work/sample/rs/src/lib.rs | 8:20-8:20 | Error | rustc | E0308 | mismatched types: expected `String`, found `&str`",
+            "/work/sample/rsw/src/main.rs | 0:15-0:15 | Warning | rustc | - | unused imports: `Debug` and `Display`",
+            "/work/sample/rsw/src/main.rs | 4:8-4:8 | Warning | rustc | - | unused variable: `n`: help: if this is intentional, prefix it with an underscore: `_n`",
+            "/work/sample/rsw/src/main.rs | 8:8-8:8 | Warning | rustc | - | unused variable: `x`: help: if this is intentional, prefix it with an underscore: `_x`",
+        ];
+        assert_diags(&run(text, Format::Compiler, SAMPLE, "rustc"), &want);
+        assert_diags(&run(text, Format::Auto, SAMPLE, "rustc"), &want);
+        // A bracketed code means rustc whatever program was run; without
+        // one the caller's name is all there is.
+        let got = run(text, Format::Auto, SAMPLE, "cargo");
+        let sources: Vec<&str> = got.iter().map(|d| d.source.as_str()).collect();
+        assert_eq!(
+            sources,
+            ["rustc", "cargo", "rustc", "cargo", "cargo", "cargo"]
+        );
+    }
+
+    #[test]
+    fn fixtures_concatenated_in_auto_mode() {
+        // A checker script may run several tools into one output.
+        let text = [
+            include_str!("../tests/fixtures/diagnostics/ruff-concise.txt"),
+            include_str!("../tests/fixtures/diagnostics/cargo-check.jsonl"),
+            include_str!("../tests/fixtures/diagnostics/gcc.txt"),
+        ]
+        .concat();
+        let got = run(&text, Format::Auto, "/work/sample/rs", "t");
+        assert_eq!(got.len(), 10 + 3 + 7);
+        assert_eq!(
+            show(&got[0]).split(" | ").next(),
+            Some("/work/sample/rs/py/app.py")
+        );
+        assert_eq!(show(&got[12]), CARGO_CHECK[2]);
+        assert_eq!(got[19].path, Path::new("/work/sample/rs/c/util.h"));
+    }
+
+    // -- Protocol ---------------------------------------------------------
+
+    #[test]
+    fn protocol_array() {
+        let text = r#"[
+          {"uri":"file:///work/a%20b.py","diagnostics":[
+            {"message":"boom","severity":"Error",
+             "range":{"start":{"line":3,"character":4},"end":{"line":3,"character":9}},
+             "source":"pyright","code":"reportGeneralTypeIssues"},
+            {"message":"w","severity":2,
+             "range":{"start":{"line":0,"character":0},"end":{"line":1,"character":0}},
+             "code":42}
+          ]},
+          {"uri":"file:///work/x/../ä.rs","diagnostics":[
+            {"message":"i","severity":"Information","range":{"start":{"line":1,"character":2},"end":{"line":1,"character":2}}},
+            {"message":"h","severity":4,"range":{"start":{"line":1,"character":2},"end":{"line":1,"character":3}}},
+            {"message":"ww","severity":"WEAK_WARNING","range":{"start":{"line":0,"character":0},"end":{"line":0,"character":0}}},
+            {"message":"e","severity":"ERROR"},
+            {"message":"n","severity":3,"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":0}}},
+            {"message":"W","severity":"WARNING","range":{"start":{"line":0,"character":0},"end":{"line":0,"character":0}}},
+            {"message":"I","severity":"INFO","range":{"start":{"line":0,"character":0},"end":{"line":0,"character":0}}},
+            {"message":"H","severity":"Hint","range":{"start":{"line":0,"character":0},"end":{"line":0,"character":0}}},
+            {"message":"one","severity":1,"source":"","range":{"start":{"line":7,"character":1},"end":{"line":7,"character":2}}}
+          ]}
+        ]"#;
+        // The wire format's URI is not percent-encoded: %20 stays literal.
+        let want = [
+            "/work/a%20b.py | 3:4-3:9 | Error | pyright | reportGeneralTypeIssues | boom",
+            "/work/a%20b.py | 0:0-1:0 | Warning | ccide | 42 | w",
+            "/work/ä.rs | 1:2-1:2 | Info | ccide | - | i",
+            "/work/ä.rs | 1:2-1:3 | Hint | ccide | - | h",
+            "/work/ä.rs | 0:0-0:0 | Warning | ccide | - | ww",
+            "/work/ä.rs | 0:0-0:0 | Error | ccide | - | e",
+            "/work/ä.rs | 0:0-0:0 | Info | ccide | - | n",
+            "/work/ä.rs | 0:0-0:0 | Warning | ccide | - | W",
+            "/work/ä.rs | 0:0-0:0 | Info | ccide | - | I",
+            "/work/ä.rs | 0:0-0:0 | Hint | ccide | - | H",
+            "/work/ä.rs | 7:1-7:2 | Error | ccide | - | one",
+        ];
+        assert_diags(&run(text, Format::Protocol, "/b", "ccide"), &want);
+        assert_diags(&run(text, Format::Auto, "/b", "ccide"), &want);
+    }
+
+    #[test]
+    fn protocol_single_object_and_empty() {
+        let text = r#"{"uri":"file:///w/a.py","diagnostics":[{"message":"m","severity":"Warning","range":{"start":{"line":1,"character":1},"end":{"line":1,"character":5}}}]}"#;
+        let want = ["/w/a.py | 1:1-1:5 | Warning | src | - | m"];
+        assert_diags(&run(text, Format::Protocol, "/b", "src"), &want);
+        assert_diags(&run(text, Format::Auto, "/b", "src"), &want);
+        assert_diags(&run("[]", Format::Auto, "/b", "src"), &[]);
+        assert_diags(&run("[]", Format::Protocol, "/b", "src"), &[]);
+        assert_diags(&run("", Format::Protocol, "/b", "src"), &[]);
+        // Named explicitly, entries that are not {uri, diagnostics} are
+        // skipped rather than spoiling the rest.
+        let text = format!("[1, {{\"uri\": 2}}, {text}]");
+        assert_diags(&run(&text, Format::Protocol, "/b", "src"), &want);
+        assert_diags(&run(&text, Format::Auto, "/b", "src"), &[]);
+        // A plain path instead of a URI is resolved against the base.
+        let text = r#"[{"uri":"src/x.rs","diagnostics":[{"message":"m"}]}]"#;
+        let want = ["/b/src/x.rs | 0:0-0:0 | Error | src | - | m"];
+        assert_diags(&run(text, Format::Protocol, "/b", "src"), &want);
+    }
+
+    // -- SARIF edge cases -------------------------------------------------
+
+    #[test]
+    fn sarif_base_ids_levels_and_defaults() {
+        let text = r#"{
+          "version": "2.1.0",
+          "runs": [{
+            "tool": {"driver": {"name": "semgrep", "rules": [
+              {"id": "R1", "defaultConfiguration": {"level": "note"}},
+              {"id": "R2"}
+            ]}},
+            "originalUriBaseIds": {
+              "ROOT": {"uri": "file:///srv/repo/"},
+              "SRC": {"uri": "src/", "uriBaseId": "ROOT"}
+            },
+            "artifacts": [{"location": {"uri": "lib/z.py", "uriBaseId": "ROOT"}}],
+            "results": [
+              {"ruleId": "R1", "message": {"text": "by rule default"},
+               "locations": [{"physicalLocation": {"artifactLocation": {"uri": "a%20b.py", "uriBaseId": "SRC"},
+                 "region": {"startLine": 2, "startColumn": 3, "endLine": 4, "endColumn": 7}}}]},
+              {"ruleId": "R2", "message": {"text": "no level anywhere"},
+               "locations": [{"physicalLocation": {"artifactLocation": {"uri": "rel/b.py"},
+                 "region": {"startLine": 5}}}]},
+              {"ruleId": "R3", "level": "none", "message": {"text": "unknown base id"},
+               "locations": [{"physicalLocation": {"artifactLocation": {"uri": "c.py", "uriBaseId": "NOPE"},
+                 "region": {"startLine": 1, "startColumn": 1}}}]},
+              {"level": "error", "message": {"text": "{0} and {1} {{literal}} {9}", "arguments": ["x", 3]},
+               "locations": [{"physicalLocation": {"artifactLocation": {"index": 0}}}]},
+              {"ruleIndex": 0, "message": {"id": "default"},
+               "locations": [{"physicalLocation": {"artifactLocation": {"uri": "file:///abs/m.py"},
+                 "region": {"startLine": 1, "startColumn": 5, "endColumn": 9}}}]},
+              {"ruleId": "R2", "kind": "review", "message": {"text": "needs review"},
+               "locations": [{"physicalLocation": {"artifactLocation": {"uri": "file:///abs/r.py"}}}]},
+              {"ruleId": "R2", "kind": "pass", "message": {"text": "passed"},
+               "locations": [{"physicalLocation": {"artifactLocation": {"uri": "p.py"}}}]},
+              {"ruleId": "R2", "level": "error", "message": {"text": "suppressed"},
+               "suppressions": [{"kind": "inSource"}],
+               "locations": [{"physicalLocation": {"artifactLocation": {"uri": "p.py"}}}]},
+              {"ruleId": "R2", "level": "error", "message": {"text": "nowhere"}},
+              {"ruleId": "R2", "level": "warning", "message": {"text": "web"},
+               "locations": [{"physicalLocation": {"artifactLocation": {"uri": "https://example.com/x.py"}}}]}
+            ]
+          }, {
+            "tool": {"driver": {"name": ""}},
+            "results": [{"ruleId": 7, "level": "note", "message": {"text": "second run"},
+              "locations": [{"physicalLocation": {"artifactLocation": {"uri": "file:///abs/./q.c"},
+                "region": {"startLine": 3, "startColumn": 2, "endColumn": 2}}}]}]
+          }]
+        }"#;
+        let want = [
+            "/srv/repo/src/a b.py | 1:2-3:6 | Info | semgrep | R1 | by rule default",
+            "/base/rel/b.py | 4:0-4:0 | Warning | semgrep | R2 | no level anywhere",
+            "/base/c.py | 0:0-0:0 | Hint | semgrep | R3 | unknown base id",
+            "/srv/repo/lib/z.py | 0:0-0:0 | Error | semgrep | - | x and 3 {literal} {9}",
+            // Neither text nor a message string of the rule: empty.
+            "/abs/m.py | 0:4-0:8 | Info | semgrep | - | ",
+            // A result that is not a failure defaults to level "none".
+            "/abs/r.py | 0:0-0:0 | Hint | semgrep | R2 | needs review",
+            // An empty tool name falls back; a non-string ruleId is no code;
+            // endColumn == startColumn is an empty range.
+            "/abs/q.c | 2:1-2:1 | Info | dflt | - | second run",
+        ];
+        assert_diags(&run(text, Format::Sarif, "/base", "dflt"), &want);
+        assert_diags(&run(text, Format::Auto, "/base", "dflt"), &want);
+    }
+
+    #[test]
+    fn sarif_message_strings() {
+        let text = r#"{"runs":[{"tool":{"driver":{"name":"t","rules":[
+            {"id":"X1","messageStrings":{"default":{"text":"'{0}' is bad"}}}]}},
+          "results":[{"ruleId":"X1","level":"warning","message":{"id":"default","arguments":["foo"]},
+            "locations":[{"physicalLocation":{"artifactLocation":{"uri":"a.c"},"region":{"startLine":1}}}]}]}]}"#;
+        let want = ["/b/a.c | 0:0-0:0 | Warning | t | X1 | 'foo' is bad"];
+        assert_diags(&run(text, Format::Auto, "/b", "d"), &want);
+    }
+
+    // -- Line formats: edge cases -----------------------------------------
+
+    #[test]
+    fn paths_with_spaces_and_non_ascii() {
+        let text = "/tmp/my dir/ä.py:3:5: error: bad thing [code-x]\n\
+                    rel dir/ö ü.c:1: warning: w\n";
+        let want = [
+            "/tmp/my dir/ä.py | 2:4-2:4 | Error | tool | code-x | bad thing",
+            "/b/rel dir/ö ü.c | 0:0-0:0 | Warning | tool | - | w",
+        ];
+        assert_diags(&run(text, Format::Compiler, "/b", "tool"), &want);
+        assert_diags(&run(text, Format::Auto, "/b", "tool"), &want);
+        // A drive letter's colon is not the end of the path.
+        let got = run(r"C:\src\a.c:3:4: error: e", Format::Auto, "/b", "t");
+        assert_eq!((got[0].start_line, got[0].start_char), (2, 3));
+        assert!(got[0].path.ends_with(r"C:\src\a.c"));
+    }
+
+    #[test]
+    fn relative_paths_are_normalised() {
+        let text = "./src/../lib/a.c:2:3: warning: x\n\
+                    ../up.c:1:1: error: y\n\
+                    /abs/./p/../q.c:1:1: note: z\n\
+                    ../../../../x.c:1: error: e\n";
+        let got = run(text, Format::Auto, "/w/proj", "gcc");
+        let paths: Vec<_> = got.iter().map(|d| d.path.clone()).collect();
+        let want = ["/w/proj/lib/a.c", "/w/up.c", "/abs/q.c", "/x.c"].map(PathBuf::from);
+        assert_eq!(paths, want);
+    }
+
+    #[test]
+    fn gcc_noise_is_ignored() {
+        let text = "\
+In file included from /usr/include/stdio.h:28,
+                 from main.c:1:
+main.c: In function 'main':
+main.c:3:9: fatal error: nothere.h: No such file or directory
+    3 | #include \"nothere.h\"
+      |         ^~~~~~~~~~~
+    4 |     x = a ? b:1:2: c;
+compilation terminated.
+cc1: all warnings being treated as errors
+collect2: error: ld returned 1 exit status
+make: *** [Makefile:12: all] Error 1
+";
+        let want = ["/p/main.c | 2:8-2:8 | Error | gcc | - | nothere.h: No such file or directory"];
+        assert_diags(&run(text, Format::Compiler, "/p", "gcc"), &want);
+        assert_diags(&run(text, Format::Auto, "/p", "gcc"), &want);
+    }
+
+    #[test]
+    fn colour_escapes_are_stripped() {
+        let text = "\x1b[01m\x1b[Kmain.c:4:9:\x1b[m\x1b[K \x1b[01;35m\x1b[Kwarning: \x1b[m\x1b[K\
+                    unused variable '\x1b[01m\x1b[Kx\x1b[m\x1b[K' [\x1b[01;35m\x1b[K\
+                    \x1b]8;;https://gcc.gnu.org/onlinedocs/gcc/Warning-Options.html#index-Wunused-variable\x07\
+                    -Wunused-variable\x1b]8;;\x1b\\\x1b[m\x1b[K]\n";
+        let want =
+            ["/p/main.c | 3:8-3:8 | Warning | gcc | -Wunused-variable | unused variable 'x'"];
+        assert_diags(&run(text, Format::Auto, "/p", "gcc"), &want);
+    }
+
+    #[test]
+    fn go_vet_without_severity() {
+        let text = "# example.com/m\n\
+                    ./main.go:7:2: fmt.Printf format %d has arg s of wrong type string\n\
+                    vet: ./x.go:3:1: undefined: foo\n\
+                    ./y.go:4:5: undefined: bar\n";
+        let want = [
+            "/m/main.go | 6:1-6:1 | Error | go | - | fmt.Printf format %d has arg s of wrong type string",
+            "/m/x.go | 2:0-2:0 | Error | go | - | undefined: foo",
+            "/m/y.go | 3:4-3:4 | Error | go | - | undefined: bar",
+        ];
+        assert_diags(&run(text, Format::Compiler, "/m", "go"), &want);
+        assert_diags(&run(text, Format::Auto, "/m", "go"), &want);
+    }
+
+    #[test]
+    fn eslint_unix() {
+        let text = "/p/src/a.js:1:10: 'foo' is defined but never used. [Error/no-unused-vars]\n\
+                    /p/src/a.js:2:3: Missing semicolon. [Warning/semi]\n\
+                    /p/src/b.js:1:1: Parsing error: Unexpected token [Error]\n\
+                    \n3 problems\n";
+        let want = [
+            "/p/src/a.js | 0:9-0:9 | Error | eslint | no-unused-vars | 'foo' is defined but never used.",
+            "/p/src/a.js | 1:2-1:2 | Warning | eslint | semi | Missing semicolon.",
+            "/p/src/b.js | 0:0-0:0 | Error | eslint | - | Parsing error: Unexpected token",
+        ];
+        assert_diags(&run(text, Format::Compiler, "/p", "eslint"), &want);
+        assert_diags(&run(text, Format::Auto, "/p", "eslint"), &want);
+    }
+
+    #[test]
+    fn clang_and_rustc_short_forms() {
+        let text = "a.c:1:2: fatal error: 'x.h' file not found\n\
+                    src/m.rs:3:4: error[E0425]: cannot find value `y` in this scope\n\
+                    src/m.rs:5:6: warning[clippy::needless_return]: unneeded `return` statement\n\
+                    src/m.rs:7:8: error[not a code]: spaced\n";
+        let want = [
+            "/b/a.c | 0:1-0:1 | Error | cc | - | 'x.h' file not found",
+            "/b/src/m.rs | 2:3-2:3 | Error | rustc | E0425 | cannot find value `y` in this scope",
+            "/b/src/m.rs | 4:5-4:5 | Warning | clippy | clippy::needless_return | unneeded `return` statement",
+            "/b/src/m.rs | 6:7-6:7 | Error | cc | - | error[not a code]: spaced",
+        ];
+        assert_diags(&run(text, Format::Auto, "/b", "cc"), &want);
+    }
+
+    #[test]
+    fn ruff_syntax_error_forms() {
+        let text = "a.py:1:7: SyntaxError: Expected ')', found newline\n\
+                    b.py:2:1: E999 SyntaxError: invalid syntax\n\
+                    c.py:3:4: PLR0913 Too many arguments in function definition (6 > 5)\n\
+                    d.py:1:1: E902 No such file or directory (os error 2)\n";
+        let want = [
+            "/r/a.py | 0:6-0:6 | Error | ruff | - | Expected ')', found newline",
+            "/r/b.py | 1:0-1:0 | Error | ruff | E999 | SyntaxError: invalid syntax",
+            "/r/c.py | 2:3-2:3 | Warning | ruff | PLR0913 | Too many arguments in function definition (6 > 5)",
+            "/r/d.py | 0:0-0:0 | Error | ruff | E902 | No such file or directory (os error 2)",
+        ];
+        assert_diags(&run(text, Format::Ruff, "/r", "ruff"), &want);
+        assert_diags(&run(text, Format::Auto, "/r", "ruff"), &want);
+    }
+
+    #[test]
+    fn formats_only_read_their_own_lines() {
+        let ruff_line = "a.py:1:1: F401 [*] `os` imported but unused";
+        let gcc_line = "a.c:1:1: warning: w [-Wx]";
+        assert!(run(gcc_line, Format::Ruff, "/r", "x").is_empty());
+        assert!(run(ruff_line, Format::Cargo, "/r", "x").is_empty());
+        assert!(run(ruff_line, Format::Sarif, "/r", "x").is_empty());
+        assert!(run(ruff_line, Format::Protocol, "/r", "x").is_empty());
+        // The compiler format has no ruff rule; the line reads as go-style.
+        let got = run(ruff_line, Format::Compiler, "/r", "x");
+        assert_diags(
+            &got,
+            &["/r/a.py | 0:0-0:0 | Error | x | - | F401 [*] `os` imported but unused"],
+        );
+    }
+
+    #[test]
+    fn trailing_brackets_that_are_not_codes() {
+        let text = "x.c:1:1: error: expected ']' before ';' token\n\
+                    x.py:2:1: error: Value of type \"list[int]\" is not indexable  [index]\n\
+                    x.py:3:1: error: Invalid index a[i]\n\
+                    x.py:4:1: error: [only-code]\n\
+                    x.py:5:1: error: two words [a b]\n";
+        let got = run(text, Format::Auto, "/x", "t");
+        let pairs: Vec<_> = got
+            .iter()
+            .map(|d| (d.message.as_str(), d.code.as_deref()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("expected ']' before ';' token", None),
+                (
+                    "Value of type \"list[int]\" is not indexable",
+                    Some("index")
+                ),
+                ("Invalid index a[i]", None),
+                ("[only-code]", None),
+                ("two words [a b]", None),
+            ]
+        );
+    }
+
+    #[test]
+    fn bare_rustc_json_and_macro_spans() {
+        // rustc --error-format=json prints the diagnostic without cargo's
+        // wrapper; the span inside std's macro maps back to the call site.
+        let text = r#"{"$message_type":"diagnostic","message":"m","code":null,"level":"error","spans":[{"file_name":"/rustc/abc/library/core/src/macros/mod.rs","line_start":10,"line_end":10,"column_start":1,"column_end":5,"is_primary":true,"expansion":{"span":{"file_name":"src/main.rs","line_start":3,"line_end":3,"column_start":5,"column_end":20,"is_primary":false,"expansion":null}}}],"children":[]}
+{"$message_type":"diagnostic","message":"aborting due to 1 previous error","code":null,"level":"error","spans":[],"children":[]}
+{"reason":"compiler-message","message":{"message":"ice","level":"error: internal compiler error","code":{"code":"E9999"},"spans":[{"file_name":"src/a.rs","line_start":1,"line_end":2,"column_start":1,"column_end":1,"is_primary":true}]}}
+{"reason":"compiler-message","message":{"message":"x","level":"failure-note","spans":[{"file_name":"src/a.rs","line_start":1,"line_end":1,"column_start":1,"column_end":1,"is_primary":true}]}}
+{"reason":"compiler-message","message":{"message":"2 warnings emitted","level":"warning","code":null,"spans":[]}}
+{"reason":"compiler-message","message":{"message":"std only","level":"error","code":null,"spans":[{"file_name":"/rustc/abc/library/std/src/lib.rs","line_start":4,"line_end":4,"column_start":1,"column_end":2,"is_primary":true}]}}
+{"reason":"build-finished","success":false}"#;
+        let want = [
+            "/c/src/main.rs | 2:4-2:19 | Error | rustc | - | m",
+            "/c/src/a.rs | 0:0-1:0 | Error | rustc | E9999 | ice",
+            // Nothing of the user's to map to: the span as given.
+            "/rustc/abc/library/std/src/lib.rs | 3:0-3:1 | Error | rustc | - | std only",
+        ];
+        assert_diags(&run(text, Format::Cargo, "/c", "cargo"), &want);
+        assert_diags(&run(text, Format::Auto, "/c", "cargo"), &want);
+    }
+
+    #[test]
+    fn duplicates_are_dropped_and_ranges_never_reversed() {
+        let text = "h.h:1:2: warning: w [-Wx]\n\
+                    h.h:1:2: warning: w [-Wx]\n\
+                    m.py:5:9:2:1: error: backwards\n";
+        let want = [
+            "/d/h.h | 0:1-0:1 | Warning | gcc | -Wx | w",
+            "/d/m.py | 4:8-4:8 | Error | gcc | - | backwards",
+        ];
+        assert_diags(&run(text, Format::Auto, "/d", "gcc"), &want);
+    }
+
+    #[test]
+    fn crlf_line_endings() {
+        let text = "a.c:1:2: warning: w [-Wx]\r\nb.py:3:4: F401 unused\r\n";
+        let want = [
+            "/d/a.c | 0:1-0:1 | Warning | gcc | -Wx | w",
+            "/d/b.py | 2:3-2:3 | Warning | ruff | F401 | unused",
+        ];
+        assert_diags(&run(text, Format::Auto, "/d", "gcc"), &want);
+    }
+
+    #[test]
+    fn uri_and_percent_helpers() {
+        assert_eq!(percent_decode("a%20b%C3%A4%zz%4"), "a bä%zz%4");
+        assert_eq!(percent_decode("%FF"), "\u{FFFD}");
+        let cases = [
+            ("file:///a%20b", true, Some("/a b")),
+            ("file:///a%20b", false, Some("/a%20b")),
+            ("FILE://localhost/x", true, Some("/x")),
+            ("file:/x", true, Some("/x")),
+            ("file://srv/share/x", true, Some("//srv/share/x")),
+            ("file://", true, None),
+            ("http://x/y", true, None),
+            ("fi", true, None),
+            ("fileä", true, None),
+        ];
+        for (uri, decode, want) in cases {
+            assert_eq!(file_uri_path(uri, decode).as_deref(), want, "{uri}");
+        }
+    }
+
+    /// Deterministic pseudo-random garbage built from the characters the
+    /// parsers care about: nothing may panic.
+    #[test]
+    fn arbitrary_input_never_panics() {
+        let alphabet: Vec<char> = ":0123456789 \n\t[]{}\"',/.%\\eErRwWnot-_abcäé\x1b\r"
+            .chars()
+            .collect();
+        let pieces = [
+            "error",
+            "warning",
+            "file://",
+            "\"runs\"",
+            "\"uri\"",
+            "\"reason\"",
+            "%C3",
+            "SyntaxError:",
+            "F401",
+            "[*]",
+            "compiler-message",
+            "\"spans\"",
+            "\x1b]8;;",
+            "..",
+        ];
+        // xorshift64
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            usize::try_from(state % 1_000_003).unwrap_or(0)
+        };
+        let formats = [
+            Format::Auto,
+            Format::Protocol,
+            Format::Sarif,
+            Format::Cargo,
+            Format::Compiler,
+            Format::Ruff,
+        ];
+        for _ in 0..3000 {
+            let mut s = String::new();
+            for _ in 0..next() % 60 {
+                let r = next();
+                if r % 5 == 0 {
+                    s.push_str(pieces[r / 5 % pieces.len()]);
+                } else {
+                    s.push(alphabet[r / 5 % alphabet.len()]);
+                }
+            }
+            for f in formats {
+                let _ = parse(&s, f, Path::new("/b"), "t");
+            }
+        }
+        // Structurally valid JSON with every field of the wrong type.
+        for text in [
+            r#"{"runs":[{"tool":1,"results":[{"locations":[{"physicalLocation":{"artifactLocation":{"uri":5,"index":"x"},"region":{"startLine":-1,"endColumn":"a"}}}],"message":3,"level":4,"ruleIndex":99999999999999}]}]}"#,
+            r#"{"runs":[{"results":[{"locations":[{"physicalLocation":{"artifactLocation":{"index":18446744073709551615}}}]}],"artifacts":[]}]}"#,
+            r#"{"runs":[{"originalUriBaseIds":{"A":{"uri":"x/","uriBaseId":"A"}},"results":[{"locations":[{"physicalLocation":{"artifactLocation":{"uri":"f","uriBaseId":"A"}}}]}]}]}"#,
+            r#"[{"uri":"file://","diagnostics":[{"range":{"start":{"line":-3,"character":1e40}},"severity":99,"code":{"a":1},"message":[]}]}]"#,
+            r#"{"reason":"compiler-message","message":{"level":5,"spans":[{"is_primary":true,"file_name":7},{"is_primary":true,"file_name":"<x macros>","expansion":{"span":{"file_name":"<y>"}}}]}}"#,
+            r#"{"reason":"compiler-message","message":{"spans":"no"}}"#,
+            &"[".repeat(10_000),
+            &"{\"runs\":".repeat(10_000),
+        ] {
+            for f in formats {
+                let _ = parse(text, f, Path::new("/b"), "t");
+            }
+        }
+        // Numbers beyond u32 saturate.
+        let text = "a.c:99999999999:1: error: e\nb.c:4294967295:4294967296: error: e";
+        let want = [
+            "/b/a.c | 4294967294:0-4294967294:0 | Error | t | - | e",
+            "/b/b.c | 4294967294:4294967294-4294967294:4294967294 | Error | t | - | e",
+        ];
+        assert_diags(&run(text, Format::Auto, "/b", "t"), &want);
+    }
+
+    /// Linear time: 50k-line outputs of each kind parse quickly, including
+    /// inputs built to make a careless parser rescan.
+    #[test]
+    fn large_outputs_parse_in_linear_time() {
+        let start = std::time::Instant::now();
+        let mut gcc = String::new();
+        let mut cargo = String::new();
+        for i in 0..50_000 {
+            let (line, col) = (i + 1, i % 80 + 1);
+            gcc.push_str(&format!(
+                "src/f{}.c:{line}:{col}: warning: w{i} [-Wx]\n",
+                i % 7
+            ));
+            cargo.push_str(&format!(
+                r#"{{"reason":"compiler-message","message":{{"message":"m{i}","level":"warning","code":null,"spans":[{{"file_name":"src/lib.rs","line_start":{line},"line_end":{line},"column_start":1,"column_end":2,"is_primary":true}}]}}}}"#,
+            ));
+            cargo.push('\n');
+        }
+        assert_eq!(run(&gcc, Format::Auto, "/b", "gcc").len(), 50_000);
+        assert_eq!(run(&cargo, Format::Auto, "/b", "cargo").len(), 50_000);
+        let colons = "a:".repeat(500_000);
+        assert!(run(&colons, Format::Auto, "/b", "t").is_empty());
+        let digits = format!("x:{}", "1:".repeat(500_000));
+        assert_eq!(run(&digits, Format::Auto, "/b", "t").len(), 1);
+        let brackets = "[x\n".repeat(50_000);
+        assert!(run(&brackets, Format::Sarif, "/b", "t").is_empty());
+        assert!(run(&brackets, Format::Protocol, "/b", "t").is_empty());
+        let unclosed = "{\"a\":[\n".repeat(50_000);
+        assert!(run(&unclosed, Format::Auto, "/b", "t").is_empty());
+        assert!(run(&unclosed, Format::Sarif, "/b", "t").is_empty());
+        let escapes = "\x1b[".repeat(200_000);
+        assert!(run(&escapes, Format::Auto, "/b", "t").is_empty());
+        // Generous even for a debug build on a slow machine; a quadratic
+        // parser would take minutes.
+        assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
+    }
+}

@@ -1,0 +1,549 @@
+//! A small vocabulary for integration tests: temporary directories, the real `ccide` binary
+//! started as `serve`, a tungstenite client speaking to it over a real socket, and raw HTTP.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tungstenite::client::IntoClientRequest;
+use tungstenite::protocol::WebSocket;
+use tungstenite::{Message, http};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_ccide");
+
+/// Generous bound for "eventually": these are behaviour deadlines, not speed assertions.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// Waits until `f` returns Some, or panics with `what` after `limit`.
+pub fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > end {
+            panic!("timed out after {limit:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A temporary directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "ccide-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(std::fs::canonicalize(&p).unwrap())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn join(&self, p: impl AsRef<Path>) -> PathBuf {
+        self.0.join(p)
+    }
+
+    /// Writes a file (creating parent directories) and returns its path.
+    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.0.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A sandbox for one test: a home, a config dir, a state dir and a workspace.
+pub struct Sandbox {
+    pub root: TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        let root = TempDir::new();
+        for d in ["home", "config", "state", "ws"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        Sandbox { root }
+    }
+    pub fn home(&self) -> PathBuf {
+        self.root.join("home")
+    }
+    pub fn config(&self) -> PathBuf {
+        self.root.join("config")
+    }
+    pub fn state(&self) -> PathBuf {
+        self.root.join("state")
+    }
+    pub fn ws(&self) -> PathBuf {
+        self.root.join("ws")
+    }
+    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        self.root.write(&format!("ws/{rel}"), content)
+    }
+
+    /// A `ccide` command with a clean environment pointing at this sandbox.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.args(args)
+            .env_clear()
+            .env("HOME", self.home())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("CLAUDE_CONFIG_DIR", self.config())
+            .current_dir(self.ws());
+        c
+    }
+
+    /// Runs a ccide command to completion with empty stdin.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run ccide")
+    }
+
+    pub fn run_stdin(&self, args: &[&str], input: &[u8]) -> Output {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// Starts `ccide serve` for the workspace with `extra` flags and waits for its lock file.
+    pub fn serve(&self, extra: &[&str]) -> Server {
+        let ws = self.ws();
+        let state = self.state();
+        let mut args = vec![
+            "serve",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let mut cmd = self.command(&args);
+        Server::spawn(&mut cmd, &self.config())
+    }
+}
+
+/// A running `ccide serve`, stopped with SIGTERM on drop.
+pub struct Server {
+    pub child: Option<Child>,
+    pub port: u16,
+    pub token: String,
+    pub lock_path: PathBuf,
+    pub lock: Value,
+    pub stderr_path: PathBuf,
+}
+
+impl Server {
+    pub fn spawn(cmd: &mut Command, config: &Path) -> Server {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let stderr_path = config.join(format!(
+            "../serve-{}.log",
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let log = std::fs::File::create(&stderr_path).unwrap();
+        let ide = config.join("ide");
+        let before: Vec<PathBuf> = list_locks(&ide);
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn ccide serve");
+        let pid = child.id();
+        let (lock_path, lock) = wait_for("the lock file", DEADLINE, || {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "ccide serve exited with {status}: {}",
+                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
+                );
+            }
+            for p in list_locks(&ide) {
+                let Ok(text) = std::fs::read_to_string(&p) else {
+                    continue;
+                };
+                let Ok(v) = serde_json::from_str::<Value>(&text) else {
+                    continue;
+                };
+                if v["pid"] == json!(pid) && (!before.contains(&p) || v["pid"] == json!(pid)) {
+                    return Some((p, v));
+                }
+            }
+            None
+        });
+        let port = lock_path
+            .file_stem()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        Server {
+            child: Some(child),
+            port,
+            token: lock["authToken"].as_str().unwrap().to_string(),
+            lock_path,
+            lock,
+            stderr_path,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{sig} failed");
+    }
+
+    /// Sends `sig` and waits for the process to exit; returns its exit code.
+    pub fn stop_with(&mut self, sig: &str) -> Option<i32> {
+        self.signal(sig);
+        let mut child = self.child.take().unwrap();
+        let status = wait_for("ccide serve to exit", DEADLINE, || child.try_wait().unwrap());
+        status.code()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    pub fn connect(&self) -> Client {
+        Client::connect(self.port, &self.token)
+    }
+
+    /// A connected client that completed initialize, initialized and ide_connected.
+    pub fn client(&self) -> Client {
+        let mut c = self.connect();
+        c.handshake();
+        c
+    }
+
+    pub fn http(&self, head: &str) -> (u16, String) {
+        raw_http(self.port, head)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill").arg(c.id().to_string()).status();
+            let end = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < end {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn list_locks(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "lock"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Sends a raw HTTP request head and returns the status code and the whole response.
+pub fn raw_http(port: u16, head: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    s.write_all(head.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+/// An upgrade request head as the CLI sends it, with the given token header line.
+pub fn upgrade_head(port: u16, extra_headers: &str) -> String {
+    format!(
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: mcp\r\n{extra_headers}\r\n"
+    )
+}
+
+/// A WebSocket client over a real socket. By default it answers the server's keepalive pings
+/// like the CLI does, and keeps notifications aside until asked for.
+pub struct Client {
+    pub ws: WebSocket<TcpStream>,
+    pub answer_pings: bool,
+    next_id: u64,
+    /// Messages received while waiting for something else.
+    pub backlog: VecDeque<Value>,
+    pub subprotocol: Option<String>,
+}
+
+impl Client {
+    pub fn connect(port: u16, token: &str) -> Client {
+        Self::connect_with(port, &[("X-Claude-Code-Ide-Authorization", token)])
+            .expect("websocket connect")
+    }
+
+    pub fn connect_with(port: u16, headers: &[(&str, &str)]) -> Result<Client, tungstenite::Error> {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_read_timeout(Some(DEADLINE)).unwrap();
+        let mut req = format!("ws://127.0.0.1:{port}/")
+            .into_client_request()
+            .unwrap();
+        req.headers_mut()
+            .insert("Sec-WebSocket-Protocol", http::HeaderValue::from_static("mcp"));
+        for (k, v) in headers {
+            req.headers_mut().insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                http::HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        let (ws, resp) = match tungstenite::client::client(req, stream) {
+            Ok(x) => x,
+            Err(tungstenite::HandshakeError::Failure(e)) => return Err(e),
+            Err(e) => panic!("handshake: {e}"),
+        };
+        let subprotocol = resp
+            .headers()
+            .get("Sec-WebSocket-Protocol")
+            .map(|v| v.to_str().unwrap().to_string());
+        Ok(Client {
+            ws,
+            answer_pings: true,
+            next_id: 0,
+            backlog: VecDeque::new(),
+            subprotocol,
+        })
+    }
+
+    pub fn send_text(&mut self, text: &str) {
+        self.ws.send(Message::Text(text.into())).unwrap();
+    }
+
+    pub fn send(&mut self, v: &Value) {
+        self.send_text(&v.to_string());
+    }
+
+    /// Reads the next JSON message from the socket (not the backlog), answering pings.
+    fn read_raw(&mut self, limit: Duration) -> Option<Value> {
+        self.ws.get_mut().set_read_timeout(Some(limit)).unwrap();
+        loop {
+            match self.ws.read() {
+                Ok(Message::Text(t)) => {
+                    let v: Value = serde_json::from_str(t.as_str()).expect("server sent JSON");
+                    if self.answer_pings && v["method"] == "ping" && v.get("id").is_some() {
+                        let reply = json!({"jsonrpc":"2.0","id":v["id"],"result":{}});
+                        self.send(&reply);
+                        continue;
+                    }
+                    return Some(v);
+                }
+                Ok(_) => continue,
+                Err(tungstenite::Error::Io(e))
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    return None;
+                }
+                Err(e) => panic!("websocket read: {e}"),
+            }
+        }
+    }
+
+    /// The next text frame exactly as it came off the wire (no ping answering).
+    pub fn recv_raw_text(&mut self) -> String {
+        self.ws.get_mut().set_read_timeout(Some(DEADLINE)).unwrap();
+        loop {
+            if let Message::Text(t) = self.ws.read().expect("a text frame") {
+                return t.to_string();
+            }
+        }
+    }
+
+    /// The next message (backlog first), or panic after the deadline.
+    pub fn recv(&mut self) -> Value {
+        if let Some(v) = self.backlog.pop_front() {
+            return v;
+        }
+        self.read_raw(DEADLINE).expect("a message within the deadline")
+    }
+
+    /// The next message that satisfies `pred`; others go to the backlog.
+    pub fn recv_where(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.backlog.iter().position(&pred) {
+            return self.backlog.remove(i).unwrap();
+        }
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                panic!("no message matching {what} within {DEADLINE:?}; backlog: {:?}", self.backlog);
+            }
+            if let Some(v) = self.read_raw(left) {
+                if pred(&v) {
+                    return v;
+                }
+                self.backlog.push_back(v);
+            }
+        }
+    }
+
+    /// Whatever arrives within `limit` (answering pings meanwhile).
+    pub fn drain(&mut self, limit: Duration) -> Vec<Value> {
+        let mut out: Vec<Value> = self.backlog.drain(..).collect();
+        let end = Instant::now() + limit;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return out;
+            }
+            if let Some(v) = self.read_raw(left) {
+                out.push(v);
+            }
+        }
+    }
+
+    pub fn notification(&mut self, method: &str) -> Value {
+        self.recv_where(method, |v| v["method"] == method && v.get("id").is_none())
+    }
+
+    /// The response to request `id`.
+    pub fn response(&mut self, id: &Value) -> Value {
+        let id = id.clone();
+        self.recv_where(&format!("the response to id {id}"), move |v| {
+            v.get("method").is_none() && v["id"] == id
+        })
+    }
+
+    pub fn send_request(&mut self, method: &str, params: Value) -> Value {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}));
+        id
+    }
+
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        self.response(&id)
+    }
+
+    /// `tools/call`, returning the whole response.
+    pub fn call(&mut self, tool: &str, args: Value) -> Value {
+        self.request(
+            "tools/call",
+            json!({"name": tool, "arguments": args, "_meta": {"progressToken": 7}}),
+        )
+    }
+
+    /// `tools/call`, returning the texts of the result's content items.
+    pub fn call_texts(&mut self, tool: &str, args: Value) -> Vec<String> {
+        let r = self.call(tool, args);
+        texts(&r)
+    }
+
+    /// The CLI's opening sequence: initialize (id 0), initialized, ide_connected, tools/list.
+    pub fn handshake(&mut self) {
+        let r = self.request(
+            "initialize",
+            json!({"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claude-code","version":"2.1.330"}}),
+        );
+        assert!(r["result"]["serverInfo"]["name"] == "ccide", "{r}");
+        self.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+        self.send(&json!({"jsonrpc":"2.0","method":"ide_connected","params":{"pid": std::process::id()}}));
+        let tools = self.request("tools/list", json!({}));
+        assert!(tools["result"]["tools"].is_array());
+    }
+
+    /// Waits for the server to close the connection; returns the close code and reason.
+    pub fn closed(&mut self) -> (Option<u16>, String) {
+        self.ws.get_mut().set_read_timeout(Some(DEADLINE)).unwrap();
+        loop {
+            match self.ws.read() {
+                Ok(Message::Close(Some(f))) => return (Some(f.code.into()), f.reason.to_string()),
+                Ok(Message::Close(None)) => return (None, String::new()),
+                Ok(Message::Text(t)) => {
+                    let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                    if self.answer_pings && v["method"] == "ping" {
+                        let _ = self
+                            .ws
+                            .send(Message::Text(json!({"jsonrpc":"2.0","id":v["id"],"result":{}}).to_string().into()));
+                    }
+                }
+                Ok(_) => {}
+                Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
+                    return (None, String::new());
+                }
+                Err(tungstenite::Error::Io(e))
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    panic!("connection not closed within {DEADLINE:?}")
+                }
+                Err(_) => return (None, String::new()),
+            }
+        }
+    }
+}
+
+/// The texts of a tools/call response's content items.
+pub fn texts(response: &Value) -> Vec<String> {
+    response["result"]["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no content in {response}"))
+        .iter()
+        .map(|c| c["text"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+/// The JSON held by the first text item of a tools/call response.
+pub fn json_text(response: &Value) -> Value {
+    serde_json::from_str(&texts(response)[0]).unwrap()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}

@@ -1,0 +1,449 @@
+//! The `serve` issue: lock file, restarts, handshake, MCP lifecycle, keepalive, takeover.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+fn mode(p: &std::path::Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn lock_file_has_the_protocol_fields_and_private_modes() {
+    let sb = Sandbox::new();
+    let s = sb.serve(&[]);
+    let lock = &s.lock;
+    assert_eq!(lock["pid"], json!(s.pid()));
+    assert_eq!(lock["workspaceFolders"], json!([sb.ws().to_str().unwrap()]));
+    assert_eq!(lock["ideName"], "ccide (ws)");
+    assert_eq!(lock["transport"], "ws");
+    assert_eq!(lock["runningInWindows"], false);
+    let token = lock["authToken"].as_str().unwrap();
+    assert_eq!(token.len(), 86, "64 bytes in base64url without padding");
+    assert!(token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+    assert_eq!(mode(&s.lock_path), 0o600);
+    assert_eq!(mode(&sb.config().join("ide")), 0o700);
+    assert_eq!(s.lock_path.parent().unwrap(), sb.config().join("ide"));
+}
+
+#[test]
+fn symlinked_workspace_is_written_resolved() {
+    let sb = Sandbox::new();
+    let link = sb.root.join("link-to-ws");
+    std::os::unix::fs::symlink(sb.ws(), &link).unwrap();
+    let mut cmd = sb.command(&[
+        "serve",
+        "--workspace",
+        link.to_str().unwrap(),
+        "--state-dir",
+        sb.state().to_str().unwrap(),
+        "--ide-name",
+        "My Box",
+    ]);
+    let s = Server::spawn(&mut cmd, &sb.config());
+    assert_eq!(s.lock["workspaceFolders"], json!([sb.ws().to_str().unwrap()]));
+    assert_eq!(s.lock["ideName"], "My Box");
+}
+
+#[test]
+fn lock_file_is_removed_on_sigterm_sigint_and_sighup() {
+    for sig in ["TERM", "INT", "HUP"] {
+        let sb = Sandbox::new();
+        let mut s = sb.serve(&[]);
+        let path = s.lock_path.clone();
+        assert!(path.exists());
+        assert_eq!(s.stop_with(sig), Some(0), "exit status after SIG{sig}");
+        assert!(!path.exists(), "lock file left after SIG{sig}");
+    }
+}
+
+#[test]
+fn restart_keeps_port_and_token_and_replaces_a_stale_lock() {
+    let sb = Sandbox::new();
+    let mut first = sb.serve(&[]);
+    let (port, token) = (first.port, first.token.clone());
+    // SIGKILL leaves a stale lock behind, as a crash would.
+    first.stop_with("KILL");
+    assert!(first.lock_path.exists());
+    let second = sb.serve(&[]);
+    assert_eq!(second.port, port);
+    assert_eq!(second.token, token);
+    assert_eq!(second.lock["pid"], json!(second.pid()));
+    assert_eq!(list_locks(&sb.config().join("ide")).len(), 1);
+    let mut c = second.client();
+    assert_eq!(c.request("ping", json!({}))["result"], json!({}));
+}
+
+#[test]
+fn a_taken_port_moves_the_server_and_says_so() {
+    let sb = Sandbox::new();
+    let mut first = sb.serve(&[]);
+    let port = first.port;
+    first.stop_with("TERM");
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let second = sb.serve(&[]);
+    assert_ne!(second.port, port);
+    assert!(second.log().contains(&format!("port {port} from the last run is not available")));
+    drop(squatter);
+}
+
+#[test]
+fn handshake_refusals_happen_before_the_upgrade() {
+    let sb = Sandbox::new();
+    let s = sb.serve(&[]);
+    let p = s.port;
+    let token_line = format!("X-Claude-Code-Ide-Authorization: {}\r\n", s.token);
+    let (st, text) = s.http(&upgrade_head(p, ""));
+    assert_eq!(st, 401, "{text}");
+    assert!(text.contains("Content-Length:") && text.contains("Connection: close"));
+    let wrong = format!("X-Claude-Code-Ide-Authorization: {}x\r\n", &s.token[..85]);
+    assert_eq!(s.http(&upgrade_head(p, &wrong)).0, 401);
+    let origin = format!("{token_line}Origin: https://evil.example\r\n");
+    assert_eq!(s.http(&upgrade_head(p, &origin)).0, 403);
+    let foreign = upgrade_head(p, &token_line).replace("Host: 127.0.0.1", "Host: evil.example");
+    assert_eq!(s.http(&foreign).0, 403);
+    let (st, text) = s.http(&format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\n\r\n"));
+    assert_eq!(st, 426);
+    assert!(text.contains("ccide"), "{text}");
+    // Header names are case-insensitive; the subprotocol is echoed.
+    let lower = upgrade_head(p, &format!("x-claude-code-ide-authorization: {}\r\n", s.token));
+    let (st, text) = s.http_upgrade_only(&lower);
+    assert_eq!(st, 101, "{text}");
+    assert!(text.contains("Sec-WebSocket-Protocol: mcp"), "{text}");
+    let c = s.connect();
+    assert_eq!(c.subprotocol.as_deref(), Some("mcp"));
+}
+
+trait UpgradeOnly {
+    fn http_upgrade_only(&self, head: &str) -> (u16, String);
+}
+
+impl UpgradeOnly for Server {
+    /// Reads only the response head of a successful upgrade (the socket stays open).
+    fn http_upgrade_only(&self, head: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(DEADLINE)).unwrap();
+        s.write_all(head.as_bytes()).unwrap();
+        let mut buf = Vec::new();
+        let mut b = [0u8; 1];
+        while !buf.ends_with(b"\r\n\r\n") && s.read(&mut b).unwrap() == 1 {
+            buf.push(b[0]);
+        }
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        (text.split(' ').nth(1).unwrap().parse().unwrap(), text)
+    }
+}
+
+#[test]
+fn a_stalled_handshake_is_dropped_while_another_client_is_served() {
+    use std::io::{Read, Write};
+    let sb = Sandbox::new();
+    let s = sb.serve(&[]);
+    let mut stalled = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    stalled.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n").unwrap();
+    let started = Instant::now();
+    let mut c = s.client();
+    assert_eq!(c.request("ping", json!({}))["result"], json!({}));
+    assert!(started.elapsed() < Duration::from_secs(4), "served while a handshake stalls");
+    stalled.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let mut buf = [0u8; 16];
+    let n = stalled.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "the stalled connection is closed");
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_secs(4) && waited < Duration::from_secs(12), "{waited:?}");
+}
+
+#[test]
+fn initialize_echoes_known_versions_and_answers_unknown_ones_with_the_latest() {
+    let sb = Sandbox::new();
+    let s = sb.serve(&[]);
+    let mut c = s.connect();
+    let r = c.request(
+        "initialize",
+        json!({"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"claude-code","version":"1.0.128"}}),
+    );
+    assert_eq!(r["id"], json!(0), "id 0 echoed: {r}");
+    assert_eq!(r["result"]["protocolVersion"], "2025-06-18");
+    assert_eq!(r["result"]["capabilities"], json!({"tools": {"listChanged": true}}));
+    assert_eq!(r["result"]["serverInfo"]["name"], "ccide");
+    assert_eq!(r["result"]["serverInfo"]["version"], env!("CARGO_PKG_VERSION"));
+    let r = c.request("initialize", json!({"protocolVersion":"2099-01-01"}));
+    assert_eq!(r["result"]["protocolVersion"], "2025-11-25");
+}
+
+#[test]
+fn json_rpc_requests_errors_and_batches() {
+    let sb = Sandbox::new();
+    let s = sb.serve(&[]);
+    let mut c = s.client();
+    // The handshake used ids 0 and 1; the exact bytes of a ping answer:
+    let id = c.send_request("ping", json!({}));
+    assert_eq!(id, json!(2));
+    let raw = c.recv_raw_text();
+    assert_eq!(raw, r#"{"id":2,"jsonrpc":"2.0","result":{}}"#);
+    assert_eq!(c.request("resources/list", json!({}))["result"], json!({"resources": []}));
+    assert_eq!(
+        c.request("resources/templates/list", json!({}))["result"],
+        json!({"resourceTemplates": []})
+    );
+    assert_eq!(c.request("prompts/list", json!({}))["result"], json!({"prompts": []}));
+    let tools = c.request("tools/list", json!({}));
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "tools/list is sorted by name");
+    for t in tools["result"]["tools"].as_array().unwrap() {
+        assert_eq!(t["inputSchema"]["type"], "object", "{t}");
+    }
+    let r = c.request("no/such/method", json!({}));
+    assert_eq!(r["error"]["code"], -32601);
+    assert_eq!(r["error"]["message"], "Method not found");
+    let r = c.call("noSuchTool", json!({}));
+    assert_eq!(r["error"]["code"], -32602);
+    assert_eq!(r["error"]["message"], "Unknown tool: noSuchTool");
+
+    c.send_text("{not json");
+    let r = c.recv_where("parse error", |v| v["error"]["code"] == -32700);
+    assert_eq!(r["id"], Value::Null);
+    c.send(&json!({"jsonrpc":"1.0","id":"x","method":"ping"}));
+    let r = c.response(&json!("x"));
+    assert_eq!(r["error"]["code"], -32600);
+    c.send(&json!({"jsonrpc":"2.0","id":"str-id","method":"ping"}));
+    assert_eq!(c.response(&json!("str-id"))["result"], json!({}));
+    c.send_text("[]");
+    let r = c.recv_where("empty batch error", |v| v["error"]["code"] == -32600);
+    assert_eq!(r["id"], Value::Null);
+    c.send(&json!([
+        {"jsonrpc":"2.0","id":"a","method":"ping"},
+        {"jsonrpc":"2.0","method":"notifications/initialized"},
+        {"jsonrpc":"2.0","id":7,"method":"nope"},
+        5
+    ]));
+    let batch = c.recv_where("a batch response", |v| v.is_array());
+    assert_eq!(
+        batch,
+        json!([
+            {"jsonrpc":"2.0","id":"a","result":{}},
+            {"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"Method not found"}},
+            {"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: not a JSON object"}}
+        ])
+    );
+    // Unknown notifications are ignored: the next request is the next answer.
+    c.send(&json!({"jsonrpc":"2.0","method":"some/notification"}));
+    c.send(&json!({"jsonrpc":"2.0","id":99,"method":"ping"}));
+    assert_eq!(c.recv()["id"], 99);
+}
+
+#[test]
+fn binary_frames_with_json_are_served_like_text() {
+    let sb = Sandbox::new();
+    let s = sb.serve(&[]);
+    let mut c = s.client();
+    c.ws
+        .send(tungstenite::Message::Binary(
+            br#"{"jsonrpc":"2.0","id":"b","method":"ping"}"#.to_vec().into(),
+        ))
+        .unwrap();
+    assert_eq!(c.response(&json!("b"))["result"], json!({}));
+}
+
+#[test]
+fn oversized_messages_close_with_1009() {
+    let sb = Sandbox::new();
+    let s = sb.serve(&[]);
+    let mut c = s.client();
+    let big = "x".repeat(65 << 20);
+    let _ = c.ws.send(tungstenite::Message::Text(big.into()));
+    assert_eq!(c.closed().0, Some(1009));
+    // The server is still there for others.
+    let mut d = s.client();
+    assert_eq!(d.request("ping", json!({}))["result"], json!({}));
+}
+
+#[test]
+fn a_client_that_stops_answering_pings_is_closed_and_a_healthy_one_is_not() {
+    let sb = Sandbox::new();
+    let s = sb.serve(&["--ping-interval", "0.3", "--ping-timeout", "0.4"]);
+    let mut healthy = s.client();
+    let mut silent = s.client();
+    silent.answer_pings = false;
+    let started = Instant::now();
+    let (code, reason) = silent.closed();
+    assert_eq!(code, Some(1001));
+    assert!(reason.contains("ping"), "{reason}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The healthy client has seen pings and answered them the whole time.
+    healthy.drain(Duration::from_millis(1200));
+    assert_eq!(healthy.request("ping", json!({}))["result"], json!({}));
+}
+
+#[test]
+fn single_client_closes_the_previous_client_with_4001() {
+    let sb = Sandbox::new();
+    let s = sb.serve(&["--single-client"]);
+    let mut old = s.client();
+    let mut new = s.client();
+    let (code, reason) = old.closed();
+    assert_eq!(code, Some(4001));
+    assert_eq!(reason, "Another Claude Code session connected to this IDE");
+    assert_eq!(new.request("ping", json!({}))["result"], json!({}));
+}
+
+#[test]
+fn without_single_client_two_clients_coexist() {
+    let sb = Sandbox::new();
+    let s = sb.serve(&[]);
+    let mut a = s.client();
+    let mut b = s.client();
+    assert_eq!(a.request("ping", json!({}))["result"], json!({}));
+    assert_eq!(b.request("ping", json!({}))["result"], json!({}));
+}
+
+#[test]
+fn the_connection_cap_answers_503_and_frees_slots() {
+    let sb = Sandbox::new();
+    let s = sb.serve(&["--max-connections", "2"]);
+    let a = s.client();
+    let _b = s.client();
+    let head = upgrade_head(s.port, &format!("X-Claude-Code-Ide-Authorization: {}\r\n", s.token));
+    assert_eq!(s.http(&head).0, 503);
+    drop(a);
+    wait_for("a freed slot", DEADLINE, || {
+        (s.http(&head).0 == 101).then_some(())
+    });
+}
+
+#[test]
+fn bad_command_lines_name_the_flag_and_exit_2() {
+    let sb = Sandbox::new();
+    let o = sb.run(&["serve", "--bogus"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--bogus"), "{}", stderr(&o));
+    let o = sb.run(&["serve", "--port", "http"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--port"), "{}", stderr(&o));
+    let o = sb.run(&["serve", "--ping-interval", "-1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--ping-interval"));
+    let o = sb.run(&["serve", "--log-level", "loud"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--log-level"));
+    let o = sb.run(&["serve", "--host", "0.0.0.0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--allow-remote"));
+    let o = sb.run(&["serve", "--workspace", "/no/such/dir"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--workspace") && stderr(&o).contains("/no/such/dir"));
+    let o = sb.command(&["serve"]).env("CCIDE_PORT", "99999").output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("CCIDE_PORT"), "{}", stderr(&o));
+    let o = sb.run(&["frobnicate"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn no_home_and_no_config_dir_is_an_error_naming_config_dir() {
+    let sb = Sandbox::new();
+    let o = sb
+        .command(&["serve", "--state-dir", sb.state().to_str().unwrap()])
+        .env_remove("HOME")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--config-dir"), "{}", stderr(&o));
+}
+
+#[test]
+fn an_unusable_lock_directory_fails_with_the_path() {
+    let sb = Sandbox::new();
+    let cfg = sb.root.join("bad-config");
+    std::fs::create_dir_all(&cfg).unwrap();
+    // A file where the lock directory should be: fails for root too.
+    std::fs::write(cfg.join("ide"), "").unwrap();
+    let o = sb
+        .command(&["serve", "--config-dir", cfg.to_str().unwrap(), "--state-dir", sb.state().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains(cfg.join("ide").to_str().unwrap()), "{}", stderr(&o));
+}
+
+#[test]
+fn a_lock_directory_writable_by_others_is_refused() {
+    let sb = Sandbox::new();
+    let cfg = sb.root.join("shared-config");
+    std::fs::create_dir_all(cfg.join("ide")).unwrap();
+    std::fs::set_permissions(cfg.join("ide"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = sb
+        .command(&["serve", "--config-dir", cfg.to_str().unwrap(), "--state-dir", sb.state().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("writable by group or others"), "{}", stderr(&o));
+}
+
+#[test]
+fn help_and_version() {
+    let sb = Sandbox::new();
+    let o = sb.run(&["--version"]);
+    assert_eq!(stdout(&o), format!("ccide {}\n", env!("CARGO_PKG_VERSION")));
+    let o = sb.run(&["--help"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("serve"));
+    let o = sb.run(&["help", "serve"]);
+    assert!(stdout(&o).contains("--ping-interval SECS"));
+    assert_eq!(stdout(&sb.run(&["serve", "--help"])), stdout(&o));
+}
+
+#[test]
+fn every_flag_of_every_command_is_in_the_man_page_and_it_renders() {
+    let man = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/man/ccide.1")).unwrap();
+    let sb = Sandbox::new();
+    let overview = stdout(&sb.run(&["--help"]));
+    let commands: Vec<String> = overview
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.contains(&"serve".to_string()));
+    for cmd in &commands {
+        assert!(man.contains(&format!(".SS {cmd}")) || man.contains(&format!(".SS \"{cmd}")), "man page lacks command {cmd}");
+        let help = stdout(&sb.run(&["help", cmd]));
+        for word in help.split_whitespace() {
+            if let Some(flag) = word.strip_prefix("--") {
+                let flag = flag.trim_end_matches([',', '.', ')']);
+                if flag.is_empty() || flag == "help" {
+                    continue;
+                }
+                let escaped = format!("\\-\\-{}", flag.replace('-', "\\-"));
+                assert!(man.contains(&escaped), "man page lacks --{flag} of {cmd}");
+            }
+            if let Some(var) = word.strip_prefix("CCIDE_") {
+                let var = var.trim_end_matches(']');
+                assert!(man.contains(&format!("CCIDE_{}", var.replace('-', "\\-"))) || man.contains(&format!("CCIDE_{var}")), "man page lacks CCIDE_{var}");
+            }
+        }
+    }
+    // It renders without warnings.
+    let out = std::process::Command::new("groff")
+        .args(["-man", "-Tutf8", "-ww", "-z"])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/man/ccide.1"))
+        .output()
+        .expect("groff is installed (by .ci/run)");
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "groff warnings");
+}
