@@ -41,6 +41,8 @@ pub struct Command {
     pub details: &'static str,
     pub flags: &'static [Flag],
     pub run: fn(&Args) -> Outcome,
+    /// Every argument goes to the program it runs (`ccide claude`), none is parsed here.
+    pub passthrough: bool,
 }
 
 const fn flag(
@@ -127,6 +129,12 @@ pub const SERVE_FLAGS: &[Flag] = &[
         "A newly connected Claude Code replaces the previous one (closed with code 4001).",
     ),
     flag(
+        "--mention-max-age",
+        Some("SECS"),
+        Some("CCIDE_MENTION_MAX_AGE"),
+        "Mentions made while no client is connected are delivered to the next one if not older than this. Default: 30.",
+    ),
+    flag(
         "--log-level",
         Some("LEVEL"),
         Some("CCIDE_LOG_LEVEL"),
@@ -156,6 +164,7 @@ pub const COMMANDS: &[Command] = &[
         details: "Listens on 127.0.0.1, writes <config>/ide/<port>.lock and serves Claude Code's IDE\nprotocol (MCP over WebSocket) until SIGINT, SIGTERM or SIGHUP, then removes the lock file.\nStart `claude --ide` (or use /ide) in the workspace to connect.",
         flags: SERVE_FLAGS,
         run: crate::serve::run,
+        passthrough: false,
     },
     Command {
         name: "diff",
@@ -164,6 +173,97 @@ pub const COMMANDS: &[Command] = &[
         details: "Each proposed edit is a directory holding `original` and `proposed`. ID is the diff's\nnumber, its tab name, or the path of the file it changes; without ID the only pending diff.\n  list     the pending diffs (the default)\n  show     a unified diff of original against proposed\n  accept   answer FILE_SAVED with the current content of proposed (edit it first to change it)\n  reject   answer DIFF_REJECTED\n  edit     open proposed in $VISUAL or $EDITOR (accepting stays a separate step)\n  path     print the diff's directory",
         flags: &[PORT, CONFIG_DIR, JSON],
         run: crate::client::diff,
+        passthrough: false,
+    },
+    Command {
+        name: "select",
+        usage: "ccide select FILE[:LINE[:COL]][-LINE[:COL]] [OPTIONS]",
+        about: "Set the selection and send it to Claude Code (selection_changed).",
+        details: "Lines and columns count from 1; a range includes its end column. FILE:LINE selects the\nwhole line, FILE:LINE:COL is a cursor, FILE alone says \"this file is open\". The file's tab is\nopened and activated. The text comes from the file, or from standard input with --stdin.",
+        flags: &[
+            flag(
+                "--stdin",
+                None,
+                None,
+                "Take the selected text from standard input (for editors that pipe selections).",
+            ),
+            PORT,
+            CONFIG_DIR,
+        ],
+        run: crate::client::select,
+        passthrough: false,
+    },
+    Command {
+        name: "mention",
+        usage: "ccide mention FILE[:START[-END]] [OPTIONS]",
+        about: "Insert @FILE#LSTART-END into Claude Code's prompt (at_mentioned).",
+        details: "FILE may be a directory (then without lines). With no client connected the mention waits\nfor the next one (see serve --mention-max-age).",
+        flags: &[PORT, CONFIG_DIR],
+        run: crate::client::mention,
+        passthrough: false,
+    },
+    Command {
+        name: "open",
+        usage: "ccide open FILE... [OPTIONS]",
+        about: "Open editor tabs (the last one becomes active).",
+        details: "",
+        flags: &[PORT, CONFIG_DIR],
+        run: crate::client::open,
+        passthrough: false,
+    },
+    Command {
+        name: "close",
+        usage: "ccide close FILE... [OPTIONS]",
+        about: "Close editor tabs, keeping unsaved content unless --discard.",
+        details: "",
+        flags: &[
+            flag(
+                "--discard",
+                None,
+                None,
+                "Also forget the files' unsaved content.",
+            ),
+            PORT,
+            CONFIG_DIR,
+        ],
+        run: crate::client::close,
+        passthrough: false,
+    },
+    Command {
+        name: "buffer",
+        usage: "ccide buffer [--drop] FILE [OPTIONS]",
+        about: "Store unsaved content for FILE, read from standard input (an editor pushes its buffer).",
+        details: "Claude Code then sees FILE as dirty (checkDocumentDirty) and saveDocument writes it.",
+        flags: &[
+            flag(
+                "--drop",
+                None,
+                None,
+                "Forget FILE's unsaved content instead.",
+            ),
+            PORT,
+            CONFIG_DIR,
+        ],
+        run: crate::client::buffer,
+        passthrough: false,
+    },
+    Command {
+        name: "status",
+        usage: "ccide status [OPTIONS]",
+        about: "Show the server, its clients, open tabs, the selection and pending diffs.",
+        details: "",
+        flags: &[JSON, PORT, CONFIG_DIR],
+        run: crate::client::status,
+        passthrough: false,
+    },
+    Command {
+        name: "claude",
+        usage: "ccide claude [ARGS...]",
+        about: "Run Claude Code connected to this directory's server (serving one if none runs).",
+        details: "Runs `claude` (or $CCIDE_CLAUDE) with ARGS in the current directory, with\nCLAUDE_CODE_SSE_PORT set to the server's port, ENABLE_IDE_INTEGRATION=true and\n127.0.0.1,localhost,::1 added to no_proxy and NO_PROXY. Without a running server for the\ndirectory, one is served in this process until Claude Code exits. SIGTERM and SIGHUP are\nforwarded; the exit status is Claude Code's.",
+        flags: &[],
+        run: crate::client::claude,
+        passthrough: true,
     },
     Command {
         name: "events",
@@ -172,6 +272,7 @@ pub const COMMANDS: &[Command] = &[
         details: "Events: diff_opened, diff_settled (how: accepted, rejected, abandoned),\nclient_connected, client_disconnected. Each line carries \"event\" and \"time\".",
         flags: &[PORT, CONFIG_DIR],
         run: crate::client::events,
+        passthrough: false,
     },
 ];
 
@@ -228,6 +329,13 @@ pub struct Args {
 
 impl Args {
     pub fn parse(command: &'static Command, argv: &[String]) -> Result<Args, Fail> {
+        if command.passthrough {
+            return Ok(Args {
+                command,
+                values: Vec::new(),
+                operands: argv.to_vec(),
+            });
+        }
         let mut values = Vec::new();
         let mut operands = Vec::new();
         let mut i = 0;
@@ -266,7 +374,9 @@ impl Args {
                 (Some(_), Some(v)) => values.push((f.name, v)),
                 (Some(placeholder), None) => {
                     let Some(v) = argv.get(i) else {
-                        return Err(Fail::Usage(format!("option {name} needs a value ({placeholder})")));
+                        return Err(Fail::Usage(format!(
+                            "option {name} needs a value ({placeholder})"
+                        )));
                     };
                     i += 1;
                     values.push((f.name, v.clone()));
@@ -318,7 +428,11 @@ impl Args {
             return given;
         }
         match self.env(name) {
-            Some((_, v)) => v.split(':').filter(|s| !s.is_empty()).map(String::from).collect(),
+            Some((_, v)) => v
+                .split(':')
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect(),
             None => Vec::new(),
         }
     }
@@ -350,9 +464,10 @@ impl Args {
         } else {
             return Ok(None);
         };
-        raw.trim()
-            .parse::<T>()
-            .map(Some)
-            .map_err(|_| Fail::Usage(format!("invalid value '{raw}' for {source}: expected {what}")))
+        raw.trim().parse::<T>().map(Some).map_err(|_| {
+            Fail::Usage(format!(
+                "invalid value '{raw}' for {source}: expected {what}"
+            ))
+        })
     }
 }

@@ -99,7 +99,9 @@ fn pick<'a>(diffs: &'a [Value], target: Option<&str>) -> Result<&'a Value, Fail>
             diffs
                 .iter()
                 .find(|d| {
-                    d["id"] == t || d["tab_name"] == t || Path::new(d["file"].as_str().unwrap_or("")) == as_path
+                    d["id"] == t
+                        || d["tab_name"] == t
+                        || Path::new(d["file"].as_str().unwrap_or("")) == as_path
                 })
                 .ok_or_else(|| Fail::Failed(format!("no pending diff named {t}")))
         }
@@ -114,7 +116,10 @@ pub fn diff(args: &Args) -> Outcome {
     let action = args.operands.first().map(String::as_str).unwrap_or("list");
     let target = args.operands.get(1).map(String::as_str);
     if args.operands.len() > 2 {
-        return Err(Fail::Usage(format!("unexpected argument '{}'", args.operands[2])));
+        return Err(Fail::Usage(format!(
+            "unexpected argument '{}'",
+            args.operands[2]
+        )));
     }
     let json_out = args.switch("--json")?;
     let mut ctl = connect(args)?;
@@ -146,7 +151,11 @@ pub fn diff(args: &Args) -> Outcome {
             for d in &diffs {
                 let f = read_diff(d)?;
                 let (added, removed) = crate::textdiff::stat(&f.original, &f.proposed);
-                let new = if d["new_file"] == true { " (new file)" } else { "" };
+                let new = if d["new_file"] == true {
+                    " (new file)"
+                } else {
+                    ""
+                };
                 println!(
                     "{:<4} {:<5} {:<13} {}{new}",
                     d["id"].as_str().unwrap_or(""),
@@ -178,7 +187,8 @@ pub fn diff(args: &Args) -> Outcome {
                     };
                     let b = format!("b/{name}");
                     if json_out {
-                        let text = crate::textdiff::unified(&f.original, &f.proposed, &a, &b, false);
+                        let text =
+                            crate::textdiff::unified(&f.original, &f.proposed, &a, &b, false);
                         let (added, removed) = crate::textdiff::stat(&f.original, &f.proposed);
                         let mut d = d.clone();
                         d["added"] = added.into();
@@ -186,7 +196,8 @@ pub fn diff(args: &Args) -> Outcome {
                         d["diff"] = String::from_utf8_lossy(&text).into_owned().into();
                         print_json(&d);
                     } else {
-                        let text = crate::textdiff::unified(&f.original, &f.proposed, &a, &b, use_color());
+                        let text =
+                            crate::textdiff::unified(&f.original, &f.proposed, &a, &b, use_color());
                         let mut out = std::io::stdout().lock();
                         let _ = out.write_all(&text);
                         if text.is_empty() {
@@ -210,7 +221,11 @@ pub fn diff(args: &Args) -> Outcome {
                     file_of(d)
                 );
             } else {
-                println!("rejected diff {} ({})", d["id"].as_str().unwrap_or(""), file_of(d));
+                println!(
+                    "rejected diff {} ({})",
+                    d["id"].as_str().unwrap_or(""),
+                    file_of(d)
+                );
             }
             Ok(EXIT_OK)
         }
@@ -226,8 +241,11 @@ fn edit(path: &Path) -> Outcome {
         .ok()
         .filter(|v| !v.is_empty())
         .or_else(|| std::env::var("EDITOR").ok().filter(|v| !v.is_empty()))
-        .ok_or_else(|| Fail::Failed("set VISUAL or EDITOR to the editor to open the proposal with".into()))?;
-    let words = crate::pattern::split_words(&editor).map_err(|e| Fail::Failed(format!("cannot parse the editor command '{editor}': {e}")))?;
+        .ok_or_else(|| {
+            Fail::Failed("set VISUAL or EDITOR to the editor to open the proposal with".into())
+        })?;
+    let words = crate::pattern::split_words(&editor)
+        .map_err(|e| Fail::Failed(format!("cannot parse the editor command '{editor}': {e}")))?;
     let Some((prog, rest)) = words.split_first() else {
         return Err(Fail::Failed("VISUAL/EDITOR is empty".into()));
     };
@@ -239,7 +257,10 @@ fn edit(path: &Path) -> Outcome {
     if !status.success() {
         return Err(Fail::Failed(format!("{prog} exited with {status}")));
     }
-    eprintln!("edited {}; run `ccide diff accept` to send it to Claude Code", path.display());
+    eprintln!(
+        "edited {}; run `ccide diff accept` to send it to Claude Code",
+        path.display()
+    );
     Ok(EXIT_OK)
 }
 
@@ -251,7 +272,8 @@ pub fn events(args: &Args) -> Outcome {
     // The server answers nothing to `events` but starts streaming.
     let line = json!({"cmd": "events"}).to_string() + "\n";
     let mut w = ctl_writer(&mut ctl)?;
-    w.write_all(line.as_bytes()).map_err(|e| Fail::Failed(e.to_string()))?;
+    w.write_all(line.as_bytes())
+        .map_err(|e| Fail::Failed(e.to_string()))?;
     let reader = ctl.into_reader();
     let mut out = std::io::stdout().lock();
     for l in reader.lines() {
@@ -266,4 +288,346 @@ pub fn events(args: &Args) -> Outcome {
 
 fn ctl_writer(ctl: &mut Control) -> Result<std::os::unix::net::UnixStream, Fail> {
     ctl.writer_clone().map_err(|e| Fail::Failed(e.to_string()))
+}
+
+/// `FILE[:LINE[:COL]][-LINE[:COL]]`: the first ':' after which the rest is a range splits
+/// the file name from it, so names with colons still work.
+pub fn parse_spec(spec: &str) -> Result<(String, Value), Fail> {
+    let bad = || {
+        Fail::Usage(format!(
+            "cannot read '{spec}': expected FILE, FILE:LINE, FILE:LINE:COL, FILE:LINE-LINE or FILE:LINE:COL-LINE:COL"
+        ))
+    };
+    for (i, _) in spec.match_indices(':') {
+        let (file, rest) = (&spec[..i], &spec[i + 1..]);
+        if file.is_empty() || rest.is_empty() {
+            continue;
+        }
+        let Some(range) = parse_range(rest) else {
+            continue;
+        };
+        return Ok((file.to_string(), range));
+    }
+    if spec.is_empty() {
+        return Err(bad());
+    }
+    Ok((spec.to_string(), Value::Null))
+}
+
+fn parse_range(s: &str) -> Option<Value> {
+    let (a, b) = match s.split_once('-') {
+        Some((a, b)) => (a, Some(b)),
+        None => (s, None),
+    };
+    let point = |p: &str| -> Option<(usize, Option<usize>)> {
+        let mut it = p.split(':');
+        let line = it.next()?.parse().ok()?;
+        let col = match it.next() {
+            Some(c) => Some(c.parse().ok()?),
+            None => None,
+        };
+        it.next().is_none().then_some((line, col))
+    };
+    let (sl, sc) = point(a)?;
+    let mut v = json!({"start_line": sl, "start_col": sc});
+    if let Some(b) = b {
+        let (el, ec) = point(b)?;
+        v["end_line"] = el.into();
+        v["end_col"] = ec.into();
+    }
+    Some(v)
+}
+
+fn absolute(file: &str) -> Result<String, Fail> {
+    Ok(control::current_dir()?
+        .join(file)
+        .to_string_lossy()
+        .into_owned())
+}
+
+fn read_stdin() -> Result<String, Fail> {
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+        .map_err(|e| Fail::Failed(format!("cannot read standard input as UTF-8 text: {e}")))?;
+    Ok(s)
+}
+
+fn delivered(n: u64) -> String {
+    match n {
+        0 => "no client connected".into(),
+        1 => "sent to 1 client".into(),
+        n => format!("sent to {n} clients"),
+    }
+}
+
+pub fn select(args: &Args) -> Outcome {
+    let [spec] = args.operands.as_slice() else {
+        return Err(Fail::Usage(
+            "ccide select takes one FILE[:LINE[:COL]][-LINE[:COL]]".into(),
+        ));
+    };
+    let (file, range) = parse_spec(spec)?;
+    let text = if args.switch("--stdin")? {
+        Some(read_stdin()?)
+    } else {
+        None
+    };
+    let mut ctl = connect(args)?;
+    let r = ctl.request(
+        json!({"cmd": "select", "path": absolute(&file)?, "range": range, "text": text}),
+    )?;
+    let sel = &r["selection"]["selection"];
+    let lines =
+        sel["end"]["line"].as_u64().unwrap_or(0) + 1 - sel["start"]["line"].as_u64().unwrap_or(0);
+    if r["selection"]["text"] == "" {
+        eprintln!(
+            "selected {} ({})",
+            file,
+            delivered(r["clients"].as_u64().unwrap_or(0))
+        );
+    } else {
+        eprintln!(
+            "selected {lines} line(s) of {} ({})",
+            file,
+            delivered(r["clients"].as_u64().unwrap_or(0))
+        );
+    }
+    Ok(EXIT_OK)
+}
+
+pub fn mention(args: &Args) -> Outcome {
+    let [spec] = args.operands.as_slice() else {
+        return Err(Fail::Usage(
+            "ccide mention takes one FILE[:START[-END]]".into(),
+        ));
+    };
+    let (file, range) = parse_spec(spec)?;
+    if !range["start_col"].is_null() || !range["end_col"].is_null() {
+        return Err(Fail::Usage(
+            "mentions take lines only: FILE:START-END".into(),
+        ));
+    }
+    let mut ctl = connect(args)?;
+    let r = ctl.request(json!({
+        "cmd": "mention", "path": absolute(&file)?,
+        "start": range["start_line"], "end": range["end_line"],
+    }))?;
+    if r["queued"] == true {
+        eprintln!("mentioned {file}: no client connected, queued for the next one");
+    } else {
+        eprintln!(
+            "mentioned {file} ({})",
+            delivered(r["clients"].as_u64().unwrap_or(0))
+        );
+    }
+    Ok(EXIT_OK)
+}
+
+pub fn open(args: &Args) -> Outcome {
+    if args.operands.is_empty() {
+        return Err(Fail::Usage("ccide open takes one or more files".into()));
+    }
+    let paths = args
+        .operands
+        .iter()
+        .map(|f| absolute(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    connect(args)?.request(json!({"cmd": "open", "paths": paths}))?;
+    Ok(EXIT_OK)
+}
+
+pub fn close(args: &Args) -> Outcome {
+    if args.operands.is_empty() {
+        return Err(Fail::Usage("ccide close takes one or more files".into()));
+    }
+    let paths = args
+        .operands
+        .iter()
+        .map(|f| absolute(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let r = connect(args)?
+        .request(json!({"cmd": "close", "paths": paths, "discard": args.switch("--discard")?}))?;
+    for p in r["not_open"].as_array().into_iter().flatten() {
+        eprintln!(
+            "{} was not open",
+            display_path(Path::new(p.as_str().unwrap_or("")))
+        );
+    }
+    for p in r["kept_unsaved"].as_array().into_iter().flatten() {
+        eprintln!(
+            "kept the unsaved content of {} (use --discard to drop it)",
+            display_path(Path::new(p.as_str().unwrap_or("")))
+        );
+    }
+    Ok(EXIT_OK)
+}
+
+pub fn buffer(args: &Args) -> Outcome {
+    let [file] = args.operands.as_slice() else {
+        return Err(Fail::Usage("ccide buffer takes one FILE".into()));
+    };
+    let content = if args.switch("--drop")? {
+        None
+    } else {
+        Some(read_stdin()?)
+    };
+    connect(args)?
+        .request(json!({"cmd": "buffer", "path": absolute(file)?, "content": content}))?;
+    Ok(EXIT_OK)
+}
+
+pub fn status(args: &Args) -> Outcome {
+    if let Some(extra) = args.operands.first() {
+        return Err(Fail::Usage(format!("unexpected argument '{extra}'")));
+    }
+    let r = connect(args)?.request(json!({"cmd": "status"}))?;
+    let s = &r["status"];
+    if args.switch("--json")? {
+        print_json(s);
+        return Ok(EXIT_OK);
+    }
+    let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    let mut out = String::new();
+    out.push_str(&format!(
+        "server   {} (pid {}) on 127.0.0.1:{}, up {}\n",
+        s["ide_name"].as_str().unwrap_or(""),
+        s["pid"],
+        s["port"],
+        age(s["started"].as_u64().unwrap_or(0))
+    ));
+    for w in list(&s["workspaces"]) {
+        out.push_str(&format!("folder   {}\n", w.as_str().unwrap_or("")));
+    }
+    out.push_str(&format!(
+        "state    {}\n",
+        s["state_dir"].as_str().unwrap_or("")
+    ));
+    let clients = list(&s["clients"]);
+    if clients.is_empty() {
+        out.push_str("clients  none\n");
+    }
+    for c in clients {
+        out.push_str(&format!(
+            "client   #{} {} {} pid {} for {}\n",
+            c["id"],
+            c["name"]
+                .as_str()
+                .filter(|n| !n.is_empty())
+                .unwrap_or("(not initialized)"),
+            c["version"].as_str().unwrap_or(""),
+            c["pid"]
+                .as_i64()
+                .map_or("unknown".to_string(), |p| p.to_string()),
+            age(c["since"].as_u64().unwrap_or(0))
+        ));
+    }
+    for t in list(&s["tabs"]) {
+        out.push_str(&format!(
+            "tab      {}{}\n",
+            display_path(Path::new(t["path"].as_str().unwrap_or(""))),
+            if t["active"] == true { " (active)" } else { "" }
+        ));
+    }
+    for d in list(&s["documents"]) {
+        out.push_str(&format!(
+            "unsaved  {} ({} bytes)\n",
+            display_path(Path::new(d["path"].as_str().unwrap_or(""))),
+            d["bytes"]
+        ));
+    }
+    if let Some(sel) = s["selection"].as_object() {
+        let r = &sel["selection"];
+        out.push_str(&format!(
+            "select   {}:{}:{}-{}:{}\n",
+            display_path(Path::new(sel["filePath"].as_str().unwrap_or(""))),
+            r["start"]["line"].as_u64().unwrap_or(0) + 1,
+            r["start"]["character"].as_u64().unwrap_or(0) + 1,
+            r["end"]["line"].as_u64().unwrap_or(0) + 1,
+            r["end"]["character"].as_u64().unwrap_or(0),
+        ));
+    }
+    for d in list(&s["diffs"]) {
+        out.push_str(&format!(
+            "diff     {} {}\n",
+            d["id"].as_str().unwrap_or(""),
+            file_of(&d)
+        ));
+    }
+    print!("{out}");
+    Ok(EXIT_OK)
+}
+
+/// `ccide claude [ARGS...]`: runs Claude Code already connected to this directory's server,
+/// serving one in this process for the child's lifetime when none runs.
+pub fn claude(args: &Args) -> Outcome {
+    crate::sys::block_termination_signals();
+    let config = crate::lockfile::config_dir(None)?;
+    let cwd = control::current_dir()?;
+    let (port, running) = match control::find_server(&config, None, &cwd) {
+        Ok(lock) => (lock.port, None),
+        Err(Found::Several(m)) => return Err(Fail::Usage(m)),
+        Err(Found::None(_)) => {
+            // The server shares the terminal with Claude Code's interface: log errors only.
+            let level = std::env::var("CCIDE_LOG_LEVEL").unwrap_or_else(|_| "error".into());
+            let serve = crate::cli::find("serve").expect("serve command");
+            let serve_args = Args::parse(serve, &["--log-level".into(), level])?;
+            let r = crate::serve::start(&serve_args)?;
+            (r.app.port, Some(r))
+        }
+    };
+    let program = std::env::var("CCIDE_CLAUDE")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "claude".into());
+    let mut cmd = std::process::Command::new(&program);
+    cmd.args(&args.operands)
+        .env("CLAUDE_CODE_SSE_PORT", port.to_string())
+        .env("ENABLE_IDE_INTEGRATION", "true");
+    // With a proxy set and no loopback exemption, the CLI tunnels the loopback WebSocket into
+    // the proxy and never connects (PROTOCOL 1).
+    for var in ["no_proxy", "NO_PROXY"] {
+        let old = std::env::var(var).unwrap_or_default();
+        let joined = if old.is_empty() {
+            "127.0.0.1,localhost,::1".to_string()
+        } else {
+            format!("{old},127.0.0.1,localhost,::1")
+        };
+        cmd.env(var, joined);
+    }
+    crate::sys::unblock_all_signals_in_child(&mut cmd);
+    let spawned = cmd.spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(r) = running {
+                crate::serve::stop(r);
+            }
+            return Err(Fail::Failed(format!(
+                "cannot run {program}: {e} (install Claude Code, or set CCIDE_CLAUDE to its path)"
+            )));
+        }
+    };
+    let pid = child.id() as i32;
+    // SIGTERM and SIGHUP go to the child. SIGINT from the terminal already reached it (same
+    // process group): forwarding it again would count as a second Ctrl-C and quit the REPL.
+    let _ = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            loop {
+                let sig = crate::sys::wait_termination_signal();
+                if sig != crate::sys::SIGINT {
+                    let _ = crate::sys::kill(pid, sig);
+                }
+            }
+        });
+    let status = child
+        .wait()
+        .map_err(|e| Fail::Failed(format!("waiting for {program}: {e}")))?;
+    if let Some(r) = running {
+        crate::serve::stop(r);
+    }
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }

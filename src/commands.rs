@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::context::{self, HumanRange};
 use crate::control::failure;
 use crate::diffs::SettleError;
 use crate::serve::App;
@@ -16,7 +17,10 @@ pub fn handle(app: &Arc<App>, req: &Value) -> Value {
         "diff.list" => json!({"ok": true, "diffs": app.diffs.list()}),
         "diff.settle" => {
             let accept = req["accept"] == true;
-            match app.diffs.settle_by_user(req["target"].as_str(), accept, &cwd) {
+            match app
+                .diffs
+                .settle_by_user(req["target"].as_str(), accept, &cwd)
+            {
                 Ok(d) => json!({"ok": true, "diff": d}),
                 Err(e) => {
                     let kind = match e {
@@ -30,6 +34,99 @@ pub fn handle(app: &Arc<App>, req: &Value) -> Value {
             }
         }
         "status" => json!({"ok": true, "status": app.status()}),
-        other => failure(&format!("unknown control command '{other}' (is ccide up to date?)")),
+        "select" => select(app, req).unwrap_or_else(|e| failure(&e)),
+        "mention" => mention(app, req).unwrap_or_else(|e| failure(&e)),
+        "open" => open(app, req).unwrap_or_else(|e| failure(&e)),
+        "close" => close(app, req).unwrap_or_else(|e| failure(&e)),
+        "buffer" => buffer(app, req).unwrap_or_else(|e| failure(&e)),
+        other => failure(&format!(
+            "unknown control command '{other}' (is ccide up to date?)"
+        )),
     }
+}
+
+fn path_arg(app: &App, v: &Value) -> Result<PathBuf, String> {
+    app.resolve(v.as_str().ok_or("missing path")?)
+}
+
+fn num(v: &Value) -> Option<usize> {
+    v.as_u64().map(|n| n as usize)
+}
+
+fn select(app: &App, req: &Value) -> Result<Value, String> {
+    let path = path_arg(app, &req["path"])?;
+    if !path.is_file() {
+        return Err(format!("File not found: {}", path.display()));
+    }
+    let r = &req["range"];
+    let range = HumanRange {
+        start_line: num(&r["start_line"]),
+        start_col: num(&r["start_col"]),
+        end_line: num(&r["end_line"]),
+        end_col: num(&r["end_col"]),
+    };
+    let payload = context::selection_for(&path, range, req["text"].as_str().map(String::from))?;
+    let n = context::select(app, payload.clone());
+    Ok(json!({"ok": true, "clients": n, "selection": payload}))
+}
+
+fn mention(app: &App, req: &Value) -> Result<Value, String> {
+    let path = path_arg(app, &req["path"])?;
+    let start = num(&req["start"]);
+    if !path.exists() {
+        return Err(format!("File not found: {}", path.display()));
+    }
+    if path.is_dir() && start.is_some() {
+        return Err(format!(
+            "{} is a directory: mention it without lines",
+            path.display()
+        ));
+    }
+    let payload = context::mention_payload(&path, start, num(&req["end"]))?;
+    let n = context::mention(app, payload.clone());
+    Ok(json!({"ok": true, "clients": n, "queued": n == 0, "mention": payload}))
+}
+
+fn paths(app: &App, req: &Value) -> Result<Vec<PathBuf>, String> {
+    req["paths"]
+        .as_array()
+        .ok_or("missing paths")?
+        .iter()
+        .map(|p| path_arg(app, p))
+        .collect()
+}
+
+fn open(app: &App, req: &Value) -> Result<Value, String> {
+    let paths = paths(app, req)?;
+    for p in &paths {
+        if !p.is_file() {
+            return Err(format!("File not found: {}", p.display()));
+        }
+    }
+    for (i, p) in paths.iter().enumerate() {
+        app.editor.open_tab(p, i + 1 == paths.len(), false);
+    }
+    Ok(json!({"ok": true, "opened": paths}))
+}
+
+fn close(app: &App, req: &Value) -> Result<Value, String> {
+    let discard = req["discard"] == true;
+    let mut not_open = Vec::new();
+    let mut kept = Vec::new();
+    for p in paths(app, req)? {
+        if !app.editor.close_tab(&p, discard) {
+            not_open.push(p.clone());
+        }
+        if app.editor.document(&p).is_some() {
+            kept.push(p);
+        }
+    }
+    Ok(json!({"ok": true, "not_open": not_open, "kept_unsaved": kept}))
+}
+
+fn buffer(app: &App, req: &Value) -> Result<Value, String> {
+    let path = path_arg(app, &req["path"])?;
+    let content = req["content"].as_str().map(String::from);
+    app.editor.set_document(&path, content);
+    Ok(json!({"ok": true, "path": path}))
 }

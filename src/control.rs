@@ -142,7 +142,9 @@ impl Control {
         let mut line = String::new();
         match self.reader.read_line(&mut line) {
             Ok(0) => Err("the server closed the control connection".into()),
-            Ok(_) => serde_json::from_str(&line).map_err(|e| format!("bad answer from the server: {e}")),
+            Ok(_) => {
+                serde_json::from_str(&line).map_err(|e| format!("bad answer from the server: {e}"))
+            }
             Err(e) => Err(format!("control socket: {e}")),
         }
     }
@@ -159,7 +161,11 @@ impl Control {
 
 /// Finds the server for `cwd` the way the CLI does: a live lock file whose workspace folder is
 /// `cwd` or one of its ancestors; or the lock of `port` when given.
-pub fn find_server(config: &Path, port: Option<u16>, cwd: &Path) -> Result<crate::lockfile::Found, Found> {
+pub fn find_server(
+    config: &Path,
+    port: Option<u16>,
+    cwd: &Path,
+) -> Result<crate::lockfile::Found, Found> {
     let locks: Vec<_> = crate::lockfile::scan(config)
         .into_iter()
         .filter(|l| l.alive && l.control.is_some())

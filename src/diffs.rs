@@ -186,8 +186,9 @@ impl Diffs {
         let i = Self::select(&inner, target, cwd)?;
         let content = if accept {
             let p = inner.pending[i].dir.join("proposed");
-            let bytes = std::fs::read(&p)
-                .map_err(|e| SettleError::Unreadable(format!("cannot read {}: {e}", p.display())))?;
+            let bytes = std::fs::read(&p).map_err(|e| {
+                SettleError::Unreadable(format!("cannot read {}: {e}", p.display()))
+            })?;
             Some(String::from_utf8(bytes).map_err(|_| {
                 SettleError::Unreadable(format!(
                     "{} is not valid UTF-8 and cannot be sent to Claude Code; fix it and accept again",
@@ -208,8 +209,9 @@ impl Diffs {
     fn reject_where(&self, pred: impl Fn(&PendingDiff) -> bool) -> usize {
         let mut inner = self.inner.lock().unwrap();
         prune(&mut inner);
-        let (matching, rest): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut inner.pending).into_iter().partition(|d| pred(d));
+        let (matching, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut inner.pending)
+            .into_iter()
+            .partition(|d| pred(d));
         inner.pending = rest;
         let n = matching.len();
         for d in matching {
@@ -245,10 +247,14 @@ fn prune(inner: &mut Inner) {
 fn finish(inner: &mut Inner, d: PendingDiff, how: How, content: Option<String>) {
     match how {
         How::Accepted => {
-            d.responder.reply(Ok(tool_texts(&["FILE_SAVED", &content.unwrap_or_default()])));
+            d.responder.reply(Ok(tool_texts(&[
+                "FILE_SAVED",
+                &content.unwrap_or_default(),
+            ])));
         }
         How::Rejected => {
-            d.responder.reply(Ok(tool_texts(&["DIFF_REJECTED", &d.tab_name])));
+            d.responder
+                .reply(Ok(tool_texts(&["DIFF_REJECTED", &d.tab_name])));
         }
         How::Abandoned => {}
     }
@@ -362,6 +368,10 @@ pub fn close_tab(call: &Call, args: &Map<String, Value>) -> Reply {
         Err(e) => return Reply::Now(Err(e)),
     };
     call.app.diffs.reject_where(|d| d.tab_name == name);
+    // Seed 000: close_tab also takes a file path, closing that editor tab.
+    if let Ok(p) = call.app.resolve(&name) {
+        call.app.editor.close_tab(&p, false);
+    }
     Reply::Now(Ok(tool_texts(&["TAB_CLOSED"])))
 }
 

@@ -13,7 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// is replaced rather than followed: callers resolve symlinks first (see `Workspace::resolve`).
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
@@ -190,7 +193,10 @@ mod tests {
 
     #[test]
     fn normalize_is_lexical() {
-        assert_eq!(normalize(Path::new("/a/./b/../c//d")), PathBuf::from("/a/c/d"));
+        assert_eq!(
+            normalize(Path::new("/a/./b/../c//d")),
+            PathBuf::from("/a/c/d")
+        );
         assert_eq!(normalize(Path::new("/../x")), PathBuf::from("/x"));
     }
 }

@@ -89,7 +89,10 @@ pub fn classify(v: Value) -> Result<Message, Value> {
     let Value::Object(mut obj) = v else {
         return Err(error_response(
             None,
-            &RpcError::new(ErrorCode::InvalidRequest, "Invalid Request: not a JSON object"),
+            &RpcError::new(
+                ErrorCode::InvalidRequest,
+                "Invalid Request: not a JSON object",
+            ),
         ));
     };
     let raw_id = obj.remove("id");
@@ -183,9 +186,13 @@ mod tests {
 
     #[test]
     fn id_zero_and_string_ids_are_requests() {
-        let m = classify(json!({"jsonrpc":"2.0","id":0,"method":"ping"})).ok().unwrap();
+        let m = classify(json!({"jsonrpc":"2.0","id":0,"method":"ping"}))
+            .ok()
+            .unwrap();
         assert!(matches!(m, Message::Request(r) if r.id.to_value() == json!(0)));
-        let m = classify(json!({"jsonrpc":"2.0","id":"a","method":"ping"})).ok().unwrap();
+        let m = classify(json!({"jsonrpc":"2.0","id":"a","method":"ping"}))
+            .ok()
+            .unwrap();
         assert!(matches!(m, Message::Request(r) if r.id.to_string() == "\"a\""));
     }
 

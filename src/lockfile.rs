@@ -30,7 +30,10 @@ pub fn state_dir(flag: Option<&str>, workspaces: &[PathBuf]) -> Result<PathBuf, 
     if let Some(d) = flag {
         return Ok(PathBuf::from(d));
     }
-    if let Some(d) = std::env::var("STATE_DIRECTORY").ok().filter(|d| !d.is_empty()) {
+    if let Some(d) = std::env::var("STATE_DIRECTORY")
+        .ok()
+        .filter(|d| !d.is_empty())
+    {
         // systemd separates several StateDirectory= entries with ':'; the first is ours.
         return Ok(PathBuf::from(d.split(':').next().unwrap_or(&d)));
     }
@@ -59,7 +62,13 @@ pub fn workspace_id(workspaces: &[PathBuf]) -> String {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "root".into())
         .chars()
-        .map(|c| if c.is_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(40)
         .collect();
     format!("{base}-{h:016x}")
@@ -68,7 +77,8 @@ pub fn workspace_id(workspaces: &[PathBuf]) -> String {
 /// 64 bytes from the OS CSPRNG, base64url without padding.
 pub fn new_token() -> Result<String, String> {
     let mut bytes = [0u8; 64];
-    getrandom::fill(&mut bytes).map_err(|e| format!("cannot read random bytes for the token: {e}"))?;
+    getrandom::fill(&mut bytes)
+        .map_err(|e| format!("cannot read random bytes for the token: {e}"))?;
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
 }
 
@@ -203,7 +213,12 @@ pub fn scan(config: &Path) -> Vec<Found> {
             alive: crate::sys::process_alive(pid),
             workspaces: v["workspaceFolders"]
                 .as_array()
-                .map(|a| a.iter().filter_map(|w| w.as_str()).map(PathBuf::from).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|w| w.as_str())
+                        .map(PathBuf::from)
+                        .collect()
+                })
                 .unwrap_or_default(),
             ide_name: v["ideName"].as_str().unwrap_or("").to_string(),
             control: v["ccide"]["control"].as_str().map(PathBuf::from),
@@ -223,7 +238,10 @@ mod tests {
     fn tokens_are_64_random_bytes_base64url() {
         let a = new_token().unwrap();
         assert_eq!(a.len(), 86);
-        assert!(a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+        assert!(
+            a.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        );
         assert_ne!(a, new_token().unwrap());
     }
 

@@ -3,8 +3,10 @@
 mod cli;
 mod client;
 mod commands;
+mod context;
 mod control;
 mod diffs;
+mod editor;
 mod events;
 mod files;
 mod jsonrpc;
@@ -53,7 +55,11 @@ fn run(argv: &[String]) -> i32 {
         return usage(&format!("unknown command '{first}'"));
     };
     let rest = &argv[1..];
-    if rest.iter().take_while(|a| *a != "--").any(|a| a == "-h" || a == "--help") {
+    if rest
+        .iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "-h" || a == "--help")
+    {
         return out(cli::command_help(command));
     }
     let result = Args::parse(command, rest).and_then(|args| (command.run)(&args));

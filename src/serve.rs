@@ -21,6 +21,7 @@ pub struct App {
     pub control_path: PathBuf,
     pub started: SystemTime,
     pub diffs: crate::diffs::Diffs,
+    pub editor: crate::editor::Editor,
 }
 
 impl App {
@@ -52,6 +53,9 @@ impl App {
             "uptime_secs": self.started.elapsed().map(|d| d.as_secs()).unwrap_or(0),
             "clients": clients,
             "diffs": self.diffs.list(),
+            "tabs": self.editor.tabs().iter().map(|t| serde_json::json!({"path": t.path, "active": t.active, "preview": t.preview})).collect::<Vec<_>>(),
+            "selection": self.editor.selection(),
+            "documents": self.editor.documents().iter().map(|(p, n)| serde_json::json!({"path": p, "bytes": n})).collect::<Vec<_>>(),
         })
     }
 }
@@ -63,7 +67,8 @@ pub fn unix(t: SystemTime) -> u64 {
 }
 
 /// Called once a client has sent `notifications/initialized`.
-pub fn client_ready(_app: &Arc<App>, client: &Arc<Client>) {
+pub fn client_ready(app: &Arc<App>, client: &Arc<Client>) {
+    crate::context::greet(app, client);
     let i = client.info();
     crate::events::emit(serde_json::json!({
         "event": "client_connected", "client": i.id, "name": i.name, "version": i.version,
@@ -88,6 +93,7 @@ struct Settings {
     state_dir: PathBuf,
     server: server::Config,
     max_connections: usize,
+    mention_max_age: Duration,
 }
 
 fn seconds(args: &Args, name: &str, default: f64) -> Result<Duration, Fail> {
@@ -179,13 +185,17 @@ fn settings(args: &Args) -> Result<Settings, Fail> {
             single_client,
         },
         max_connections,
+        mention_max_age: seconds(args, "--mention-max-age", 30.0)?,
     })
 }
 
 fn bind(s: &Settings, remembered: Option<u16>) -> Result<TcpListener, String> {
     if let Some(p) = s.port {
         return TcpListener::bind((s.host, p)).map_err(|e| {
-            format!("cannot listen on {}:{p} (--port): {e}. Choose another port or omit --port.", s.host)
+            format!(
+                "cannot listen on {}:{p} (--port): {e}. Choose another port or omit --port.",
+                s.host
+            )
         });
     }
     if let Some(p) = remembered {
@@ -199,10 +209,26 @@ fn bind(s: &Settings, remembered: Option<u16>) -> Result<TcpListener, String> {
     TcpListener::bind((s.host, 0)).map_err(|e| format!("cannot listen on {}: {e}", s.host))
 }
 
+/// A started server: what `stop` needs to clean up.
+pub struct Running {
+    pub app: Arc<App>,
+    lock: LockFile,
+}
+
 pub fn run(args: &Args) -> Outcome {
     // Before any thread exists, so that every thread inherits the mask and only `sigwait`
     // below ever takes these signals.
     crate::sys::block_termination_signals();
+    let running = start(args)?;
+    let signal = crate::sys::signal_name(crate::sys::wait_termination_signal());
+    crate::info!("{signal} received; shutting down");
+    stop(running);
+    Ok(crate::cli::EXIT_OK)
+}
+
+/// Binds, announces the lock file and starts the threads. The caller must have blocked the
+/// termination signals first.
+pub fn start(args: &Args) -> Result<Running, Fail> {
     crate::sys::restrict_umask();
     let s = settings(args)?;
     crate::files::private_dir(&s.state_dir, "state directory")?;
@@ -228,6 +254,7 @@ pub fn run(args: &Args) -> Outcome {
         control_path: control_path.clone(),
         started: SystemTime::now(),
         diffs,
+        editor: crate::editor::Editor::open(&s.state_dir, s.mention_max_age),
     });
     let gate = Gate {
         token: identity.token.clone(),
@@ -242,11 +269,15 @@ pub fn run(args: &Args) -> Outcome {
     let on_open_app = app.clone();
     let on_open: Arc<transport::OnOpen> =
         Arc::new(move |outbox, peer| server::open(&on_open_app, outbox, peer));
-    spawn("acceptor", move || transport::run_acceptor(listener, gate, on_open))?;
+    spawn("acceptor", move || {
+        transport::run_acceptor(listener, gate, on_open)
+    })?;
     let control_app = app.clone();
     spawn("control", move || crate::control::run(control_app, control))?;
     let keepalive_app = app.clone();
-    spawn("keepalive", move || server::keepalive(&keepalive_app.server))?;
+    spawn("keepalive", move || {
+        server::keepalive(&keepalive_app.server)
+    })?;
     let lock = LockFile::write(
         &s.config_dir,
         &LockContent {
@@ -269,13 +300,16 @@ pub fn run(args: &Args) -> Outcome {
         lock.path.display()
     );
     sd_notify("READY=1");
-    let signal = crate::sys::wait_termination_signal();
-    crate::info!("{signal} received; shutting down");
+    Ok(Running { app, lock })
+}
+
+/// Removes the lock file and the control socket and says goodbye to the clients.
+pub fn stop(r: Running) {
     sd_notify("STOPPING=1");
-    lock.remove();
-    let _ = std::fs::remove_file(&app.control_path);
+    r.lock.remove();
+    let _ = std::fs::remove_file(&r.app.control_path);
     // 1001 "going away" lets the CLI reconnect to a restarted server on the same port.
-    let clients = app.server.clients();
+    let clients = r.app.server.clients();
     for c in &clients {
         c.outbox.close(1001, "ccide is shutting down");
     }
@@ -283,7 +317,6 @@ pub fn run(args: &Args) -> Outcome {
     while clients.iter().any(|c| !c.outbox.is_ended()) && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
-    Ok(crate::cli::EXIT_OK)
 }
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), Fail> {

@@ -199,11 +199,18 @@ pub fn open(app: &Arc<crate::serve::App>, outbox: Arc<Outbox>, peer: Peer) -> Ha
         Event::NotUtf8 => {
             client.send(&jsonrpc::error_response(
                 None,
-                &RpcError::new(ErrorCode::ParseError, "Parse error: binary frame is not UTF-8"),
+                &RpcError::new(
+                    ErrorCode::ParseError,
+                    "Parse error: binary frame is not UTF-8",
+                ),
             ));
         }
         Event::Ended(ended) => {
-            app.server.clients.lock().unwrap().retain(|c| c.id != client.id);
+            app.server
+                .clients
+                .lock()
+                .unwrap()
+                .retain(|c| c.id != client.id);
             let info = client.info();
             let how = match ended.code {
                 Some(code) => format!("code {code}"),
@@ -318,7 +325,11 @@ fn dispatch(call: &Call, method: &str, params: Value) -> Reply {
     Reply::Now(r)
 }
 
-fn initialize(app: &Arc<crate::serve::App>, client: &Client, params: &Value) -> Result<Value, RpcError> {
+fn initialize(
+    app: &Arc<crate::serve::App>,
+    client: &Client,
+    params: &Value,
+) -> Result<Value, RpcError> {
     let asked = params["protocolVersion"].as_str().unwrap_or("");
     let version = if KNOWN_VERSIONS.contains(&asked) {
         asked
@@ -327,8 +338,14 @@ fn initialize(app: &Arc<crate::serve::App>, client: &Client, params: &Value) -> 
     };
     {
         let mut s = client.state.lock().unwrap();
-        s.client_name = params["clientInfo"]["name"].as_str().unwrap_or("").to_string();
-        s.client_version = params["clientInfo"]["version"].as_str().unwrap_or("").to_string();
+        s.client_name = params["clientInfo"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        s.client_version = params["clientInfo"]["version"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
     }
     let _ = app;
     Ok(json!({
@@ -371,7 +388,11 @@ fn notification(app: &Arc<crate::serve::App>, client: &Arc<Client>, method: &str
             crate::info!(
                 "client #{} connected: {} {} (pid {})",
                 client.id,
-                if info.1.is_empty() { "unknown client" } else { &info.1 },
+                if info.1.is_empty() {
+                    "unknown client"
+                } else {
+                    &info.1
+                },
                 info.2,
                 info.0.map_or("unknown".to_string(), |p| p.to_string())
             );

@@ -38,26 +38,25 @@ pub fn block_termination_signals() {
     }
 }
 
-/// Waits until SIGINT, SIGTERM or SIGHUP arrives (they must be blocked) and returns its name.
-pub fn wait_termination_signal() -> &'static str {
+/// Waits until SIGINT, SIGTERM or SIGHUP arrives (they must be blocked) and returns it.
+pub fn wait_termination_signal() -> libc::c_int {
     let set = termination_set();
     let mut sig: libc::c_int = 0;
     // SAFETY: `set` and `sig` are valid for the duration of the call.
     while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
+    sig
+}
+
+pub fn signal_name(sig: libc::c_int) -> &'static str {
     match sig {
         libc::SIGINT => "SIGINT",
         libc::SIGTERM => "SIGTERM",
-        _ => "SIGHUP",
+        libc::SIGHUP => "SIGHUP",
+        _ => "signal",
     }
 }
 
-/// Sends `signal` to our own process (used to wake `wait_termination_signal` from inside).
-pub fn raise_termination() {
-    // SAFETY: kill on our own pid with a valid signal number.
-    unsafe {
-        libc::kill(libc::getpid(), libc::SIGTERM);
-    }
-}
+pub const SIGINT: libc::c_int = libc::SIGINT;
 
 /// Restores an empty signal mask; called in children between fork and exec, because they
 /// inherit the blocked termination signals otherwise and could not be stopped by them.
@@ -152,9 +151,8 @@ impl WakePipe {
     pub fn drain(&self) {
         let mut buf = [0u8; 64];
         // SAFETY: reading into a valid buffer from a non-blocking descriptor we own.
-        while unsafe { libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }
-            > 0
-        {}
+        while unsafe { libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {
+        }
     }
 
     pub fn fd(&self) -> RawFd {
@@ -183,7 +181,8 @@ pub fn poll(interests: &[Interest], timeout: Option<Duration>) -> io::Result<Vec
         .iter()
         .map(|i| libc::pollfd {
             fd: i.fd,
-            events: (if i.read { libc::POLLIN } else { 0 }) | (if i.write { libc::POLLOUT } else { 0 }),
+            events: (if i.read { libc::POLLIN } else { 0 })
+                | (if i.write { libc::POLLOUT } else { 0 }),
             revents: 0,
         })
         .collect();
@@ -222,4 +221,3 @@ pub fn restrict_umask() {
         libc::umask(0o077);
     }
 }
-

@@ -27,6 +27,13 @@ pub fn always(_: &App) -> bool {
 /// Every tool, sorted by name (so `tools/list` never depends on hash order; a unit test checks).
 const TOOLS: &[Tool] = &[
     Tool {
+        name: "checkDocumentDirty",
+        description: "Whether a document has unsaved changes.",
+        schema: || schema(&[("filePath", "string", "Path of the file")], &["filePath"]),
+        listed: always,
+        run: crate::context::check_document_dirty,
+    },
+    Tool {
         name: "closeAllDiffTabs",
         description: "Close every pending diff opened through openDiff (each is answered as rejected).",
         schema: || schema(&[], &[]),
@@ -35,10 +42,87 @@ const TOOLS: &[Tool] = &[
     },
     Tool {
         name: "close_tab",
-        description: "Close a tab by name; a pending diff of that name is settled as rejected.",
-        schema: || schema(&[("tab_name", "string", "Name of the tab to close")], &["tab_name"]),
+        description: "Close a tab by name or file path; a pending diff of that name is settled as rejected.",
+        schema: || {
+            schema(
+                &[(
+                    "tab_name",
+                    "string",
+                    "Name of the tab (or path of the file) to close",
+                )],
+                &["tab_name"],
+            )
+        },
         listed: always,
         run: crate::diffs::close_tab,
+    },
+    Tool {
+        name: "getCurrentFile",
+        description: "The active file, workspace-relative and absolute.",
+        schema: || schema(&[], &[]),
+        listed: always,
+        run: |c, a| crate::context::seed_tool(c, "getCurrentFile", a),
+    },
+    Tool {
+        name: "getCurrentSelection",
+        description: "The selection in the active editor.",
+        schema: || schema(&[], &[]),
+        listed: always,
+        run: crate::context::get_current_selection,
+    },
+    Tool {
+        name: "getLatestSelection",
+        description: "The most recent selection sent, in any file.",
+        schema: || schema(&[], &[]),
+        listed: always,
+        run: crate::context::get_latest_selection,
+    },
+    Tool {
+        name: "getOpenEditors",
+        description: "The open editor tabs.",
+        schema: || schema(&[], &[]),
+        listed: always,
+        run: crate::context::get_open_editors,
+    },
+    Tool {
+        name: "getOpenFiles",
+        description: "The open files, workspace-relative and absolute.",
+        schema: || schema(&[], &[]),
+        listed: always,
+        run: |c, a| crate::context::seed_tool(c, "getOpenFiles", a),
+    },
+    Tool {
+        name: "getWorkspaceFolders",
+        description: "The workspace folders (the same as in the lock file).",
+        schema: || schema(&[], &[]),
+        listed: always,
+        run: crate::context::get_workspace_folders,
+    },
+    Tool {
+        name: "getWorkspaceInfo",
+        description: "Name, path and file count of the first workspace folder.",
+        schema: || schema(&[], &[]),
+        listed: always,
+        run: |c, a| crate::context::seed_tool(c, "getWorkspaceInfo", a),
+    },
+    Tool {
+        name: "get_all_opened_file_paths",
+        description: "The paths of all open files, one per line.",
+        schema: || schema(&[], &[]),
+        listed: always,
+        run: crate::context::get_all_opened_file_paths,
+    },
+    Tool {
+        name: "listFiles",
+        description: "Workspace-relative paths of the files matching a glob (*, **, ?); .git is skipped.",
+        schema: || {
+            schema(
+                &[("pattern", "string", "Glob over workspace-relative paths")],
+                &[],
+            )
+        },
+        listed: always,
+        run: |c, a| crate::context::seed_tool(c, "listFiles", a),
     },
     Tool {
         name: "openDiff",
@@ -48,14 +132,99 @@ const TOOLS: &[Tool] = &[
                 &[
                     ("old_file_path", "string", "Path of the file as it is now"),
                     ("new_file_path", "string", "Path of the file after the edit"),
-                    ("new_file_contents", "string", "The proposed contents of the file"),
+                    (
+                        "new_file_contents",
+                        "string",
+                        "The proposed contents of the file",
+                    ),
                     ("tab_name", "string", "Name of the diff tab"),
                 ],
-                &["old_file_path", "new_file_path", "new_file_contents", "tab_name"],
+                &[
+                    "old_file_path",
+                    "new_file_path",
+                    "new_file_contents",
+                    "tab_name",
+                ],
             )
         },
         listed: always,
         run: crate::diffs::open_diff,
+    },
+    Tool {
+        name: "openFile",
+        description: "Open a file, optionally selecting the text from startText to endText.",
+        schema: || {
+            schema(
+                &[
+                    ("filePath", "string", "Path of the file to open"),
+                    ("preview", "boolean", "Open as a preview tab"),
+                    (
+                        "startText",
+                        "string",
+                        "Select from the first occurrence of this text",
+                    ),
+                    (
+                        "endText",
+                        "string",
+                        "... to the end of this text, searched after startText",
+                    ),
+                    (
+                        "selectToEndOfLine",
+                        "boolean",
+                        "Extend the selection to the end of its last line",
+                    ),
+                    (
+                        "makeFrontmost",
+                        "boolean",
+                        "Answer with a sentence (true, the default) or with JSON details (false)",
+                    ),
+                ],
+                &["filePath"],
+            )
+        },
+        listed: always,
+        run: crate::context::open_file,
+    },
+    Tool {
+        name: "open_files",
+        description: "Open several files.",
+        schema: || {
+            schema(
+                &[("file_paths", "string[]", "Paths of the files to open")],
+                &["file_paths"],
+            )
+        },
+        listed: always,
+        run: crate::context::open_files,
+    },
+    Tool {
+        name: "readFile",
+        description: "The text of a workspace file (workspace-relative path).",
+        schema: || schema(&[("path", "string", "Workspace-relative path")], &["path"]),
+        listed: always,
+        run: |c, a| crate::context::seed_tool(c, "readFile", a),
+    },
+    Tool {
+        name: "saveDocument",
+        description: "Write a document's unsaved content to disk.",
+        schema: || schema(&[("filePath", "string", "Path of the file")], &["filePath"]),
+        listed: always,
+        run: crate::context::save_document,
+    },
+    Tool {
+        name: "writeFile",
+        description: "Write a workspace file (workspace-relative path), atomically.",
+        schema: || {
+            schema(
+                &[
+                    ("path", "string", "Workspace-relative path"),
+                    ("content", "string", "The new content"),
+                ],
+                &["path", "content"],
+            )
+        },
+        listed: always,
+        run: |c, a| crate::context::seed_tool(c, "writeFile", a),
     },
 ];
 
@@ -83,14 +252,20 @@ pub fn schema(props: &[(&str, &str, &str)], required: &[&str]) -> Value {
 }
 
 /// A string argument; wrong types are -32602 with the argument's name.
-pub fn arg_str(args: &Map<String, Value>, name: &str, required: bool) -> Result<Option<String>, RpcError> {
+pub fn arg_str(
+    args: &Map<String, Value>,
+    name: &str,
+    required: bool,
+) -> Result<Option<String>, RpcError> {
     match args.get(name) {
         None | Some(Value::Null) if !required => Ok(None),
         None | Some(Value::Null) => Err(RpcError::invalid_params(format!(
             "missing required argument \"{name}\""
         ))),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(RpcError::invalid_params(format!("argument \"{name}\" must be a string"))),
+        Some(_) => Err(RpcError::invalid_params(format!(
+            "argument \"{name}\" must be a string"
+        ))),
     }
 }
 
@@ -134,7 +309,9 @@ pub fn call(call: &Call, params: Value) -> Reply {
     };
     match TOOLS.iter().find(|t| t.name == name) {
         Some(t) => (t.run)(call, &args),
-        None => Reply::Now(Err(RpcError::invalid_params(format!("Unknown tool: {name}")))),
+        None => Reply::Now(Err(RpcError::invalid_params(format!(
+            "Unknown tool: {name}"
+        )))),
     }
 }
 
@@ -152,5 +329,8 @@ mod tests {
 
 /// Methods that are not MCP: seed 002's direct calls, else "Method not found".
 pub fn direct_method(_call: &Call, _method: &str, _params: Value) -> Reply {
-    Reply::Now(Err(RpcError::new(ErrorCode::MethodNotFound, "Method not found")))
+    Reply::Now(Err(RpcError::new(
+        ErrorCode::MethodNotFound,
+        "Method not found",
+    )))
 }

@@ -418,7 +418,10 @@ fn check_request(head: &[u8], gate: &Gate, established: usize) -> Result<Accept,
     // A browser always sends Origin and the CLI never does: refusing it keeps web pages out
     // (the CVE-2025-52882 class of bug).
     if one("Origin")?.is_some() {
-        return Err(Reject::new(403, "requests from web pages (with an Origin header) are refused"));
+        return Err(Reject::new(
+            403,
+            "requests from web pages (with an Origin header) are refused",
+        ));
     }
     let host = one("Host")?.ok_or_else(|| Reject::new(400, "missing Host header"))?;
     if !host_allowed(host, &gate.extra_hosts) {
@@ -437,18 +440,32 @@ fn check_request(head: &[u8], gate: &Gate, established: usize) -> Result<Accept,
         ));
     }
     if method != "GET" {
-        return Err(Reject::new(405, "the WebSocket upgrade must be a GET request"));
+        return Err(Reject::new(
+            405,
+            "the WebSocket upgrade must be a GET request",
+        ));
     }
     let token = one("X-Claude-Code-Ide-Authorization")?;
     match token {
-        None => return Err(Reject::new(401, "missing X-Claude-Code-Ide-Authorization token")),
+        None => {
+            return Err(Reject::new(
+                401,
+                "missing X-Claude-Code-Ide-Authorization token",
+            ));
+        }
         Some(t) if !constant_time_eq(t.as_bytes(), gate.token.as_bytes()) => {
-            return Err(Reject::new(401, "wrong X-Claude-Code-Ide-Authorization token"));
+            return Err(Reject::new(
+                401,
+                "wrong X-Claude-Code-Ide-Authorization token",
+            ));
         }
         Some(_) => {}
     }
     if one("Sec-WebSocket-Version")? != Some("13") {
-        return Err(Reject::new(400, "unsupported Sec-WebSocket-Version (13 is required)"));
+        return Err(Reject::new(
+            400,
+            "unsupported Sec-WebSocket-Version (13 is required)",
+        ));
     }
     let key = one("Sec-WebSocket-Key")?
         .filter(|k| !k.is_empty())
@@ -530,7 +547,10 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
                 Out::Close(code, reason) => {
                     if closing.is_none() {
                         close(&mut ws, code, &reason);
-                        ended = Ended { code: Some(code), reason };
+                        ended = Ended {
+                            code: Some(code),
+                            reason,
+                        };
                         closing = Some(Instant::now());
                     }
                 }
@@ -683,7 +703,10 @@ mod tests {
         assert_eq!(status(OK, 2), 503);
         assert_eq!(status(&OK.replace("secret", "secreT"), 0), 401);
         assert_eq!(status(&OK.replace("secret", ""), 0), 401);
-        assert_eq!(status(&OK.replace("127.0.0.1:1234", "evil.example:1234"), 0), 403);
+        assert_eq!(
+            status(&OK.replace("127.0.0.1:1234", "evil.example:1234"), 0),
+            403
+        );
         assert_eq!(status(&OK.replace("127.0.0.1:1234", "localhost"), 0), 101);
         assert_eq!(status(&OK.replace("127.0.0.1:1234", "[::1]:9"), 0), 101);
         assert_eq!(

@@ -38,10 +38,19 @@ fn the_deferred_answer_keeps_its_id_while_other_requests_are_served() {
     let d = &wait_pending(&sb, 1)[0];
     assert_eq!(d["tab_name"], TAB);
     assert_eq!(d["file"], file.to_str().unwrap());
-    assert_eq!((d["added"].as_u64(), d["removed"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (d["added"].as_u64(), d["removed"].as_u64()),
+        (Some(1), Some(1))
+    );
     // Meanwhile the connection answers other requests.
     assert_eq!(c.request("ping", json!({}))["result"], json!({}));
-    assert_eq!(c.request("tools/list", json!({}))["result"]["tools"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        c.request("tools/list", json!({}))["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
     assert!(sb.run(&["diff", "accept"]).status.success());
     let r = c.response(&id);
     assert_eq!(r["id"], id);
@@ -65,19 +74,32 @@ fn accept_returns_the_proposed_bytes_exactly_even_after_an_edit() {
         let id = open_diff(&mut c, &file, content, TAB);
         let d = &wait_pending(&sb, 1)[0];
         let dir = Path::new(d["dir"].as_str().unwrap());
-        assert_eq!(std::fs::read(dir.join("proposed")).unwrap(), content.as_bytes(), "{what}");
+        assert_eq!(
+            std::fs::read(dir.join("proposed")).unwrap(),
+            content.as_bytes(),
+            "{what}"
+        );
         assert_eq!(std::fs::read(dir.join("original")).unwrap(), b"old\n");
         // The user edits the proposal before accepting: that is what the CLI gets.
         let edited = format!("{content}# reviewed ✓\r\n");
         std::fs::write(dir.join("proposed"), &edited).unwrap();
         let o = sb.run(&["diff", "accept"]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        assert_eq!(stdout(&o), "accepted diff ".to_string() + d["id"].as_str().unwrap() + " (app.py): Claude Code writes the content of proposed\n");
+        assert_eq!(
+            stdout(&o),
+            "accepted diff ".to_string()
+                + d["id"].as_str().unwrap()
+                + " (app.py): Claude Code writes the content of proposed\n"
+        );
         let r = c.response(&id);
         assert_eq!(texts(&r), vec!["FILE_SAVED".to_string(), edited], "{what}");
         assert!(!dir.exists(), "the diff directory is removed once settled");
     }
-    assert_eq!(std::fs::read(&file).unwrap(), b"old\n", "ccide never writes the target");
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        b"old\n",
+        "ccide never writes the target"
+    );
 }
 
 #[test]
@@ -91,7 +113,10 @@ fn reject_answers_diff_rejected_with_the_tab_name_and_the_target_is_untouched() 
     let d = &wait_pending(&sb, 1)[0];
     let o = sb.run(&["diff", "reject", d["id"].as_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0));
-    assert_eq!(stdout(&o), format!("rejected diff {} (app.py)\n", d["id"].as_str().unwrap()));
+    assert_eq!(
+        stdout(&o),
+        format!("rejected diff {} (app.py)\n", d["id"].as_str().unwrap())
+    );
     assert_eq!(texts(&c.response(&id)), vec!["DIFF_REJECTED", TAB]);
     // Settling twice says so and fails.
     let o = sb.run(&["diff", "accept", d["id"].as_str().unwrap()]);
@@ -114,7 +139,10 @@ fn close_tab_settles_the_diff_as_rejected_and_removes_it() {
     assert_eq!(texts(&c.response(&id)), vec!["DIFF_REJECTED", TAB]);
     wait_pending(&sb, 0);
     // close_tab answers TAB_CLOSED whatever it found.
-    assert_eq!(c.call_texts("close_tab", json!({"tab_name": "nothing"})), vec!["TAB_CLOSED"]);
+    assert_eq!(
+        c.call_texts("close_tab", json!({"tab_name": "nothing"})),
+        vec!["TAB_CLOSED"]
+    );
 }
 
 #[test]
@@ -124,14 +152,24 @@ fn close_all_diff_tabs_counts_only_pending_diffs() {
     let b = sb.write("b.py", "b\n");
     let s = sb.serve(&[]);
     let mut c = s.client();
-    assert_eq!(c.call_texts("closeAllDiffTabs", json!({})), vec!["CLOSED_0_DIFF_TABS"]);
+    assert_eq!(
+        c.call_texts("closeAllDiffTabs", json!({})),
+        vec!["CLOSED_0_DIFF_TABS"]
+    );
     let ida = open_diff(&mut c, &a, "A\n", "tab a");
     let idb = open_diff(&mut c, &b, "B\n", "tab b");
     let list = wait_pending(&sb, 2);
     let first = list.iter().find(|d| d["tab_name"] == "tab a").unwrap();
-    assert!(sb.run(&["diff", "accept", first["id"].as_str().unwrap()]).status.success());
+    assert!(
+        sb.run(&["diff", "accept", first["id"].as_str().unwrap()])
+            .status
+            .success()
+    );
     assert_eq!(texts(&c.response(&ida))[0], "FILE_SAVED");
-    assert_eq!(c.call_texts("closeAllDiffTabs", json!({})), vec!["CLOSED_1_DIFF_TABS"]);
+    assert_eq!(
+        c.call_texts("closeAllDiffTabs", json!({})),
+        vec!["CLOSED_1_DIFF_TABS"]
+    );
     assert_eq!(texts(&c.response(&idb)), vec!["DIFF_REJECTED", "tab b"]);
     wait_pending(&sb, 0);
 }
@@ -148,8 +186,14 @@ fn a_second_open_diff_with_the_same_tab_name_replaces_the_first() {
     assert_eq!(texts(&c.response(&first)), vec!["DIFF_REJECTED", TAB]);
     let list = wait_pending(&sb, 1);
     let dir = Path::new(list[0]["dir"].as_str().unwrap());
-    assert_eq!(std::fs::read_to_string(dir.join("proposed")).unwrap(), "two\n");
-    assert!(sb.run(&["diff", "accept", TAB]).status.success(), "accept by tab name");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("proposed")).unwrap(),
+        "two\n"
+    );
+    assert!(
+        sb.run(&["diff", "accept", TAB]).status.success(),
+        "accept by tab name"
+    );
     assert_eq!(texts(&c.response(&second)), vec!["FILE_SAVED", "two\n"]);
 }
 
@@ -164,12 +208,18 @@ fn a_disconnect_removes_only_that_clients_diffs_and_clients_do_not_interfere() {
     let _ = open_diff(&mut one, &a, "A\n", "tab a");
     let idb = open_diff(&mut two, &b, "B\n", "tab b");
     let list = wait_pending(&sb, 2);
-    let dir_a = list.iter().find(|d| d["tab_name"] == "tab a").unwrap()["dir"].as_str().unwrap().to_string();
+    let dir_a = list.iter().find(|d| d["tab_name"] == "tab a").unwrap()["dir"]
+        .as_str()
+        .unwrap()
+        .to_string();
     drop(one);
     let left = wait_pending(&sb, 1);
     assert_eq!(left[0]["tab_name"], "tab b");
     assert!(!Path::new(&dir_a).exists());
-    assert!(sb.run(&["diff", "accept"]).status.success(), "the only diff left");
+    assert!(
+        sb.run(&["diff", "accept"]).status.success(),
+        "the only diff left"
+    );
     assert_eq!(texts(&two.response(&idb)), vec!["FILE_SAVED", "B\n"]);
 }
 
@@ -183,15 +233,25 @@ fn a_new_file_diff_is_marked_and_never_creates_the_file() {
     let d = &wait_pending(&sb, 1)[0];
     assert_eq!(d["new_file"], true);
     let o = sb.run(&["diff"]);
-    assert!(stdout(&o).contains("src/new.py (new file)"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("src/new.py (new file)"),
+        "{}",
+        stdout(&o)
+    );
     assert!(stdout(&o).contains("+1 -0"), "{}", stdout(&o));
     let o = sb.run(&["diff", "show"]);
     assert_eq!(
         stdout(&o),
         "--- /dev/null\n+++ b/src/new.py\n@@ -0,0 +1 @@\n+print('new')\n"
     );
-    assert!(sb.run(&["diff", "accept", "src/new.py"]).status.success(), "accept by path");
-    assert_eq!(texts(&c.response(&id)), vec!["FILE_SAVED", "print('new')\n"]);
+    assert!(
+        sb.run(&["diff", "accept", "src/new.py"]).status.success(),
+        "accept by path"
+    );
+    assert_eq!(
+        texts(&c.response(&id)),
+        vec!["FILE_SAVED", "print('new')\n"]
+    );
     assert!(!file.exists());
 }
 
@@ -200,11 +260,18 @@ fn diff_list_show_path_and_errors() {
     let sb = Sandbox::new();
     let o = sb.run(&["diff"]);
     assert_eq!(o.status.code(), Some(1), "no server running");
-    assert!(stderr(&o).contains("no ccide server is running for"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no ccide server is running for"),
+        "{}",
+        stderr(&o)
+    );
     let file = sb.write("app.py", "a\nb\nc\n");
     let s = sb.serve(&[]);
     let o = sb.run(&["diff"]);
-    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "no pending diffs\n".to_string()));
+    assert_eq!(
+        (o.status.code(), stdout(&o)),
+        (Some(0), "no pending diffs\n".to_string())
+    );
     let o = sb.run(&["diff", "accept"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("no pending diffs"));
@@ -216,14 +283,24 @@ fn diff_list_show_path_and_errors() {
     let out = stdout(&o);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "ID   AGE   CHANGE        FILE");
-    assert!(lines[1].starts_with(&format!("{id:<4} ")) && lines[1].ends_with("+1 -1         app.py"), "{}", lines[1]);
+    assert!(
+        lines[1].starts_with(&format!("{id:<4} ")) && lines[1].ends_with("+1 -1         app.py"),
+        "{}",
+        lines[1]
+    );
     let o = sb.run(&["diff", "show", id]);
-    assert_eq!(stdout(&o), "--- a/app.py\n+++ b/app.py\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n");
+    assert_eq!(
+        stdout(&o),
+        "--- a/app.py\n+++ b/app.py\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
+    );
     let o = sb.run(&["diff", "path"]);
     assert_eq!(stdout(&o).trim_end(), d["dir"].as_str().unwrap());
     let o = sb.run(&["diff", "show", "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["diff"], "--- a/app.py\n+++ b/app.py\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n");
+    assert_eq!(
+        v["diff"],
+        "--- a/app.py\n+++ b/app.py\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
+    );
     let o = sb.run(&["diff", "reject", "999"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("no pending diff named 999"));
@@ -248,7 +325,13 @@ fn several_pending_diffs_need_a_name() {
     wait_pending(&sb, 2);
     let o = sb.run(&["diff", "accept"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("2 diffs are pending") && stderr(&o).contains("a.py") && stderr(&o).contains("b.py"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("2 diffs are pending")
+            && stderr(&o).contains("a.py")
+            && stderr(&o).contains("b.py"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -261,7 +344,10 @@ fn open_diff_outside_the_workspace_is_refused() {
     let r = c.response(&id);
     assert_eq!(r["result"]["isError"], true);
     assert!(texts(&r)[0].contains("outside the workspace"), "{r}");
-    let r = c.call("openDiff", json!({"old_file_path": 5, "new_file_contents": "x"}));
+    let r = c.call(
+        "openDiff",
+        json!({"old_file_path": 5, "new_file_contents": "x"}),
+    );
     assert_eq!(r["error"]["code"], -32602);
 }
 
@@ -270,7 +356,9 @@ fn a_ten_mebibyte_diff_applies_back_to_the_proposal() {
     let sb = Sandbox::new();
     let mut original = String::new();
     for i in 0..200_000 {
-        original.push_str(&format!("line {i:08} of a rather large generated file.......\n"));
+        original.push_str(&format!(
+            "line {i:08} of a rather large generated file.......\n"
+        ));
     }
     let mut proposed: Vec<String> = original.lines().map(String::from).collect();
     for k in (0..proposed.len()).step_by(1999) {
@@ -289,11 +377,24 @@ fn a_ten_mebibyte_diff_applies_back_to_the_proposal() {
     let patch = sb.root.write("big.patch", &o.stdout);
     let copy = sb.root.write("copy/big.txt", &original);
     let applied = std::process::Command::new("patch")
-        .args(["-s", "-o", "-", copy.to_str().unwrap(), patch.to_str().unwrap()])
+        .args([
+            "-s",
+            "-o",
+            "-",
+            copy.to_str().unwrap(),
+            patch.to_str().unwrap(),
+        ])
         .output()
         .expect("patch(1) is installed");
-    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
-    assert!(applied.stdout == proposed.as_bytes(), "applying the shown diff reproduces proposed");
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    assert!(
+        applied.stdout == proposed.as_bytes(),
+        "applying the shown diff reproduces proposed"
+    );
     assert!(sb.run(&["diff", "accept"]).status.success());
     let r = c.response(&id);
     assert!(texts(&r)[1] == proposed);

@@ -24,7 +24,11 @@ fn lock_file_has_the_protocol_fields_and_private_modes() {
     assert_eq!(lock["runningInWindows"], false);
     let token = lock["authToken"].as_str().unwrap();
     assert_eq!(token.len(), 86, "64 bytes in base64url without padding");
-    assert!(token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+    assert!(
+        token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    );
     assert_eq!(mode(&s.lock_path), 0o600);
     assert_eq!(mode(&sb.config().join("ide")), 0o700);
     assert_eq!(s.lock_path.parent().unwrap(), sb.config().join("ide"));
@@ -45,7 +49,10 @@ fn symlinked_workspace_is_written_resolved() {
         "My Box",
     ]);
     let s = Server::spawn(&mut cmd, &sb.config());
-    assert_eq!(s.lock["workspaceFolders"], json!([sb.ws().to_str().unwrap()]));
+    assert_eq!(
+        s.lock["workspaceFolders"],
+        json!([sb.ws().to_str().unwrap()])
+    );
     assert_eq!(s.lock["ideName"], "My Box");
 }
 
@@ -87,7 +94,11 @@ fn a_taken_port_moves_the_server_and_says_so() {
     let squatter = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
     let second = sb.serve(&[]);
     assert_ne!(second.port, port);
-    assert!(second.log().contains(&format!("port {port} from the last run is not available")));
+    assert!(
+        second
+            .log()
+            .contains(&format!("port {port} from the last run is not available"))
+    );
     drop(squatter);
 }
 
@@ -110,7 +121,10 @@ fn handshake_refusals_happen_before_the_upgrade() {
     assert_eq!(st, 426);
     assert!(text.contains("ccide"), "{text}");
     // Header names are case-insensitive; the subprotocol is echoed.
-    let lower = upgrade_head(p, &format!("x-claude-code-ide-authorization: {}\r\n", s.token));
+    let lower = upgrade_head(
+        p,
+        &format!("x-claude-code-ide-authorization: {}\r\n", s.token),
+    );
     let (st, text) = s.http_upgrade_only(&lower);
     assert_eq!(st, 101, "{text}");
     assert!(text.contains("Sec-WebSocket-Protocol: mcp"), "{text}");
@@ -145,17 +159,27 @@ fn a_stalled_handshake_is_dropped_while_another_client_is_served() {
     let sb = Sandbox::new();
     let s = sb.serve(&[]);
     let mut stalled = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
-    stalled.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n").unwrap();
+    stalled
+        .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .unwrap();
     let started = Instant::now();
     let mut c = s.client();
     assert_eq!(c.request("ping", json!({}))["result"], json!({}));
-    assert!(started.elapsed() < Duration::from_secs(4), "served while a handshake stalls");
-    stalled.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "served while a handshake stalls"
+    );
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
     let mut buf = [0u8; 16];
     let n = stalled.read(&mut buf).unwrap_or(0);
     assert_eq!(n, 0, "the stalled connection is closed");
     let waited = started.elapsed();
-    assert!(waited >= Duration::from_secs(4) && waited < Duration::from_secs(12), "{waited:?}");
+    assert!(
+        waited >= Duration::from_secs(4) && waited < Duration::from_secs(12),
+        "{waited:?}"
+    );
 }
 
 #[test]
@@ -169,9 +193,15 @@ fn initialize_echoes_known_versions_and_answers_unknown_ones_with_the_latest() {
     );
     assert_eq!(r["id"], json!(0), "id 0 echoed: {r}");
     assert_eq!(r["result"]["protocolVersion"], "2025-06-18");
-    assert_eq!(r["result"]["capabilities"], json!({"tools": {"listChanged": true}}));
+    assert_eq!(
+        r["result"]["capabilities"],
+        json!({"tools": {"listChanged": true}})
+    );
     assert_eq!(r["result"]["serverInfo"]["name"], "ccide");
-    assert_eq!(r["result"]["serverInfo"]["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        r["result"]["serverInfo"]["version"],
+        env!("CARGO_PKG_VERSION")
+    );
     let r = c.request("initialize", json!({"protocolVersion":"2099-01-01"}));
     assert_eq!(r["result"]["protocolVersion"], "2025-11-25");
 }
@@ -186,12 +216,18 @@ fn json_rpc_requests_errors_and_batches() {
     assert_eq!(id, json!(2));
     let raw = c.recv_raw_text();
     assert_eq!(raw, r#"{"id":2,"jsonrpc":"2.0","result":{}}"#);
-    assert_eq!(c.request("resources/list", json!({}))["result"], json!({"resources": []}));
+    assert_eq!(
+        c.request("resources/list", json!({}))["result"],
+        json!({"resources": []})
+    );
     assert_eq!(
         c.request("resources/templates/list", json!({}))["result"],
         json!({"resourceTemplates": []})
     );
-    assert_eq!(c.request("prompts/list", json!({}))["result"], json!({"prompts": []}));
+    assert_eq!(
+        c.request("prompts/list", json!({}))["result"],
+        json!({"prompts": []})
+    );
     let tools = c.request("tools/list", json!({}));
     let names: Vec<&str> = tools["result"]["tools"]
         .as_array()
@@ -249,11 +285,10 @@ fn binary_frames_with_json_are_served_like_text() {
     let sb = Sandbox::new();
     let s = sb.serve(&[]);
     let mut c = s.client();
-    c.ws
-        .send(tungstenite::Message::Binary(
-            br#"{"jsonrpc":"2.0","id":"b","method":"ping"}"#.to_vec().into(),
-        ))
-        .unwrap();
+    c.ws.send(tungstenite::Message::Binary(
+        br#"{"jsonrpc":"2.0","id":"b","method":"ping"}"#.to_vec().into(),
+    ))
+    .unwrap();
     assert_eq!(c.response(&json!("b"))["result"], json!({}));
 }
 
@@ -315,7 +350,10 @@ fn the_connection_cap_answers_503_and_frees_slots() {
     let s = sb.serve(&["--max-connections", "2"]);
     let a = s.client();
     let _b = s.client();
-    let head = upgrade_head(s.port, &format!("X-Claude-Code-Ide-Authorization: {}\r\n", s.token));
+    let head = upgrade_head(
+        s.port,
+        &format!("X-Claude-Code-Ide-Authorization: {}\r\n", s.token),
+    );
     assert_eq!(s.http(&head).0, 503);
     drop(a);
     wait_for("a freed slot", DEADLINE, || {
@@ -344,7 +382,11 @@ fn bad_command_lines_name_the_flag_and_exit_2() {
     let o = sb.run(&["serve", "--workspace", "/no/such/dir"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--workspace") && stderr(&o).contains("/no/such/dir"));
-    let o = sb.command(&["serve"]).env("CCIDE_PORT", "99999").output().unwrap();
+    let o = sb
+        .command(&["serve"])
+        .env("CCIDE_PORT", "99999")
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("CCIDE_PORT"), "{}", stderr(&o));
     let o = sb.run(&["frobnicate"]);
@@ -372,11 +414,21 @@ fn an_unusable_lock_directory_fails_with_the_path() {
     // A file where the lock directory should be: fails for root too.
     std::fs::write(cfg.join("ide"), "").unwrap();
     let o = sb
-        .command(&["serve", "--config-dir", cfg.to_str().unwrap(), "--state-dir", sb.state().to_str().unwrap()])
+        .command(&[
+            "serve",
+            "--config-dir",
+            cfg.to_str().unwrap(),
+            "--state-dir",
+            sb.state().to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains(cfg.join("ide").to_str().unwrap()), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(cfg.join("ide").to_str().unwrap()),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -386,11 +438,21 @@ fn a_lock_directory_writable_by_others_is_refused() {
     std::fs::create_dir_all(cfg.join("ide")).unwrap();
     std::fs::set_permissions(cfg.join("ide"), std::fs::Permissions::from_mode(0o777)).unwrap();
     let o = sb
-        .command(&["serve", "--config-dir", cfg.to_str().unwrap(), "--state-dir", sb.state().to_str().unwrap()])
+        .command(&[
+            "serve",
+            "--config-dir",
+            cfg.to_str().unwrap(),
+            "--state-dir",
+            sb.state().to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("writable by group or others"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("writable by group or others"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -421,7 +483,10 @@ fn every_flag_of_every_command_is_in_the_man_page_and_it_renders() {
         .collect();
     assert!(commands.contains(&"serve".to_string()));
     for cmd in &commands {
-        assert!(man.contains(&format!(".SS {cmd}")) || man.contains(&format!(".SS \"{cmd}")), "man page lacks command {cmd}");
+        assert!(
+            man.contains(&format!(".SS {cmd}")) || man.contains(&format!(".SS \"{cmd}")),
+            "man page lacks command {cmd}"
+        );
         let help = stdout(&sb.run(&["help", cmd]));
         for word in help.split_whitespace() {
             if let Some(flag) = word.strip_prefix("--") {
@@ -434,7 +499,11 @@ fn every_flag_of_every_command_is_in_the_man_page_and_it_renders() {
             }
             if let Some(var) = word.strip_prefix("CCIDE_") {
                 let var = var.trim_end_matches(']');
-                assert!(man.contains(&format!("CCIDE_{}", var.replace('-', "\\-"))) || man.contains(&format!("CCIDE_{var}")), "man page lacks CCIDE_{var}");
+                assert!(
+                    man.contains(&format!("CCIDE_{}", var.replace('-', "\\-")))
+                        || man.contains(&format!("CCIDE_{var}")),
+                    "man page lacks CCIDE_{var}"
+                );
             }
         }
     }

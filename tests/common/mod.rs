@@ -232,7 +232,9 @@ impl Server {
     pub fn stop_with(&mut self, sig: &str) -> Option<i32> {
         self.signal(sig);
         let mut child = self.child.take().unwrap();
-        let status = wait_for("ccide serve to exit", DEADLINE, || child.try_wait().unwrap());
+        let status = wait_for("ccide serve to exit", DEADLINE, || {
+            child.try_wait().unwrap()
+        });
         status.code()
     }
 
@@ -330,8 +332,10 @@ impl Client {
         let mut req = format!("ws://127.0.0.1:{port}/")
             .into_client_request()
             .unwrap();
-        req.headers_mut()
-            .insert("Sec-WebSocket-Protocol", http::HeaderValue::from_static("mcp"));
+        req.headers_mut().insert(
+            "Sec-WebSocket-Protocol",
+            http::HeaderValue::from_static("mcp"),
+        );
         for (k, v) in headers {
             req.headers_mut().insert(
                 http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
@@ -405,7 +409,8 @@ impl Client {
         if let Some(v) = self.backlog.pop_front() {
             return v;
         }
-        self.read_raw(DEADLINE).expect("a message within the deadline")
+        self.read_raw(DEADLINE)
+            .expect("a message within the deadline")
     }
 
     /// The next message that satisfies `pred`; others go to the backlog.
@@ -417,7 +422,10 @@ impl Client {
         loop {
             let left = end.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                panic!("no message matching {what} within {DEADLINE:?}; backlog: {:?}", self.backlog);
+                panic!(
+                    "no message matching {what} within {DEADLINE:?}; backlog: {:?}",
+                    self.backlog
+                );
             }
             if let Some(v) = self.read_raw(left) {
                 if pred(&v) {
@@ -489,7 +497,9 @@ impl Client {
         );
         assert!(r["result"]["serverInfo"]["name"] == "ccide", "{r}");
         self.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
-        self.send(&json!({"jsonrpc":"2.0","method":"ide_connected","params":{"pid": std::process::id()}}));
+        self.send(
+            &json!({"jsonrpc":"2.0","method":"ide_connected","params":{"pid": std::process::id()}}),
+        );
         let tools = self.request("tools/list", json!({}));
         assert!(tools["result"]["tools"].is_array());
     }
@@ -504,9 +514,11 @@ impl Client {
                 Ok(Message::Text(t)) => {
                     let v: Value = serde_json::from_str(t.as_str()).unwrap();
                     if self.answer_pings && v["method"] == "ping" {
-                        let _ = self
-                            .ws
-                            .send(Message::Text(json!({"jsonrpc":"2.0","id":v["id"],"result":{}}).to_string().into()));
+                        let _ = self.ws.send(Message::Text(
+                            json!({"jsonrpc":"2.0","id":v["id"],"result":{}})
+                                .to_string()
+                                .into(),
+                        ));
                     }
                 }
                 Ok(_) => {}
