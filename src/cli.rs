@@ -266,6 +266,25 @@ pub const COMMANDS: &[Command] = &[
         passthrough: true,
     },
     Command {
+        name: "diagnostics",
+        usage: "ccide diagnostics [list | import [FILE|-] | clear [FILE]] [OPTIONS]",
+        about: "Store, list or clear the diagnostics that getDiagnostics answers with.",
+        details: "import reads diagnostics produced elsewhere (a CI job, a watcher, an editor's linter) from\nFILE or standard input and replaces the stored diagnostics of every file it names. Formats:\nprotocol (the getDiagnostics answer), sarif (SARIF 2.1.0), cargo (--message-format=json),\ncompiler (path:line:col: severity: message [code]), ruff (concise); auto detects them.\nRelative paths are resolved against the current directory; files outside the workspace are\nignored. Clients get diagnostics_changed for every file whose diagnostics changed.",
+        flags: &[
+            flag(
+                "--format",
+                Some("FORMAT"),
+                None,
+                "With import: auto, protocol, sarif, cargo, compiler or ruff. Default: auto.",
+            ),
+            JSON,
+            PORT,
+            CONFIG_DIR,
+        ],
+        run: crate::client::diagnostics,
+        passthrough: false,
+    },
+    Command {
         name: "events",
         usage: "ccide events [OPTIONS]",
         about: "Stream one JSON line per event (diffs opened and settled, clients) until interrupted.",

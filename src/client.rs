@@ -631,3 +631,76 @@ pub fn claude(args: &Args) -> Outcome {
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
+
+pub fn diagnostics(args: &Args) -> Outcome {
+    let action = args.operands.first().map(String::as_str).unwrap_or("list");
+    let rest = args.operands.get(1..).unwrap_or(&[]);
+    if rest.len() > 1 {
+        return Err(Fail::Usage(format!("unexpected argument '{}'", rest[1])));
+    }
+    match action {
+        "list" | "ls" => {
+            let r = connect(args)?.request(json!({"cmd": "diagnostics.list"}))?;
+            let files = r["files"].as_array().cloned().unwrap_or_default();
+            if args.switch("--json")? {
+                let wire: Vec<Value> = files
+                    .iter()
+                    .map(|f| json!({"uri": f["uri"], "diagnostics": f["diagnostics"]}))
+                    .collect();
+                print_json(&Value::Array(wire));
+            } else if files.is_empty() {
+                println!("no diagnostics stored");
+            } else {
+                for f in &files {
+                    for l in f["lines"].as_array().into_iter().flatten() {
+                        println!("{}", l.as_str().unwrap_or(""));
+                    }
+                }
+            }
+            Ok(EXIT_OK)
+        }
+        "import" => {
+            let format = args.value("--format").unwrap_or_else(|| "auto".into());
+            if crate::checkparse::Format::from_name(&format).is_none() {
+                return Err(Fail::Usage(format!(
+                    "invalid value '{format}' for --format: expected auto, protocol, sarif, cargo, compiler or ruff"
+                )));
+            }
+            let text = match rest.first().map(String::as_str) {
+                None | Some("-") => read_stdin()?,
+                Some(f) => std::fs::read_to_string(f)
+                    .map_err(|e| Fail::Failed(format!("cannot read {f}: {e}")))?,
+            };
+            let r = connect(args)?.request(json!({
+                "cmd": "diagnostics.import", "text": text, "format": format, "cwd": cwd_string(),
+            }))?;
+            let mut msg = format!(
+                "imported {} diagnostic(s) for {} file(s)",
+                r["diagnostics"], r["files"]
+            );
+            if r["outside_workspace"].as_u64().unwrap_or(0) > 0 {
+                msg.push_str(&format!(
+                    "; ignored {} outside the workspace",
+                    r["outside_workspace"]
+                ));
+            }
+            eprintln!("{msg}");
+            Ok(EXIT_OK)
+        }
+        "clear" => {
+            let path = match rest.first() {
+                Some(f) => Some(absolute(f)?),
+                None => None,
+            };
+            let r = connect(args)?.request(json!({"cmd": "diagnostics.clear", "path": path}))?;
+            eprintln!(
+                "cleared diagnostics of {} file(s)",
+                r["cleared"].as_array().map_or(0, Vec::len)
+            );
+            Ok(EXIT_OK)
+        }
+        other => Err(Fail::Usage(format!(
+            "unknown diagnostics action '{other}': expected list, import or clear"
+        ))),
+    }
+}

@@ -39,6 +39,40 @@ pub fn handle(app: &Arc<App>, req: &Value) -> Value {
         "open" => open(app, req).unwrap_or_else(|e| failure(&e)),
         "close" => close(app, req).unwrap_or_else(|e| failure(&e)),
         "buffer" => buffer(app, req).unwrap_or_else(|e| failure(&e)),
+        "diagnostics.import" => {
+            let format = req["format"]
+                .as_str()
+                .and_then(crate::checkparse::Format::from_name)
+                .unwrap_or(crate::checkparse::Format::Auto);
+            crate::diagnostics::import(app, req["text"].as_str().unwrap_or(""), format, &cwd)
+        }
+        "diagnostics.list" => {
+            let files: Vec<Value> = app
+                .diagnostics
+                .all()
+                .iter()
+                .map(|(p, ds)| {
+                    json!({"uri": crate::editor::file_url(p), "path": p,
+                        "diagnostics": ds.iter().map(crate::diagnostics::to_wire).collect::<Vec<_>>(),
+                        "lines": ds.iter().map(|d| crate::diagnostics::describe(p, d)).collect::<Vec<_>>()})
+                })
+                .collect();
+            json!({"ok": true, "files": files})
+        }
+        "diagnostics.clear" => {
+            let only = match req["path"].as_str() {
+                Some(p) => match app.resolve(p) {
+                    Ok(p) => Some(p),
+                    Err(e) => return failure(&e),
+                },
+                None => None,
+            };
+            let cleared = app.diagnostics.clear(only.as_deref());
+            for p in &cleared {
+                crate::diagnostics::broadcast_change(app, p, &[]);
+            }
+            json!({"ok": true, "cleared": cleared})
+        }
         other => failure(&format!(
             "unknown control command '{other}' (is ccide up to date?)"
         )),

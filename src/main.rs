@@ -1,10 +1,12 @@
 //! ccide: a headless IDE for Claude Code. See README.md and man/ccide.1.
 
+mod checkparse;
 mod cli;
 mod client;
 mod commands;
 mod context;
 mod control;
+mod diagnostics;
 mod diffs;
 mod editor;
 mod events;

@@ -22,6 +22,7 @@ pub struct App {
     pub started: SystemTime,
     pub diffs: crate::diffs::Diffs,
     pub editor: crate::editor::Editor,
+    pub diagnostics: crate::diagnostics::Store,
 }
 
 impl App {
@@ -255,6 +256,7 @@ pub fn start(args: &Args) -> Result<Running, Fail> {
         started: SystemTime::now(),
         diffs,
         editor: crate::editor::Editor::open(&s.state_dir, s.mention_max_age),
+        diagnostics: crate::diagnostics::Store::open(&s.state_dir),
     });
     let gate = Gate {
         token: identity.token.clone(),

@@ -71,6 +71,22 @@ const TOOLS: &[Tool] = &[
         run: crate::context::get_current_selection,
     },
     Tool {
+        name: "getDiagnostics",
+        description: "Diagnostics (errors, warnings) of a file given by its file:// uri, or of every file.",
+        schema: || {
+            schema(
+                &[(
+                    "uri",
+                    "string",
+                    "file:// URI of the file; omit for every file",
+                )],
+                &[],
+            )
+        },
+        listed: always,
+        run: crate::diagnostics::get_diagnostics,
+    },
+    Tool {
         name: "getLatestSelection",
         description: "The most recent selection sent, in any file.",
         schema: || schema(&[], &[]),

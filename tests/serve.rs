@@ -516,3 +516,17 @@ fn every_flag_of_every_command_is_in_the_man_page_and_it_renders() {
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stderr), "", "groff warnings");
 }
+
+#[test]
+fn a_notification_broadcast_reaches_every_initialized_client() {
+    let sb = Sandbox::new();
+    sb.write("main.py", "a\nb\n");
+    let s = sb.serve(&[]);
+    let mut a = s.client();
+    let mut b = s.client();
+    assert!(sb.run(&["mention", "main.py:1-2"]).status.success());
+    let expected = json!({"jsonrpc": "2.0", "method": "at_mentioned", "params": {
+        "filePath": sb.ws().join("main.py"), "lineStart": 0, "lineEnd": 1}});
+    assert_eq!(a.notification("at_mentioned"), expected);
+    assert_eq!(b.notification("at_mentioned"), expected);
+}

@@ -1,0 +1,223 @@
+//! The diagnostics store and getDiagnostics (PROTOCOL 5). Answers come from the store at once:
+//! the CLI gives a baseline call 500 ms and disables baselines after three misses, so nothing
+//! slow ever runs on the request path.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde_json::{Map, Value, json};
+
+use crate::checkparse::{Diagnostic, Format, Severity};
+use crate::server::{Call, Reply};
+use crate::tools::{arg_str, tool_json};
+
+pub struct Store {
+    file: PathBuf,
+    files: Mutex<BTreeMap<PathBuf, Vec<Diagnostic>>>,
+}
+
+/// The wire form of one diagnostic: 0-based positions, severity as the CLI spells it.
+pub fn to_wire(d: &Diagnostic) -> Value {
+    let mut v = json!({
+        "message": d.message,
+        "severity": d.severity.as_str(),
+        "range": {
+            "start": {"line": d.start_line, "character": d.start_char},
+            "end": {"line": d.end_line, "character": d.end_char},
+        },
+        "source": d.source,
+    });
+    if let Some(c) = &d.code {
+        v["code"] = c.as_str().into();
+    }
+    v
+}
+
+fn uri_of(p: &Path) -> String {
+    crate::editor::file_url(p)
+}
+
+impl Store {
+    pub fn open(state_dir: &Path) -> Store {
+        let file = state_dir.join("diagnostics.json");
+        let mut files = BTreeMap::new();
+        let saved = std::fs::read_to_string(&file).unwrap_or_default();
+        for d in crate::checkparse::parse(&saved, Format::Protocol, Path::new("/"), "ccide") {
+            files.entry(d.path.clone()).or_insert_with(Vec::new).push(d);
+        }
+        Store {
+            file,
+            files: Mutex::new(files),
+        }
+    }
+
+    fn save(&self, files: &BTreeMap<PathBuf, Vec<Diagnostic>>) {
+        let all: Vec<Value> = files
+            .iter()
+            .map(|(p, ds)| json!({"uri": uri_of(p), "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}))
+            .collect();
+        if let Err(e) =
+            crate::files::write_atomic(&self.file, Value::Array(all).to_string().as_bytes(), 0o600)
+        {
+            crate::error!("cannot save diagnostics to {}: {e}", self.file.display());
+        }
+    }
+
+    /// Replaces the diagnostics of every file in `by_file`; returns the files that changed.
+    pub fn replace(
+        &self,
+        by_file: BTreeMap<PathBuf, Vec<Diagnostic>>,
+    ) -> Vec<(PathBuf, Vec<Diagnostic>)> {
+        let mut files = self.files.lock().unwrap();
+        let mut changed = Vec::new();
+        for (p, ds) in by_file {
+            let old = files.get(&p).cloned().unwrap_or_default();
+            if old != ds {
+                changed.push((p.clone(), ds.clone()));
+            }
+            if ds.is_empty() {
+                files.remove(&p);
+            } else {
+                files.insert(p, ds);
+            }
+        }
+        if !changed.is_empty() {
+            self.save(&files);
+        }
+        changed
+    }
+
+    pub fn get(&self, p: &Path) -> Vec<Diagnostic> {
+        self.files
+            .lock()
+            .unwrap()
+            .get(p)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub fn all(&self) -> Vec<(PathBuf, Vec<Diagnostic>)> {
+        self.files
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(p, d)| (p.clone(), d.clone()))
+            .collect()
+    }
+
+    /// Forgets one file's diagnostics, or all; returns the files cleared.
+    pub fn clear(&self, only: Option<&Path>) -> Vec<PathBuf> {
+        let mut files = self.files.lock().unwrap();
+        let cleared: Vec<PathBuf> = match only {
+            Some(p) => files
+                .remove(p)
+                .map(|_| vec![p.to_path_buf()])
+                .unwrap_or_default(),
+            None => std::mem::take(&mut *files).into_keys().collect(),
+        };
+        if !cleared.is_empty() {
+            self.save(&files);
+        }
+        cleared
+    }
+}
+
+/// Stores diagnostics produced elsewhere; files outside the workspace are dropped. Every file
+/// named in the input (even with an empty list, in protocol format) is replaced.
+pub fn import(app: &crate::serve::App, text: &str, format: Format, base: &Path) -> Value {
+    let workspaces = app.workspaces.read().unwrap().clone();
+    let mut by_file: BTreeMap<PathBuf, Vec<Diagnostic>> = BTreeMap::new();
+    // Files listed with no diagnostics in protocol input mean "now clean".
+    if matches!(format, Format::Protocol | Format::Auto)
+        && let Ok(v) = serde_json::from_str::<Value>(text.trim())
+    {
+        let items = match v {
+            Value::Array(a) => a,
+            o @ Value::Object(_) => vec![o],
+            _ => Vec::new(),
+        };
+        for it in items {
+            if let Some(p) = it["uri"].as_str().and_then(|u| u.strip_prefix("file://")) {
+                by_file.entry(PathBuf::from(p)).or_default();
+            }
+        }
+    }
+    let mut outside = 0;
+    for d in crate::checkparse::parse(text, format, base, "import") {
+        if workspaces.iter().any(|w| d.path.starts_with(w)) {
+            by_file.entry(d.path.clone()).or_default().push(d);
+        } else {
+            outside += 1;
+        }
+    }
+    by_file.retain(|p, _| workspaces.iter().any(|w| p.starts_with(w)));
+    let count: usize = by_file.values().map(Vec::len).sum();
+    let files = by_file.len();
+    let changed = app.diagnostics.replace(by_file);
+    for (p, ds) in &changed {
+        broadcast_change(app, p, ds);
+    }
+    json!({"ok": true, "files": files, "diagnostics": count, "changed": changed.len(), "outside_workspace": outside})
+}
+
+pub fn broadcast_change(app: &crate::serve::App, p: &Path, ds: &[Diagnostic]) {
+    app.server.broadcast(
+        "diagnostics_changed",
+        json!({"uri": uri_of(p), "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}),
+    );
+}
+
+/// getDiagnostics {uri?}: with a uri, the first element answers exactly that uri (the CLI
+/// discards an answer whose uri differs), with an empty list when there is nothing; without,
+/// every file with diagnostics.
+pub fn get_diagnostics(call: &Call, args: &Map<String, Value>) -> Reply {
+    let uri = match arg_str(args, "uri", false) {
+        Ok(u) => u.filter(|u| !u.is_empty()),
+        Err(e) => return Reply::Now(Err(e)),
+    };
+    let store = &call.app.diagnostics;
+    let answer: Vec<Value> = match uri {
+        Some(uri) => {
+            // Raw `file://` + path, never percent-encoded (PROTOCOL 5).
+            let raw = uri.strip_prefix("file://").unwrap_or(&uri);
+            let path = PathBuf::from(raw);
+            let mut ds = store.get(&path);
+            if ds.is_empty()
+                && let Ok(canon) = std::fs::canonicalize(&path)
+            {
+                ds = store.get(&canon);
+            }
+            vec![json!({"uri": uri, "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()})]
+        }
+        None => store
+            .all()
+            .iter()
+            .map(|(p, ds)| json!({"uri": uri_of(p), "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}))
+            .collect(),
+    };
+    Reply::Now(Ok(tool_json(&Value::Array(answer))))
+}
+
+/// One line per diagnostic, as `ccide diagnostics` prints them.
+pub fn describe(p: &Path, d: &Diagnostic) -> String {
+    let code = d
+        .code
+        .as_deref()
+        .map(|c| format!(" [{c}]"))
+        .unwrap_or_default();
+    format!(
+        "{}:{}:{}: {}: {} ({}){code}",
+        p.display(),
+        d.start_line + 1,
+        d.start_char + 1,
+        match d.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+            Severity::Hint => "hint",
+        },
+        d.message,
+        d.source
+    )
+}

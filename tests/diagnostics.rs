@@ -1,0 +1,144 @@
+//! getDiagnostics from the store, fed by `ccide diagnostics import`.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+fn diagnostics(c: &mut Client, args: Value) -> Value {
+    json_text(&c.call("getDiagnostics", args))
+}
+
+#[test]
+fn the_answer_echoes_the_requested_uri_exactly_even_when_empty() {
+    let sb = Sandbox::new();
+    let file = sb.write("my dir/ä ö.py", "x = 1\n");
+    let s = sb.serve(&[]);
+    let mut c = s.client();
+    let uri = format!("file://{}", file.display());
+    assert_eq!(
+        diagnostics(&mut c, json!({"uri": uri})),
+        json!([{"uri": uri, "diagnostics": []}])
+    );
+    assert_eq!(diagnostics(&mut c, json!({})), json!([]));
+    let tools = c.request("tools/list", json!({}));
+    assert!(
+        tools["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "getDiagnostics")
+    );
+}
+
+#[test]
+fn imported_compiler_lines_are_answered_zero_based_and_broadcast() {
+    let sb = Sandbox::new();
+    let file = sb.write("src/my app.py", "import os\nprint(undefined)\n");
+    let s = sb.serve(&[]);
+    let mut c = s.client();
+    let lines = "src/my app.py:2:7: error: Name \"undefined\" is not defined  [name-defined]\n";
+    let o = sb.run_stdin(
+        &["diagnostics", "import", "--format", "compiler"],
+        lines.as_bytes(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let uri = format!("file://{}", file.display());
+    let expected = json!([{"uri": uri, "diagnostics": [{
+        "message": "Name \"undefined\" is not defined",
+        "severity": "Error",
+        "range": {"start": {"line": 1, "character": 6}, "end": {"line": 1, "character": 6}},
+        "source": "import",
+        "code": "name-defined",
+    }]}]);
+    let n = c.notification("diagnostics_changed");
+    assert_eq!(n["params"], expected[0]);
+    assert_eq!(diagnostics(&mut c, json!({"uri": uri})), expected);
+    assert_eq!(diagnostics(&mut c, json!({})), expected);
+    let o = sb.run(&["diagnostics"]);
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "{}:2:7: error: Name \"undefined\" is not defined (import) [name-defined]\n",
+            file.display()
+        )
+    );
+    // A protocol-format import naming the file with no diagnostics means "now clean".
+    let clean = json!([{"uri": uri, "diagnostics": []}]).to_string();
+    assert!(
+        sb.run_stdin(&["diagnostics", "import"], clean.as_bytes())
+            .status
+            .success()
+    );
+    assert_eq!(
+        diagnostics(&mut c, json!({"uri": uri})),
+        json!([{"uri": uri, "diagnostics": []}])
+    );
+}
+
+#[test]
+fn sarif_and_cargo_imports_from_real_tools() {
+    let sb = Sandbox::new();
+    let ws = sb.ws();
+    let sarif = include_str!("fixtures/diagnostics/ruff.sarif")
+        .replace("/work/sample", ws.to_str().unwrap());
+    sb.write("py/app.py", "");
+    let s = sb.serve(&[]);
+    let mut c = s.client();
+    let o = sb.run_stdin(&["diagnostics", "import"], sarif.as_bytes());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let all = diagnostics(&mut c, json!({}));
+    let app = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["uri"] == format!("file://{}/py/app.py", ws.display()))
+        .expect("app.py diagnostics");
+    let first = &app["diagnostics"][0];
+    assert_eq!(first["source"], "ruff");
+    assert!(["Error", "Warning"].contains(&first["severity"].as_str().unwrap()));
+    let cargo = include_str!("fixtures/diagnostics/cargo-check.jsonl");
+    let o = sb.run_stdin(
+        &["diagnostics", "import", "--format", "cargo"],
+        cargo.as_bytes(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lib = format!("file://{}/src/lib.rs", ws.display());
+    let d = diagnostics(&mut c, json!({"uri": lib}));
+    assert!(!d[0]["diagnostics"].as_array().unwrap().is_empty(), "{d}");
+    assert!(
+        d[0]["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x["source"] == "rustc" || x["source"] == "clippy")
+    );
+}
+
+#[test]
+fn outside_files_are_ignored_and_the_store_survives_a_restart() {
+    let sb = Sandbox::new();
+    let file = sb.write("a.c", "int main(){}\n");
+    let mut s = sb.serve(&[]);
+    let text = format!(
+        "{}:1:1: warning: w1 [-Wx]\n/etc/passwd:1:1: error: nope\n",
+        file.display()
+    );
+    let o = sb.run_stdin(&["diagnostics", "import"], text.as_bytes());
+    assert!(
+        stderr(&o).contains("ignored 1 outside the workspace"),
+        "{}",
+        stderr(&o)
+    );
+    s.stop_with("TERM");
+    let s = sb.serve(&[]);
+    let mut c = s.client();
+    let uri = format!("file://{}", file.display());
+    let d = diagnostics(&mut c, json!({"uri": uri}));
+    assert_eq!(d[0]["diagnostics"][0]["message"], "w1");
+    assert_eq!(d[0]["diagnostics"][0]["severity"], "Warning");
+    assert!(sb.run(&["diagnostics", "clear"]).status.success());
+    assert_eq!(diagnostics(&mut c, json!({})), json!([]));
+    let o = sb.run_stdin(&["diagnostics", "import", "--format", "xml"], b"");
+    assert_eq!(o.status.code(), Some(2));
+}
