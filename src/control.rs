@@ -96,7 +96,6 @@ pub fn failure(message: &str) -> Value {
 pub struct Control {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
-    pub lock: crate::lockfile::Found,
 }
 
 impl Control {
@@ -116,7 +115,6 @@ impl Control {
         Ok(Control {
             reader: BufReader::new(stream.try_clone().map_err(|e| e.to_string())?),
             writer: stream,
-            lock,
         })
     }
 

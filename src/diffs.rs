@@ -117,10 +117,6 @@ impl Diffs {
         inner.pending.iter().map(PendingDiff::describe).collect()
     }
 
-    pub fn count(&self) -> usize {
-        self.inner.lock().unwrap().pending.len()
-    }
-
     /// Finds the one diff `target` names (id, tab name, or target path), or the only one.
     fn select(inner: &Inner, target: Option<&str>, cwd: &Path) -> Result<usize, SettleError> {
         let pending = &inner.pending;

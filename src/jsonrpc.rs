@@ -75,7 +75,6 @@ pub struct Notification {
 
 pub struct Response {
     pub id: Option<RequestId>,
-    pub result: Result<Value, Value>,
 }
 
 pub enum Message {
@@ -133,15 +132,13 @@ pub fn classify(v: Value) -> Result<Message, Value> {
         }
         Some(_) => invalid("method must be a string"),
         None => {
-            let result = match (obj.remove("result"), obj.remove("error")) {
-                (Some(r), None) => Ok(r),
-                (None, Some(e)) => Err(e),
-                _ => return invalid("a response needs exactly one of result and error"),
-            };
+            if obj.contains_key("result") == obj.contains_key("error") {
+                return invalid("a response needs exactly one of result and error");
+            }
             if raw_id.is_none() {
                 return invalid("a response needs an id");
             }
-            Ok(Message::Response(Response { id, result }))
+            Ok(Message::Response(Response { id }))
         }
     }
 }

@@ -177,11 +177,9 @@ impl LockFile {
 pub struct Found {
     pub port: u16,
     pub path: PathBuf,
-    pub pid: i64,
     pub workspaces: Vec<PathBuf>,
     pub ide_name: String,
     pub control: Option<PathBuf>,
-    pub state: Option<PathBuf>,
     pub alive: bool,
 }
 
@@ -209,7 +207,6 @@ pub fn scan(config: &Path) -> Vec<Found> {
         let pid = v["pid"].as_i64().unwrap_or(0);
         out.push(Found {
             port,
-            pid,
             alive: crate::sys::process_alive(pid),
             workspaces: v["workspaceFolders"]
                 .as_array()
@@ -222,7 +219,6 @@ pub fn scan(config: &Path) -> Vec<Found> {
                 .unwrap_or_default(),
             ide_name: v["ideName"].as_str().unwrap_or("").to_string(),
             control: v["ccide"]["control"].as_str().map(PathBuf::from),
-            state: v["ccide"]["state"].as_str().map(PathBuf::from),
             path,
         });
     }

@@ -164,13 +164,6 @@ impl Server {
         }
         n
     }
-
-    pub fn initialized_count(&self) -> usize {
-        self.clients()
-            .iter()
-            .filter(|c| c.state.lock().unwrap().initialized)
-            .count()
-    }
 }
 
 /// Registers a new connection and returns the callback that serves its messages.

@@ -164,7 +164,6 @@ impl WakePipe {
 #[derive(Clone, Copy, Default)]
 pub struct Ready {
     pub readable: bool,
-    pub writable: bool,
     pub hangup: bool,
 }
 
@@ -202,7 +201,6 @@ pub fn poll(interests: &[Interest], timeout: Option<Duration>) -> io::Result<Vec
         .iter()
         .map(|p| Ready {
             readable: p.revents & libc::POLLIN != 0,
-            writable: p.revents & libc::POLLOUT != 0,
             hangup: p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0,
         })
         .collect())

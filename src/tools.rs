@@ -331,6 +331,14 @@ pub fn call(call: &Call, params: Value) -> Reply {
     }
 }
 
+/// Methods that are not MCP: seed 002's direct calls, else "Method not found".
+pub fn direct_method(_call: &Call, _method: &str, _params: Value) -> Reply {
+    Reply::Now(Err(RpcError::new(
+        ErrorCode::MethodNotFound,
+        "Method not found",
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -341,12 +349,4 @@ mod tests {
         sorted.dedup();
         assert_eq!(names, sorted);
     }
-}
-
-/// Methods that are not MCP: seed 002's direct calls, else "Method not found".
-pub fn direct_method(_call: &Call, _method: &str, _params: Value) -> Reply {
-    Reply::Now(Err(RpcError::new(
-        ErrorCode::MethodNotFound,
-        "Method not found",
-    )))
 }

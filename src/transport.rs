@@ -494,9 +494,8 @@ fn check_request(head: &[u8], gate: &Gate, established: usize) -> Result<Accept,
 /// Compares without an early exit, so the time taken does not tell how much of a guess matched.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     let mut diff = (a.len() != b.len()) as u8;
-    for i in 0..b.len() {
-        let x = a.get(i).copied().unwrap_or(0);
-        diff |= x ^ b[i];
+    for (i, y) in b.iter().enumerate() {
+        diff |= a.get(i).copied().unwrap_or(0) ^ y;
     }
     std::hint::black_box(diff) == 0
 }
@@ -536,11 +535,11 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
         for out in outbox.take() {
             match out {
                 Out::Text(t) if closing.is_none() => {
-                    if let Err(e) = ws.write(Message::Text(t)) {
-                        if !is_would_block(&e) {
-                            ended.reason = format!("write failed: {e}");
-                            break 'conn;
-                        }
+                    if let Err(e) = ws.write(Message::Text(t))
+                        && !is_would_block(&e)
+                    {
+                        ended.reason = format!("write failed: {e}");
+                        break 'conn;
                     }
                 }
                 Out::Text(_) => {}
