@@ -99,7 +99,8 @@ fn select(app: &App, req: &Value) -> Result<Value, String> {
         end_line: num(&r["end_line"]),
         end_col: num(&r["end_col"]),
     };
-    let payload = context::selection_for(&path, range, req["text"].as_str().map(String::from))?;
+    let payload =
+        context::selection_for(app, &path, range, req["text"].as_str().map(String::from))?;
     let n = context::select(app, payload.clone());
     Ok(json!({"ok": true, "clients": n, "selection": payload}))
 }

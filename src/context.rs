@@ -26,8 +26,11 @@ pub struct HumanRange {
     pub end_col: Option<usize>,
 }
 
-/// Builds the `selection_changed` payload for `ccide select`.
+/// Builds the `selection_changed` payload for `ccide select`. Positions come from the text
+/// the editor shows (unsaved content, else the file); `stdin_text`, when given, replaces the
+/// selected text (an editor piping its selection).
 pub fn selection_for(
+    app: &App,
     path: &Path,
     r: HumanRange,
     stdin_text: Option<String>,
@@ -45,29 +48,20 @@ pub fn selection_for(
             stdin_text.as_deref().unwrap_or(""),
         ));
     };
-    let content = match &stdin_text {
-        Some(_) => None,
-        None => Some(read_text(path)?),
-    };
-    let line_len = |line: usize| -> Result<usize, String> {
-        match &content {
-            None => Ok(usize::MAX),
-            Some(c) => {
-                let ls = editor::lines(c);
-                ls.get(line - 1).map(|l| l.chars().count()).ok_or_else(|| {
-                    format!(
-                        "line {line} is past the end of {} ({} lines)",
-                        path.display(),
-                        ls.len()
-                    )
-                })
-            }
-        }
-    };
     if sl == 0 || r.end_line == Some(0) || r.start_col == Some(0) || r.end_col == Some(0) {
         return Err("lines and columns count from 1".into());
     }
-    let sl_len = line_len(sl)?;
+    let content = current_text(app, path)?;
+    let ls = editor::lines(&content);
+    let line_len = |line: usize| -> Result<usize, String> {
+        ls.get(line - 1).map(|l| l.chars().count()).ok_or_else(|| {
+            format!(
+                "line {line} is past the end of {} ({} lines)",
+                path.display(),
+                ls.len()
+            )
+        })
+    };
     let start = Pos {
         line: sl - 1,
         character: r.start_col.map_or(0, |c| c - 1),
@@ -78,7 +72,7 @@ pub fn selection_for(
         // FILE:LINE selects the whole line.
         (None, None) => Pos {
             line: sl - 1,
-            character: sl_len,
+            character: line_len(sl)?,
         },
         (el, ec) => {
             let el = el.unwrap_or(sl);
@@ -89,28 +83,21 @@ pub fn selection_for(
             }
         }
     };
+    line_len(sl)?;
     if (end.line, end.character) < (start.line, start.character) {
         return Err("the selection ends before it starts".into());
     }
-    if let Some(c) = &content {
-        for (pos, what) in [(start, "start"), (end, "end")] {
-            let len = editor::lines(c)
-                .get(pos.line)
-                .map_or(0, |l| l.chars().count());
-            if pos.character > len {
-                return Err(format!(
-                    "the {what} column {} is past the end of line {} ({len} characters)",
-                    pos.character + usize::from(what == "start"),
-                    pos.line + 1
-                ));
-            }
+    for (pos, what) in [(start, "start"), (end, "end")] {
+        let len = ls.get(pos.line).map_or(0, |l| l.chars().count());
+        if pos.character > len {
+            return Err(format!(
+                "the {what} column {} is past the end of line {} ({len} characters)",
+                pos.character + usize::from(what == "start"),
+                pos.line + 1
+            ));
         }
     }
-    let text = match (stdin_text, content) {
-        (Some(t), _) => t,
-        (None, Some(c)) => editor::text_between(&c, start, end),
-        (None, None) => String::new(),
-    };
+    let text = stdin_text.unwrap_or_else(|| editor::text_between(&content, start, end));
     Ok(selection_payload(path, start, end, &text))
 }
 
@@ -175,7 +162,7 @@ fn not_found_or(path: &Path, e: std::io::Error) -> String {
 }
 
 /// The text a file shows in the editor: its unsaved content, else what is on disk.
-fn current_text(app: &App, path: &Path) -> Result<String, String> {
+pub fn current_text(app: &App, path: &Path) -> Result<String, String> {
     match app.editor.document(path) {
         Some(d) => Ok(d),
         None => read_text(path),

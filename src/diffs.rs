@@ -16,6 +16,8 @@ use crate::tools::{arg_str, tool_error, tool_texts};
 pub enum How {
     Accepted,
     Rejected,
+    /// The client closed it (close_tab, closeAllDiffTabs): the user answered in the terminal.
+    Closed,
     /// The client that opened it disconnected: nobody can receive an answer.
     Abandoned,
 }
@@ -25,6 +27,7 @@ impl How {
         match self {
             How::Accepted => "accepted",
             How::Rejected => "rejected",
+            How::Closed => "closed by the client",
             How::Abandoned => "abandoned",
         }
     }
@@ -71,6 +74,7 @@ struct Inner {
 
 pub struct Diffs {
     root: PathBuf,
+    seq: PathBuf,
     inner: Mutex<Inner>,
 }
 
@@ -102,10 +106,18 @@ impl Diffs {
                 .map_err(|e| format!("cannot clean up old diffs in {}: {e}", root.display()))?;
         }
         crate::files::private_dir(&root, "diff directory")?;
+        // Ids keep counting across restarts, so an id a script still holds never names a
+        // newer diff.
+        let seq = state_dir.join("diff-seq");
+        let next_id = std::fs::read_to_string(&seq)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(1);
         Ok(Diffs {
             root,
+            seq,
             inner: Mutex::new(Inner {
-                next_id: 1,
+                next_id,
                 ..Inner::default()
             }),
         })
@@ -201,8 +213,8 @@ impl Diffs {
         Ok(desc)
     }
 
-    /// Settles as rejected every pending diff matching `pred`; returns how many.
-    fn reject_where(&self, pred: impl Fn(&PendingDiff) -> bool) -> usize {
+    /// Settles as closed (answered DIFF_REJECTED) every pending diff matching `pred`.
+    fn close_where(&self, pred: impl Fn(&PendingDiff) -> bool) -> usize {
         let mut inner = self.inner.lock().unwrap();
         prune(&mut inner);
         let (matching, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut inner.pending)
@@ -211,7 +223,7 @@ impl Diffs {
         inner.pending = rest;
         let n = matching.len();
         for d in matching {
-            finish(&mut inner, d, How::Rejected, None);
+            finish(&mut inner, d, How::Closed, None);
         }
         n
     }
@@ -248,7 +260,7 @@ fn finish(inner: &mut Inner, d: PendingDiff, how: How, content: Option<String>) 
                 &content.unwrap_or_default(),
             ])));
         }
-        How::Rejected => {
+        How::Rejected | How::Closed => {
             d.responder
                 .reply(Ok(tool_texts(&["DIFF_REJECTED", &d.tab_name])));
         }
@@ -305,10 +317,11 @@ pub fn open_diff(call: &Call, args: &Map<String, Value>) -> Reply {
     };
     let diffs = &app.diffs;
     // The VS Code extension closes an existing tab of the same name first; so do we.
-    diffs.reject_where(|d| d.tab_name == tab_name);
+    diffs.close_where(|d| d.tab_name == tab_name);
     let mut inner = diffs.inner.lock().unwrap();
     let id = inner.next_id;
     inner.next_id += 1;
+    let _ = crate::files::write_atomic(&diffs.seq, inner.next_id.to_string().as_bytes(), 0o600);
     let dir = diffs.root.join(id.to_string());
     let created = SystemTime::now();
     let meta = json!({
@@ -363,7 +376,7 @@ pub fn close_tab(call: &Call, args: &Map<String, Value>) -> Reply {
         Ok(v) => v.unwrap_or_default(),
         Err(e) => return Reply::Now(Err(e)),
     };
-    call.app.diffs.reject_where(|d| d.tab_name == name);
+    call.app.diffs.close_where(|d| d.tab_name == name);
     // Seed 000: close_tab also takes a file path, closing that editor tab.
     if let Ok(p) = call.app.resolve(&name) {
         call.app.editor.close_tab(&p, false);
@@ -373,6 +386,6 @@ pub fn close_tab(call: &Call, args: &Map<String, Value>) -> Reply {
 
 /// closeAllDiffTabs: called at every prompt; touches only ccide's own pending diffs.
 pub fn close_all_diff_tabs(call: &Call, _args: &Map<String, Value>) -> Reply {
-    let n = call.app.diffs.reject_where(|_| true);
+    let n = call.app.diffs.close_where(|_| true);
     Reply::Now(Ok(tool_texts(&[&format!("CLOSED_{n}_DIFF_TABS")])))
 }

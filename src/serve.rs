@@ -23,6 +23,7 @@ pub struct App {
     pub diffs: crate::diffs::Diffs,
     pub editor: crate::editor::Editor,
     pub diagnostics: crate::diagnostics::Store,
+    pub stopping: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl App {
@@ -257,6 +258,7 @@ pub fn start(args: &Args) -> Result<Running, Fail> {
         diffs,
         editor: crate::editor::Editor::open(&s.state_dir, s.mention_max_age),
         diagnostics: crate::diagnostics::Store::open(&s.state_dir),
+        stopping: Arc::default(),
     });
     let gate = Gate {
         token: identity.token.clone(),
@@ -267,6 +269,7 @@ pub fn start(args: &Args) -> Result<Running, Fail> {
         },
         max_connections: s.max_connections,
         handshake_timeout: Duration::from_secs(5),
+        stopping: app.stopping.clone(),
     };
     let on_open_app = app.clone();
     let on_open: Arc<transport::OnOpen> =
@@ -308,6 +311,11 @@ pub fn start(args: &Args) -> Result<Running, Fail> {
 /// Removes the lock file and the control socket and says goodbye to the clients.
 pub fn stop(r: Running) {
     sd_notify("STOPPING=1");
+    // First refuse new upgrades: the CLI reconnects within milliseconds of a 1001, and a
+    // connection accepted now would die with the process while the CLI believes it is live.
+    r.app
+        .stopping
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     r.lock.remove();
     let _ = std::fs::remove_file(&r.app.control_path);
     // 1001 "going away" lets the CLI reconnect to a restarted server on the same port.

@@ -186,6 +186,9 @@ pub fn open(app: &Arc<crate::serve::App>, outbox: Arc<Outbox>, peer: Peer) -> Ha
         peer.user_agent
     );
     server.clients.lock().unwrap().push(client.clone());
+    if app.stopping.load(Ordering::SeqCst) {
+        client.outbox.close(1001, "ccide is shutting down");
+    }
     let app = app.clone();
     Box::new(move |event| match event {
         Event::Text(text) => handle_text(&app, &client, text),
@@ -274,13 +277,22 @@ fn handle_value(app: &Arc<crate::serve::App>, client: &Arc<Client>, v: Value) ->
                 client,
                 id: &req.id,
             };
+            let tool = match (req.method.as_str(), req.params["name"].as_str()) {
+                ("tools/call", Some(name)) => format!(" {name}"),
+                _ => String::new(),
+            };
             let reply = dispatch(&call, &req.method, req.params);
             crate::debug!(
-                "client #{} {} {} took {:?}",
+                "client #{} {}{tool} {} took {:?}{}",
                 client.id,
                 req.method,
                 req.id,
-                started.elapsed()
+                started.elapsed(),
+                match &reply {
+                    Reply::Now(Err(e)) => format!(": error {} {}", e.code as i64, e.message),
+                    Reply::Later => ": answered later".into(),
+                    Reply::Now(Ok(_)) => String::new(),
+                }
             );
             match reply {
                 Reply::Now(r) => Some(jsonrpc::response(&req.id, r)),

@@ -332,11 +332,21 @@ pub fn call(call: &Call, params: Value) -> Reply {
 }
 
 /// Methods that are not MCP: seed 002's direct calls, else "Method not found".
-pub fn direct_method(_call: &Call, _method: &str, _params: Value) -> Reply {
-    Reply::Now(Err(RpcError::new(
-        ErrorCode::MethodNotFound,
-        "Method not found",
-    )))
+pub fn direct_method(call: &Call, method: &str, params: Value) -> Reply {
+    let Some(f) = crate::context::seed_method(method) else {
+        return Reply::Now(Err(RpcError::new(
+            ErrorCode::MethodNotFound,
+            "Method not found",
+        )));
+    };
+    let args = match params {
+        Value::Object(m) => m,
+        Value::Null => Map::new(),
+        _ => {
+            return Reply::Now(Err(RpcError::invalid_params("params must be an object")));
+        }
+    };
+    Reply::Now(f(call.app, &args))
 }
 
 #[cfg(test)]

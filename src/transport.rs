@@ -34,6 +34,9 @@ pub struct Gate {
     pub extra_hosts: Vec<String>,
     pub max_connections: usize,
     pub handshake_timeout: Duration,
+    /// Set when the server is shutting down: upgrades are answered 503 from then on, so a
+    /// client reconnecting at once is not handed a connection that is about to vanish.
+    pub stopping: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What the upper layer learns about a new connection.
@@ -470,6 +473,9 @@ fn check_request(head: &[u8], gate: &Gate, established: usize) -> Result<Accept,
     let key = one("Sec-WebSocket-Key")?
         .filter(|k| !k.is_empty())
         .ok_or_else(|| Reject::new(400, "missing Sec-WebSocket-Key"))?;
+    if gate.stopping.load(Ordering::SeqCst) {
+        return Err(Reject::new(503, "ccide is shutting down"));
+    }
     if established >= gate.max_connections {
         return Err(Reject::new(
             503,
@@ -684,6 +690,7 @@ mod tests {
             extra_hosts: vec![],
             max_connections: 2,
             handshake_timeout: Duration::from_secs(5),
+            stopping: Arc::default(),
         }
     }
 

@@ -44,13 +44,15 @@ fn the_deferred_answer_keeps_its_id_while_other_requests_are_served() {
     );
     // Meanwhile the connection answers other requests.
     assert_eq!(c.request("ping", json!({}))["result"], json!({}));
-    assert_eq!(
-        c.request("tools/list", json!({}))["result"]["tools"]
+    let tools = c.request("tools/list", json!({}));
+    let listed = |name: &str| {
+        tools["result"]["tools"]
             .as_array()
             .unwrap()
-            .len(),
-        3
-    );
+            .iter()
+            .any(|t| t["name"] == name)
+    };
+    assert!(listed("openDiff") && listed("close_tab") && listed("closeAllDiffTabs"));
     assert!(sb.run(&["diff", "accept"]).status.success());
     let r = c.response(&id);
     assert_eq!(r["id"], id);
@@ -398,4 +400,89 @@ fn a_ten_mebibyte_diff_applies_back_to_the_proposal() {
     assert!(sb.run(&["diff", "accept"]).status.success());
     let r = c.response(&id);
     assert!(texts(&r)[1] == proposed);
+}
+
+#[test]
+fn events_stream_diff_and_client_lines() {
+    use std::io::BufRead;
+    let sb = Sandbox::new();
+    let file = sb.write("app.py", "x\n");
+    let s = sb.serve(&[]);
+    let mut events = sb
+        .command(&["events"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(events.stdout.take().unwrap()).lines();
+    // The subscription is in place once a client's connection shows up in the stream.
+    let mut c = s.client();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["event"], "client_connected");
+    assert_eq!(first["name"], "claude-code");
+    let id = open_diff(&mut c, &file, "y\n", TAB);
+    let opened: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(opened["event"], "diff_opened");
+    assert_eq!(opened["tab_name"], TAB);
+    assert_eq!(opened["file"], file.to_str().unwrap());
+    assert!(sb.run(&["diff", "reject"]).status.success());
+    let settled: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(
+        (settled["event"].as_str(), settled["how"].as_str()),
+        (Some("diff_settled"), Some("rejected"))
+    );
+    assert_eq!(settled["id"], opened["id"]);
+    let _ = c.response(&id);
+    drop(c);
+    let gone: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(gone["event"], "client_disconnected");
+    let _ = events.kill();
+    let _ = events.wait();
+}
+
+#[test]
+fn diff_edit_opens_proposed_in_the_editor_and_does_not_accept() {
+    let sb = Sandbox::new();
+    let file = sb.write("app.py", "x\n");
+    let editor = sb
+        .root
+        .write("fake-editor", "#!/bin/sh\nprintf 'edited\\n' >> \"$1\"\n");
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let s = sb.serve(&[]);
+    let mut c = s.client();
+    let id = open_diff(&mut c, &file, "y\n", TAB);
+    wait_pending(&sb, 1);
+    let o = sb
+        .command(&["diff", "edit"])
+        .env("EDITOR", &editor)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let list = wait_pending(&sb, 1);
+    let dir = Path::new(list[0]["dir"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("proposed")).unwrap(),
+        "y\nedited\n"
+    );
+    assert!(sb.run(&["diff", "accept"]).status.success());
+    assert_eq!(texts(&c.response(&id)), vec!["FILE_SAVED", "y\nedited\n"]);
+}
+
+#[test]
+fn diff_ids_keep_counting_across_restarts() {
+    let sb = Sandbox::new();
+    let file = sb.write("app.py", "x\n");
+    let mut s = sb.serve(&[]);
+    let mut c = s.client();
+    let _ = open_diff(&mut c, &file, "y\n", TAB);
+    let first = wait_pending(&sb, 1)[0]["id"].clone();
+    drop(c);
+    s.stop_with("TERM");
+    let s = sb.serve(&[]);
+    let mut c = s.client();
+    let _ = open_diff(&mut c, &file, "z\n", TAB);
+    let second = wait_pending(&sb, 1)[0]["id"].clone();
+    assert_ne!(first, second);
+    let o = sb.run(&["diff", "accept", first.as_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "an old id names no newer diff");
 }

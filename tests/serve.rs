@@ -312,14 +312,17 @@ fn a_client_that_stops_answering_pings_is_closed_and_a_healthy_one_is_not() {
     let mut healthy = s.client();
     let mut silent = s.client();
     silent.answer_pings = false;
+    // The healthy client answers pings on its own thread the whole time.
+    let healthy = std::thread::spawn(move || {
+        healthy.drain(Duration::from_millis(2500));
+        healthy.request("ping", json!({}))
+    });
     let started = Instant::now();
     let (code, reason) = silent.closed();
     assert_eq!(code, Some(1001));
     assert!(reason.contains("ping"), "{reason}");
     assert!(started.elapsed() < Duration::from_secs(5));
-    // The healthy client has seen pings and answered them the whole time.
-    healthy.drain(Duration::from_millis(1200));
-    assert_eq!(healthy.request("ping", json!({}))["result"], json!({}));
+    assert_eq!(healthy.join().unwrap()["result"], json!({}));
 }
 
 #[test]
@@ -529,4 +532,53 @@ fn a_notification_broadcast_reaches_every_initialized_client() {
         "filePath": sb.ws().join("main.py"), "lineStart": 0, "lineEnd": 1}});
     assert_eq!(a.notification("at_mentioned"), expected);
     assert_eq!(b.notification("at_mentioned"), expected);
+}
+
+#[test]
+fn a_stopping_server_refuses_upgrades_instead_of_accepting_and_dropping_them() {
+    let sb = Sandbox::new();
+    let mut s = sb.serve(&[]);
+    // A client that never reads keeps shutdown waiting for its close handshake a while.
+    let _lingering = s.client();
+    let head = upgrade_head(
+        s.port,
+        &format!("X-Claude-Code-Ide-Authorization: {}\r\n", s.token),
+    );
+    s.signal("TERM");
+    wait_for("the lock file to go", DEADLINE, || {
+        (!s.lock_path.exists()).then_some(())
+    });
+    // From the moment the lock is gone, a reconnect is never handed a doomed connection.
+    for _ in 0..20 {
+        match std::net::TcpStream::connect(("127.0.0.1", s.port)) {
+            Err(_) => break,
+            Ok(_) => {
+                let (status, text) = raw_http_or_closed(s.port, &head);
+                assert!(status == 503 || status == 0, "{text}");
+            }
+        }
+    }
+    let mut child = s.child.take().unwrap();
+    let status = wait_for("exit", DEADLINE, || child.try_wait().unwrap());
+    assert_eq!(status.code(), Some(0));
+}
+
+/// Like `raw_http`, but a refused or reset connection is status 0.
+fn raw_http_or_closed(port: u16, head: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new());
+    };
+    let _ = s.set_read_timeout(Some(DEADLINE));
+    let _ = s.write_all(head.as_bytes());
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    (
+        text.split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0),
+        text,
+    )
 }

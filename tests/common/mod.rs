@@ -370,8 +370,14 @@ impl Client {
 
     /// Reads the next JSON message from the socket (not the backlog), answering pings.
     fn read_raw(&mut self, limit: Duration) -> Option<Value> {
-        self.ws.get_mut().set_read_timeout(Some(limit)).unwrap();
+        let end = Instant::now() + limit;
         loop {
+            // Answered pings must not extend the wait: re-arm the timeout with what is left.
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            self.ws.get_mut().set_read_timeout(Some(left)).unwrap();
             match self.ws.read() {
                 Ok(Message::Text(t)) => {
                     let v: Value = serde_json::from_str(t.as_str()).expect("server sent JSON");
