@@ -73,6 +73,7 @@ pub fn handle(app: &Arc<App>, req: &Value) -> Value {
             }
             json!({"ok": true, "cleared": cleared})
         }
+        "exec" => crate::exec::control(app, req),
         other => failure(&format!(
             "unknown control command '{other}' (is ccide up to date?)"
         )),

@@ -9,10 +9,15 @@ use serde_json::Value;
 
 static SUBSCRIBERS: Mutex<Vec<UnixStream>> = Mutex::new(Vec::new());
 
-pub fn subscribe(stream: UnixStream) {
-    // A subscriber that stops reading is dropped rather than allowed to stall the server.
-    if stream.set_nonblocking(true).is_ok() {
-        SUBSCRIBERS.lock().unwrap().push(stream);
+/// Adds a subscriber; its first line says the stream is live, so a script can wait for it.
+pub fn subscribe(mut stream: UnixStream) {
+    let hello = serde_json::json!({"event": "subscribed", "time": crate::log::utc_now()});
+    let mut subscribers = SUBSCRIBERS.lock().unwrap();
+    if stream.write_all(format!("{hello}\n").as_bytes()).is_ok()
+        // A subscriber that stops reading is dropped rather than allowed to stall the server.
+        && stream.set_nonblocking(true).is_ok()
+    {
+        subscribers.push(stream);
     }
 }
 

@@ -10,7 +10,9 @@ mod diagnostics;
 mod diffs;
 mod editor;
 mod events;
+mod exec;
 mod files;
+mod format;
 mod jsonrpc;
 mod lockfile;
 #[macro_use]

@@ -24,6 +24,9 @@ pub struct App {
     pub editor: crate::editor::Editor,
     pub diagnostics: crate::diagnostics::Store,
     pub stopping: Arc<std::sync::atomic::AtomicBool>,
+    pub exec: crate::exec::Exec,
+    /// `--formatter PATTERN=COMMAND` as given, in order.
+    pub formatters: Vec<String>,
 }
 
 impl App {
@@ -80,6 +83,7 @@ pub fn client_ready(app: &Arc<App>, client: &Arc<Client>) {
 /// Called once when a connection has ended, whatever the reason.
 pub fn client_gone(app: &Arc<App>, client: &Arc<Client>) {
     app.diffs.abandon_client(client.id);
+    app.exec.client_gone(client.id);
     let i = client.info();
     crate::events::emit(serde_json::json!({
         "event": "client_disconnected", "client": i.id, "pid": i.pid,
@@ -96,6 +100,8 @@ struct Settings {
     server: server::Config,
     max_connections: usize,
     mention_max_age: Duration,
+    exec: crate::exec::Settings,
+    formatters: Vec<String>,
 }
 
 fn seconds(args: &Args, name: &str, default: f64) -> Result<Duration, Fail> {
@@ -188,6 +194,21 @@ fn settings(args: &Args) -> Result<Settings, Fail> {
         },
         max_connections,
         mention_max_age: seconds(args, "--mention-max-age", 30.0)?,
+        exec: crate::exec::Settings {
+            mode: match args.value("--exec").as_deref().unwrap_or("off") {
+                "off" => crate::exec::Mode::Off,
+                "ask" => crate::exec::Mode::Ask,
+                "on" => crate::exec::Mode::On,
+                other => {
+                    return Err(Fail::Usage(format!(
+                        "invalid value '{other}' for --exec: expected off, ask or on"
+                    )));
+                }
+            },
+            timeout: seconds(args, "--exec-timeout", 60.0)?,
+            approval_timeout: seconds(args, "--exec-approval-timeout", 300.0)?,
+        },
+        formatters: args.values("--formatter"),
     })
 }
 
@@ -259,6 +280,8 @@ pub fn start(args: &Args) -> Result<Running, Fail> {
         editor: crate::editor::Editor::open(&s.state_dir, s.mention_max_age),
         diagnostics: crate::diagnostics::Store::open(&s.state_dir),
         stopping: Arc::default(),
+        exec: crate::exec::Exec::new(s.exec),
+        formatters: s.formatters,
     });
     let gate = Gate {
         token: identity.token.clone(),

@@ -57,6 +57,13 @@ const TOOLS: &[Tool] = &[
         run: crate::diffs::close_tab,
     },
     Tool {
+        name: "executeCode",
+        description: "Run Python code in a persistent kernel (one per connection; variables survive between calls). Output text, tracebacks and matplotlib figures as images.",
+        schema: || schema(&[("code", "string", "The Python code to run")], &["code"]),
+        listed: crate::exec::listed,
+        run: crate::exec::execute_code,
+    },
+    Tool {
         name: "getCurrentFile",
         description: "The active file, workspace-relative and absolute.",
         schema: || schema(&[], &[]),
@@ -219,6 +226,18 @@ const TOOLS: &[Tool] = &[
         schema: || schema(&[("path", "string", "Workspace-relative path")], &["path"]),
         listed: always,
         run: |c, a| crate::context::seed_tool(c, "readFile", a),
+    },
+    Tool {
+        name: "reformat_file",
+        description: "Reformat a file with the formatter configured for its type.",
+        schema: || {
+            schema(
+                &[("file_path", "string", "Path of the file")],
+                &["file_path"],
+            )
+        },
+        listed: always,
+        run: crate::format::reformat_file,
     },
     Tool {
         name: "saveDocument",

@@ -415,7 +415,8 @@ fn events_stream_diff_and_client_lines() {
         .spawn()
         .unwrap();
     let mut lines = std::io::BufReader::new(events.stdout.take().unwrap()).lines();
-    // The subscription is in place once a client's connection shows up in the stream.
+    let hello: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(hello["event"], "subscribed");
     let mut c = s.client();
     let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     assert_eq!(first["event"], "client_connected");
