@@ -92,8 +92,6 @@ impl Format {
 /// `"sarif:semgrep --sarif {file}"` → `(Sarif, "semgrep --sarif {file}")`.
 /// Only the known format names count as a prefix, so a command that merely
 /// contains a colon is returned whole with `Auto`.
-// Used by the checker runner (the diagnostics issue); tested here.
-#[allow(dead_code)]
 pub fn split_format_prefix(spec: &str) -> (Format, &str) {
     if let Some((name, rest)) = spec.trim_start().split_once(':')
         && let Some(format) = Format::from_name(name)

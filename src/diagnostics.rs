@@ -176,12 +176,35 @@ pub fn get_diagnostics(call: &Call, args: &Map<String, Value>) -> Reply {
         Ok(u) => u.filter(|u| !u.is_empty()),
         Err(e) => return Reply::Now(Err(e)),
     };
-    let store = &call.app.diagnostics;
+    let app = call.app;
+    if uri.is_none() {
+        // Waiting for checks (up to --diagnostics-wait) must not hold up the connection.
+        let responder = call.defer();
+        let waiter = app.clone();
+        let spawned = std::thread::Builder::new()
+            .name("diagnostics".into())
+            .stack_size(256 << 10)
+            .spawn(move || {
+                waiter.checks.refresh_all_and_wait(&waiter);
+                responder.reply(Ok(tool_json(&Value::Array(every_file(
+                    &waiter.diagnostics,
+                )))));
+            });
+        return match spawned {
+            Ok(_) => Reply::Later,
+            Err(_) => Reply::Now(Ok(tool_json(&Value::Array(every_file(&app.diagnostics))))),
+        };
+    }
+    let store = &app.diagnostics;
     let answer: Vec<Value> = match uri {
         Some(uri) => {
             // Raw `file://` + path, never percent-encoded (PROTOCOL 5).
             let raw = uri.strip_prefix("file://").unwrap_or(&uri);
             let path = PathBuf::from(raw);
+            if let Ok(confined) = app.resolve(raw) {
+                // Answers from the store now; a changed file is checked in the background.
+                app.checks.refresh(app, &confined);
+            }
             let mut ds = store.get(&path);
             if ds.is_empty()
                 && let Ok(canon) = std::fs::canonicalize(&path)
@@ -190,13 +213,51 @@ pub fn get_diagnostics(call: &Call, args: &Map<String, Value>) -> Reply {
             }
             vec![json!({"uri": uri, "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()})]
         }
-        None => store
-            .all()
-            .iter()
-            .map(|(p, ds)| json!({"uri": uri_of(p), "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}))
-            .collect(),
+        None => every_file(store),
     };
     Reply::Now(Ok(tool_json(&Value::Array(answer))))
+}
+
+fn every_file(store: &Store) -> Vec<Value> {
+    store
+        .all()
+        .iter()
+        .map(|(p, ds)| json!({"uri": uri_of(p), "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}))
+        .collect()
+}
+
+/// Imports what tools drop into `<state>/diagnostics/`, then removes the files.
+pub fn watch_drop_dir(app: &std::sync::Arc<crate::serve::App>, dir: &Path) {
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        let mut paths: Vec<PathBuf> = rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        paths.sort();
+        for p in paths {
+            // Files still being written are skipped by convention: name them `*.tmp`.
+            if p.extension().is_some_and(|e| e == "tmp")
+                || p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let base = app.workspaces.read().unwrap()[0].clone();
+            let r = import(app, &text, Format::Auto, &base);
+            crate::info!(
+                "imported {} diagnostic(s) from {}",
+                r["diagnostics"],
+                p.display()
+            );
+            let _ = std::fs::remove_file(&p);
+        }
+    }
 }
 
 /// One line per diagnostic, as `ccide diagnostics` prints them.

@@ -1,5 +1,6 @@
 //! ccide: a headless IDE for Claude Code. See README.md and man/ccide.1.
 
+mod checkers;
 mod checkparse;
 mod cli;
 mod client;

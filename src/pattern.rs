@@ -36,8 +36,6 @@ pub fn glob_match(pattern: &str, path: &str) -> bool {
 /// Checker/formatter pattern rule: a pattern without '/' matches the file
 /// NAME in any directory (`*.py` matches `a/b/c.py`); a pattern with '/'
 /// matches the whole workspace-relative path (`src/**/*.rs`).
-// Used by the checker runner (the diagnostics issue); tested here.
-#[allow(dead_code)]
 pub fn file_pattern_match(pattern: &str, rel_path: &str) -> bool {
     if pattern.contains('/') {
         glob_match(pattern, rel_path)

@@ -25,6 +25,7 @@ pub struct App {
     pub diagnostics: crate::diagnostics::Store,
     pub stopping: Arc<std::sync::atomic::AtomicBool>,
     pub exec: crate::exec::Exec,
+    pub checks: crate::checkers::Checks,
     /// `--formatter PATTERN=COMMAND` as given, in order.
     pub formatters: Vec<String>,
 }
@@ -102,6 +103,7 @@ struct Settings {
     mention_max_age: Duration,
     exec: crate::exec::Settings,
     formatters: Vec<String>,
+    checks: crate::checkers::Checks,
 }
 
 fn seconds(args: &Args, name: &str, default: f64) -> Result<Duration, Fail> {
@@ -178,6 +180,23 @@ fn settings(args: &Args) -> Result<Settings, Fail> {
         ));
     }
     let single_client = args.switch("--single-client")?;
+    let checks = {
+        let mut checkers = Vec::new();
+        for spec in args.values("--checker") {
+            checkers.push(
+                crate::checkers::Checker::parse(&spec)
+                    .map_err(|e| Fail::Usage(format!("invalid value for --checker: {e}")))?,
+            );
+        }
+        if !args.switch("--no-default-checkers")? {
+            checkers.extend(crate::checkers::defaults(&workspaces[0]));
+        }
+        crate::checkers::Checks::new(
+            checkers,
+            seconds(args, "--diagnostics-wait", 1.5)?,
+            seconds(args, "--checker-timeout", 30.0)?,
+        )
+    };
     let config_dir = lockfile::config_dir(args.value("--config-dir").as_deref())?;
     let state_dir = lockfile::state_dir(args.value("--state-dir").as_deref(), &workspaces)?;
     Ok(Settings {
@@ -209,6 +228,7 @@ fn settings(args: &Args) -> Result<Settings, Fail> {
             approval_timeout: seconds(args, "--exec-approval-timeout", 300.0)?,
         },
         formatters: args.values("--formatter"),
+        checks,
     })
 }
 
@@ -281,6 +301,7 @@ pub fn start(args: &Args) -> Result<Running, Fail> {
         diagnostics: crate::diagnostics::Store::open(&s.state_dir),
         stopping: Arc::default(),
         exec: crate::exec::Exec::new(s.exec),
+        checks: s.checks,
         formatters: s.formatters,
     });
     let gate = Gate {
@@ -302,6 +323,12 @@ pub fn start(args: &Args) -> Result<Running, Fail> {
     })?;
     let control_app = app.clone();
     spawn("control", move || crate::control::run(control_app, control))?;
+    let drop_dir = s.state_dir.join("diagnostics");
+    crate::files::private_dir(&drop_dir, "diagnostics drop directory")?;
+    let drop_app = app.clone();
+    spawn("imports", move || {
+        crate::diagnostics::watch_drop_dir(&drop_app, &drop_dir)
+    })?;
     let keepalive_app = app.clone();
     spawn("keepalive", move || {
         server::keepalive(&keepalive_app.server)

@@ -57,6 +57,7 @@ pub fn signal_name(sig: libc::c_int) -> &'static str {
 }
 
 pub const SIGINT: libc::c_int = libc::SIGINT;
+pub const SIGKILL: libc::c_int = libc::SIGKILL;
 
 /// Restores an empty signal mask; called in children between fork and exec, because they
 /// inherit the blocked termination signals otherwise and could not be stopped by them.

@@ -1,0 +1,214 @@
+//! Diagnostics from checkers run in the background: freshness, budgets, timeouts, broadcasts.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+/// A checker script: reports an error on line 1 when the file contains "bad".
+fn checker(sb: &Sandbox, body: &str) -> PathBuf {
+    let p = sb.root.write("check.sh", format!("#!/bin/sh\n{body}\n"));
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+const REPORT_BAD: &str = r#"if grep -q bad "$1"; then echo "$1:1:5: error: found bad [X1]"; fi"#;
+
+fn serve_with(sb: &Sandbox, script: &Path, extra: &[&str]) -> Server {
+    let spec = format!("*.txt=compiler:{} {{file}}", script.display());
+    let mut args = vec!["--no-default-checkers", "--checker", &spec];
+    args.extend_from_slice(extra);
+    sb.serve(&args)
+}
+
+fn diagnostics(c: &mut Client, args: Value) -> Value {
+    json_text(&c.call("getDiagnostics", args))
+}
+
+fn uri(p: &Path) -> String {
+    format!("file://{}", p.display())
+}
+
+#[test]
+fn a_changed_file_is_checked_in_the_background_and_the_result_broadcast() {
+    let sb = Sandbox::new();
+    let script = checker(&sb, REPORT_BAD);
+    let file = sb.write("notes dir/ä.txt", "all bad here\n");
+    let s = serve_with(&sb, &script, &[]);
+    let mut c = s.client();
+    // The first answer comes from the (empty) store; the check runs meanwhile.
+    assert_eq!(
+        diagnostics(&mut c, json!({"uri": uri(&file)})),
+        json!([{"uri": uri(&file), "diagnostics": []}])
+    );
+    let n = c.notification("diagnostics_changed");
+    let expected = json!({"uri": uri(&file), "diagnostics": [{
+        "message": "found bad", "severity": "Error", "source": "check.sh", "code": "X1",
+        "range": {"start": {"line": 0, "character": 4}, "end": {"line": 0, "character": 4}},
+    }]});
+    assert_eq!(n["params"], expected);
+    assert_eq!(
+        diagnostics(&mut c, json!({"uri": uri(&file)})),
+        json!([expected])
+    );
+}
+
+#[test]
+fn the_answer_after_an_edit_reflects_the_file_as_written() {
+    let sb = Sandbox::new();
+    let script = checker(&sb, REPORT_BAD);
+    let file = sb.write("a.txt", "fine\n");
+    let s = serve_with(&sb, &script, &[]);
+    let mut c = s.client();
+    // Baseline before the edit, as the CLI takes it.
+    assert_eq!(
+        diagnostics(&mut c, json!({"uri": uri(&file)}))[0]["diagnostics"],
+        json!([])
+    );
+    // The edit, then `{}` as the CLI asks right after writing.
+    std::fs::write(&file, "now bad and longer\n").unwrap();
+    let all = diagnostics(&mut c, json!({}));
+    assert_eq!(all[0]["uri"], uri(&file), "{all}");
+    assert_eq!(all[0]["diagnostics"][0]["message"], "found bad");
+    // Fixing the file clears it.
+    std::fs::write(&file, "fixed, and different\n").unwrap();
+    assert_eq!(diagnostics(&mut c, json!({})), json!([]));
+}
+
+#[test]
+fn a_uri_request_answers_at_once_while_a_checker_hangs_and_the_checker_is_killed() {
+    let sb = Sandbox::new();
+    let pidfile = sb.root.join("checker.pid");
+    let script = checker(
+        &sb,
+        &format!("echo $$ > {}\nexec sleep 60", pidfile.display()),
+    );
+    let file = sb.write("a.txt", "x\n");
+    let s = serve_with(
+        &sb,
+        &script,
+        &["--checker-timeout", "1", "--diagnostics-wait", "0.3"],
+    );
+    let mut c = s.client();
+    let started = Instant::now();
+    assert_eq!(
+        diagnostics(&mut c, json!({"uri": uri(&file)}))[0]["diagnostics"],
+        json!([])
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    let pid: String = wait_for("the checker to start", DEADLINE, || {
+        std::fs::read_to_string(&pidfile)
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+    });
+    // `{}` waits for the running check only up to --diagnostics-wait.
+    std::fs::write(&file, "changed\n").unwrap();
+    let started = Instant::now();
+    diagnostics(&mut c, json!({}));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // Meanwhile the connection serves other requests.
+    assert_eq!(c.request("ping", json!({}))["result"], json!({}));
+    wait_for("the hung checker to be killed", DEADLINE, || {
+        let alive = std::process::Command::new("kill")
+            .args(["-0", pid.trim()])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        (!alive).then_some(())
+    });
+    wait_for("the timeout in the log", DEADLINE, || {
+        s.log()
+            .contains("timed out after 1 s; killed")
+            .then_some(())
+    });
+}
+
+#[test]
+fn a_project_checker_reports_every_file_and_clears_fixed_ones() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.txt", "x\n");
+    let b = sb.write("sub/b.txt", "x\n");
+    let out = sb.root.join("project-output");
+    std::fs::write(
+        &out,
+        "a.txt:1:1: warning: wa\nsub/b.txt:2:3: error: eb [E2]\n",
+    )
+    .unwrap();
+    let script = checker(&sb, &format!("cat {}", out.display()));
+    let spec = format!("*.txt=compiler:{}", script.display());
+    let s = sb.serve(&["--no-default-checkers", "--checker", &spec]);
+    let mut c = s.client();
+    diagnostics(&mut c, json!({"uri": uri(&a)}));
+    let both = wait_for("both files reported", DEADLINE, || {
+        let all = diagnostics(&mut c, json!({}));
+        (all.as_array().unwrap().len() == 2).then_some(all)
+    });
+    assert_eq!(both[0]["uri"], uri(&a));
+    assert_eq!(both[1]["diagnostics"][0]["code"], "E2");
+    std::fs::write(&out, "sub/b.txt:2:3: error: eb [E2]\n").unwrap();
+    std::fs::write(&a, "edited\n").unwrap();
+    let all = diagnostics(&mut c, json!({}));
+    assert_eq!(all.as_array().unwrap().len(), 1, "{all}");
+    assert_eq!(all[0]["uri"], uri(&b));
+}
+
+#[test]
+fn bad_checker_specs_are_usage_errors() {
+    let sb = Sandbox::new();
+    let o = sb.run(&["serve", "--checker", "no-equals-sign"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--checker"), "{}", stderr(&o));
+}
+
+#[test]
+fn files_dropped_into_the_state_directory_are_imported() {
+    let sb = Sandbox::new();
+    let file = sb.write("a.c", "int x;\n");
+    let s = sb.serve(&["--no-default-checkers"]);
+    let mut c = s.client();
+    let drop = sb.state().join("diagnostics/ci.txt");
+    std::fs::write(
+        &drop,
+        format!("{}:1:5: warning: from CI [-Wci]\n", file.display()),
+    )
+    .unwrap();
+    let n = c.notification("diagnostics_changed");
+    assert_eq!(n["params"]["uri"], uri(&file));
+    assert_eq!(n["params"]["diagnostics"][0]["code"], "-Wci");
+    wait_for("the dropped file to be removed", DEADLINE, || {
+        (!drop.exists()).then_some(())
+    });
+}
+
+#[test]
+fn the_built_in_python_checker_reports_a_syntax_error() {
+    let sb = Sandbox::new();
+    let file = sb.write("broken.py", "x = 1\ndef f(:\n    pass\n");
+    let s = sb.serve(&[]);
+    let mut c = s.client();
+    diagnostics(&mut c, json!({"uri": uri(&file)}));
+    let found = wait_for("the python checker's result", DEADLINE, || {
+        let d = diagnostics(&mut c, json!({"uri": uri(&file)}));
+        let list = d[0]["diagnostics"].as_array()?.clone();
+        (!list.is_empty()).then_some(list)
+    });
+    assert_eq!(found[0]["severity"], "Error", "{found:?}");
+    assert_eq!(found[0]["range"]["start"]["line"], 1, "{found:?}");
+    assert!(
+        ["ruff", "python3"].contains(&found[0]["source"].as_str().unwrap()),
+        "{found:?}"
+    );
+}
