@@ -344,6 +344,15 @@ pub const COMMANDS: &[Command] = &[
         passthrough: false,
     },
     Command {
+        name: "workspace",
+        usage: "ccide workspace [list | add DIR | remove DIR] [OPTIONS]",
+        about: "List, add or remove the workspace folders of the running server.",
+        details: "The lock file is rewritten with the same port and token (systemd is told RELOADING=1,\nthen READY=1), and the change persists in the state directory across restarts.",
+        flags: &[PORT, CONFIG_DIR],
+        run: crate::client::workspace,
+        passthrough: false,
+    },
+    Command {
         name: "events",
         usage: "ccide events [OPTIONS]",
         about: "Stream one JSON line per event (diffs opened and settled, clients) until interrupted.",

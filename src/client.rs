@@ -632,6 +632,24 @@ pub fn claude(args: &Args) -> Outcome {
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 
+pub fn workspace(args: &Args) -> Outcome {
+    let (op, path) = match args.operands.as_slice() {
+        [] => ("list", None),
+        [op] if op == "list" => ("list", None),
+        [op, dir] if op == "add" || op == "remove" => (op.as_str(), Some(absolute(dir)?)),
+        _ => {
+            return Err(Fail::Usage(
+                "expected: ccide workspace [list | add DIR | remove DIR]".into(),
+            ));
+        }
+    };
+    let r = connect(args)?.request(json!({"cmd": "workspace", "op": op, "path": path}))?;
+    for w in r["workspaces"].as_array().into_iter().flatten() {
+        println!("{}", w.as_str().unwrap_or(""));
+    }
+    Ok(EXIT_OK)
+}
+
 pub fn diagnostics(args: &Args) -> Outcome {
     let action = args.operands.first().map(String::as_str).unwrap_or("list");
     let rest = args.operands.get(1..).unwrap_or(&[]);

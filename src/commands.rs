@@ -74,6 +74,18 @@ pub fn handle(app: &Arc<App>, req: &Value) -> Value {
             json!({"ok": true, "cleared": cleared})
         }
         "exec" => crate::exec::control(app, req),
+        "workspace" => {
+            let add = req["op"] == "add";
+            let path = PathBuf::from(req["path"].as_str().unwrap_or(""));
+            match req["op"].as_str() {
+                Some("list") => json!({"ok": true, "workspaces": *app.workspaces.read().unwrap()}),
+                Some("add" | "remove") => match app.change_workspace(add, &path) {
+                    Ok(ws) => json!({"ok": true, "workspaces": ws}),
+                    Err(e) => failure(&e),
+                },
+                _ => failure("workspace: expected add, remove or list"),
+            }
+        }
         other => failure(&format!(
             "unknown control command '{other}' (is ccide up to date?)"
         )),

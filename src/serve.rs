@@ -26,6 +26,9 @@ pub struct App {
     pub stopping: Arc<std::sync::atomic::AtomicBool>,
     pub exec: crate::exec::Exec,
     pub checks: crate::checkers::Checks,
+    /// What rewriting the lock file needs when the workspace folders change.
+    config_dir: PathBuf,
+    token: String,
     /// `--formatter PATTERN=COMMAND` as given, in order.
     pub formatters: Vec<String>,
 }
@@ -199,6 +202,16 @@ fn settings(args: &Args) -> Result<Settings, Fail> {
     };
     let config_dir = lockfile::config_dir(args.value("--config-dir").as_deref())?;
     let state_dir = lockfile::state_dir(args.value("--state-dir").as_deref(), &workspaces)?;
+    // `ccide workspace add/remove` changes persist on top of the command line's folders.
+    let changes = WorkspaceChanges::load(&state_dir);
+    for added in &changes.added {
+        if added.is_dir() && !workspaces.contains(added) {
+            workspaces.push(added.clone());
+        }
+    }
+    if workspaces.iter().any(|w| !changes.removed.contains(w)) {
+        workspaces.retain(|w| !changes.removed.contains(w));
+    }
     Ok(Settings {
         workspaces,
         ide_name,
@@ -302,6 +315,8 @@ pub fn start(args: &Args) -> Result<Running, Fail> {
         stopping: Arc::default(),
         exec: crate::exec::Exec::new(s.exec),
         checks: s.checks,
+        config_dir: s.config_dir.clone(),
+        token: identity.token.clone(),
         formatters: s.formatters,
     });
     let gate = Gate {
@@ -330,8 +345,9 @@ pub fn start(args: &Args) -> Result<Running, Fail> {
         crate::diagnostics::watch_drop_dir(&drop_app, &drop_dir)
     })?;
     let keepalive_app = app.clone();
+    let mut watchdog = Watchdog::from_env();
     spawn("keepalive", move || {
-        server::keepalive(&keepalive_app.server)
+        server::keepalive(&keepalive_app.server, |now| watchdog.tick(now))
     })?;
     let lock = LockFile::write(
         &s.config_dir,
@@ -401,6 +417,137 @@ fn remove_own_stale_lock(s: &Settings, old_port: u16, token: &str) {
     let ours = v["authToken"].as_str() == Some(token);
     if ours && !crate::sys::process_alive(v["pid"].as_i64().unwrap_or(0)) {
         let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// The folders `ccide workspace add/remove` changed, kept in the state directory.
+#[derive(Default)]
+struct WorkspaceChanges {
+    added: Vec<PathBuf>,
+    removed: Vec<PathBuf>,
+}
+
+impl WorkspaceChanges {
+    fn path(state: &std::path::Path) -> PathBuf {
+        state.join("workspaces.json")
+    }
+
+    fn load(state: &std::path::Path) -> WorkspaceChanges {
+        let v: serde_json::Value = std::fs::read(Self::path(state))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let list = |k: &str| -> Vec<PathBuf> {
+            v[k].as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.as_str().map(PathBuf::from))
+                .collect()
+        };
+        WorkspaceChanges {
+            added: list("added"),
+            removed: list("removed"),
+        }
+    }
+
+    fn save(&self, state: &std::path::Path) -> Result<(), String> {
+        let body = serde_json::json!({"added": self.added, "removed": self.removed}).to_string();
+        crate::files::write_atomic(&Self::path(state), body.as_bytes(), 0o600)
+            .map_err(|e| format!("cannot save {}: {e}", Self::path(state).display()))
+    }
+}
+
+impl App {
+    /// Adds or removes a workspace folder, persists the change and rewrites the lock file with
+    /// the same port and token (as the VS Code extension does when folders change).
+    pub fn change_workspace(
+        &self,
+        add: bool,
+        raw: &std::path::Path,
+    ) -> Result<Vec<PathBuf>, String> {
+        let mut ws = self.workspaces.write().unwrap();
+        let dir = match crate::files::canonical_dir(raw) {
+            Ok(d) => d,
+            Err(_) if !add => raw.to_path_buf(),
+            Err(e) => return Err(e),
+        };
+        let mut changes = WorkspaceChanges::load(&self.state_dir);
+        if add {
+            if ws.contains(&dir) {
+                return Ok(ws.clone());
+            }
+            ws.push(dir.clone());
+            changes.removed.retain(|p| *p != dir);
+            changes.added.push(dir.clone());
+        } else {
+            if !ws.contains(&dir) {
+                return Err(format!(
+                    "{} is not a workspace folder of this server",
+                    dir.display()
+                ));
+            }
+            if ws.len() == 1 {
+                return Err(format!(
+                    "{} is the only workspace folder; a server needs one",
+                    dir.display()
+                ));
+            }
+            ws.retain(|w| *w != dir);
+            changes.added.retain(|p| *p != dir);
+            changes.removed.push(dir.clone());
+        }
+        changes.save(&self.state_dir)?;
+        sd_notify("RELOADING=1");
+        let written = LockFile::write(
+            &self.config_dir,
+            &LockContent {
+                port: self.port,
+                workspaces: &ws,
+                ide_name: &self.ide_name,
+                token: &self.token,
+                control: &self.control_path,
+                state: &self.state_dir,
+            },
+        );
+        sd_notify("READY=1");
+        written?;
+        crate::info!(
+            "workspace folder {} {}",
+            dir.display(),
+            if add { "added" } else { "removed" }
+        );
+        Ok(ws.clone())
+    }
+}
+
+/// `WATCHDOG=1` at half of `$WATCHDOG_USEC`, when systemd asks for it (and for this pid).
+struct Watchdog {
+    every: Option<Duration>,
+    next: std::time::Instant,
+}
+
+impl Watchdog {
+    fn from_env() -> Watchdog {
+        let for_us = std::env::var("WATCHDOG_PID")
+            .map_or(true, |p| p.trim() == std::process::id().to_string());
+        let every = std::env::var("WATCHDOG_USEC")
+            .ok()
+            .and_then(|u| u.trim().parse::<u64>().ok())
+            .filter(|u| *u > 0 && for_us)
+            .map(|u| Duration::from_micros(u) / 2);
+        Watchdog {
+            every,
+            next: std::time::Instant::now(),
+        }
+    }
+
+    fn tick(&mut self, now: std::time::Instant) {
+        if let Some(every) = self.every
+            && now >= self.next
+        {
+            sd_notify("WATCHDOG=1");
+            self.next = now + every;
+        }
     }
 }
 

@@ -424,7 +424,9 @@ fn notification(app: &Arc<crate::serve::App>, client: &Arc<Client>, method: &str
 /// that has not answered within the timeout is closed with 1001. When this thread itself wakes
 /// up late (the process was paused), every deadline restarts instead, so a frozen container or
 /// a sleeping laptop does not cost healthy clients their connection.
-pub fn keepalive(server: &Server) {
+/// `on_tick` runs on every wake-up (the systemd watchdog rides on it, so a stuck keepalive
+/// thread gets the service restarted).
+pub fn keepalive(server: &Server, mut on_tick: impl FnMut(Instant)) {
     let cfg = &server.config;
     let tick = (cfg.ping_interval.min(cfg.ping_timeout) / 4)
         .clamp(Duration::from_millis(20), Duration::from_millis(500));
@@ -432,6 +434,7 @@ pub fn keepalive(server: &Server) {
     loop {
         std::thread::sleep(tick);
         let now = Instant::now();
+        on_tick(now);
         let gap = now.duration_since(last);
         let late = gap > tick + Duration::from_millis(750).max(tick);
         last = now;

@@ -1,0 +1,128 @@
+//! Running under systemd: readiness, watchdog and reload notifications, journald levels, and
+//! workspace folders changed at run time.
+
+mod common;
+
+use std::os::unix::net::UnixDatagram;
+use std::time::Duration;
+
+use common::*;
+use serde_json::json;
+
+fn serve_cmd(sb: &Sandbox, extra: &[&str]) -> std::process::Command {
+    let ws = sb.ws();
+    let state = sb.state();
+    let mut args = vec![
+        "serve",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    sb.command(&args)
+}
+
+/// Reads datagrams until `want` arrives; returns everything read, in order.
+fn until(sock: &UnixDatagram, want: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 512];
+    wait_for(&format!("{want} on NOTIFY_SOCKET"), DEADLINE, || {
+        let n = sock.recv(&mut buf).ok()?;
+        let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+        seen.push(msg.clone());
+        (msg == want).then_some(())
+    });
+    seen
+}
+
+#[test]
+fn ready_watchdog_reloading_and_stopping_reach_the_notify_socket() {
+    let sb = Sandbox::new();
+    let other = sb.root.join("other project");
+    std::fs::create_dir_all(&other).unwrap();
+    let sock_path = sb.root.join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut cmd = serve_cmd(&sb, &[]);
+    cmd.env("NOTIFY_SOCKET", &sock_path)
+        .env("WATCHDOG_USEC", "200000");
+    let mut s = Server::spawn(&mut cmd, &sb.config());
+    assert_eq!(until(&sock, "READY=1"), vec!["READY=1"]);
+    until(&sock, "WATCHDOG=1");
+    let o = sb.run(&["workspace", "add", other.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let seen = until(&sock, "READY=1");
+    assert!(seen.iter().any(|m| m == "RELOADING=1"), "{seen:?}");
+    let lock: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&s.lock_path).unwrap()).unwrap();
+    assert_eq!(lock["workspaceFolders"], json!([sb.ws(), other]));
+    assert_eq!(lock["authToken"], s.lock["authToken"], "same token");
+    s.signal("TERM");
+    until(&sock, "STOPPING=1");
+    let _ = s.stop_with("TERM");
+}
+
+#[test]
+fn workspace_changes_keep_port_and_token_and_survive_a_restart() {
+    let sb = Sandbox::new();
+    let other = sb.root.join("second");
+    std::fs::create_dir_all(&other).unwrap();
+    let mut s = sb.serve(&[]);
+    let (port, token) = (s.port, s.token.clone());
+    let o = sb.run(&["workspace", "add", other.to_str().unwrap()]);
+    assert_eq!(
+        stdout(&o),
+        format!("{}\n{}\n", sb.ws().display(), other.display())
+    );
+    // The new folder is open to the tools right away.
+    let f = sb.root.write("second/b.txt", "in the second folder\n");
+    let mut c = s.client();
+    let r = c.call("openFile", json!({"filePath": f, "makeFrontmost": false}));
+    assert_eq!(json_text(&r)["success"], true, "{r}");
+    s.stop_with("TERM");
+    let mut s = sb.serve(&[]);
+    assert_eq!((s.port, s.token.clone()), (port, token));
+    assert_eq!(s.lock["workspaceFolders"], json!([sb.ws(), other]));
+    let o = sb.run(&["workspace", "remove", other.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = sb.run(&["workspace", "remove", sb.ws().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("only workspace folder"),
+        "{}",
+        stderr(&o)
+    );
+    s.stop_with("TERM");
+    let s = sb.serve(&[]);
+    assert_eq!(s.lock["workspaceFolders"], json!([sb.ws()]));
+}
+
+#[test]
+fn under_journald_log_lines_carry_syslog_priorities() {
+    let sb = Sandbox::new();
+    let mut cmd = serve_cmd(&sb, &["--log-level", "debug"]);
+    cmd.env("JOURNAL_STREAM", "8:12345");
+    let s = Server::spawn(&mut cmd, &sb.config());
+    let mut c = s.client();
+    c.request("ping", json!({}));
+    let log = wait_for("a debug line", DEADLINE, || {
+        let l = s.log();
+        l.contains("<7>").then_some(l)
+    });
+    assert!(
+        log.lines()
+            .next()
+            .unwrap()
+            .starts_with("<6>listening on 127.0.0.1:"),
+        "{log}"
+    );
+    assert!(log.lines().all(|l| l.starts_with('<')), "{log}");
+    // Without journald: a timestamp and the level word.
+    let sb2 = Sandbox::new();
+    let s2 = sb2.serve(&[]);
+    wait_for("the listening line", DEADLINE, || {
+        s2.log().contains(" ccide info: listening on").then_some(())
+    });
+}
