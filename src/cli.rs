@@ -299,10 +299,20 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         name: "status",
-        usage: "ccide status [OPTIONS]",
+        usage: "ccide status [--all] [OPTIONS]",
         about: "Show the server, its clients, open tabs, the selection and pending diffs.",
-        details: "",
-        flags: &[JSON, PORT, CONFIG_DIR],
+        details: "With --all: every lock file in the config directory (ccide's and other IDEs'), live or dead.",
+        flags: &[
+            flag(
+                "--all",
+                None,
+                None,
+                "List every lock file with its liveness instead.",
+            ),
+            JSON,
+            PORT,
+            CONFIG_DIR,
+        ],
         run: crate::client::status,
         passthrough: false,
     },
@@ -350,6 +360,18 @@ pub const COMMANDS: &[Command] = &[
         details: "The lock file is rewritten with the same port and token (systemd is told RELOADING=1,\nthen READY=1), and the change persists in the state directory across restarts.",
         flags: &[PORT, CONFIG_DIR],
         run: crate::client::workspace,
+        passthrough: false,
+    },
+    Command {
+        name: "gc",
+        usage: "ccide gc [--dry-run] [OPTIONS]",
+        about: "Remove ccide lock files whose process is gone, and their servers' leftovers.",
+        details: "Never touches another IDE's lock file, nor a live server's. The state kept for a\nrestart (port, token, editor model, diagnostics) stays.",
+        flags: &[
+            flag("--dry-run", None, None, "Only say what would be removed."),
+            CONFIG_DIR,
+        ],
+        run: crate::client::gc,
         passthrough: false,
     },
     Command {

@@ -480,6 +480,9 @@ pub fn status(args: &Args) -> Outcome {
     if let Some(extra) = args.operands.first() {
         return Err(Fail::Usage(format!("unexpected argument '{extra}'")));
     }
+    if args.switch("--all")? {
+        return status_all(args);
+    }
     let r = connect(args)?.request(json!({"cmd": "status"}))?;
     let s = &r["status"];
     if args.switch("--json")? {
@@ -630,6 +633,85 @@ pub fn claude(args: &Args) -> Outcome {
     Ok(status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// Every lock file in the config directory, ccide's and other IDEs', with liveness.
+fn status_all(args: &Args) -> Outcome {
+    let config = crate::lockfile::config_dir(args.value("--config-dir").as_deref())?;
+    let locks = crate::lockfile::scan(&config);
+    if args.switch("--json")? {
+        let v: Vec<Value> = locks
+            .iter()
+            .map(|l| {
+                json!({"port": l.port, "lock": l.path, "pid": l.pid, "alive": l.alive,
+                    "ccide": l.control.is_some(), "ide_name": l.ide_name, "workspaces": l.workspaces})
+            })
+            .collect();
+        print_json(&Value::Array(v));
+        return Ok(EXIT_OK);
+    }
+    if locks.is_empty() {
+        println!("no lock files in {}", config.join("ide").display());
+    }
+    for l in &locks {
+        println!(
+            "{:<6} {:<5} {:<6} {} ({})",
+            l.port,
+            if l.alive { "live" } else { "dead" },
+            if l.control.is_some() {
+                "ccide"
+            } else {
+                "other"
+            },
+            l.ide_name,
+            l.workspaces
+                .iter()
+                .map(|w| w.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(EXIT_OK)
+}
+
+/// Removes ccide lock files whose process is gone (never another IDE's) and the leftovers of
+/// their servers: the control socket and pending-diff directories in their state directories.
+pub fn gc(args: &Args) -> Outcome {
+    if let Some(extra) = args.operands.first() {
+        return Err(Fail::Usage(format!("unexpected argument '{extra}'")));
+    }
+    let dry = args.switch("--dry-run")?;
+    let config = crate::lockfile::config_dir(args.value("--config-dir").as_deref())?;
+    let mut removed = 0;
+    for l in crate::lockfile::scan(&config) {
+        let (Some(control), false) = (&l.control, l.alive) else {
+            continue;
+        };
+        let mut leftovers = vec![l.path.clone(), control.clone()];
+        if let Some(state) = control.parent() {
+            leftovers.push(state.join("diffs"));
+        }
+        for p in leftovers.iter().filter(|p| p.exists()) {
+            println!(
+                "{}{}",
+                if dry { "would remove " } else { "removed " },
+                p.display()
+            );
+            if !dry {
+                let r = if p.is_dir() {
+                    std::fs::remove_dir_all(p)
+                } else {
+                    std::fs::remove_file(p)
+                };
+                r.map_err(|e| Fail::Failed(format!("cannot remove {}: {e}", p.display())))?;
+            }
+            removed += 1;
+        }
+    }
+    if removed == 0 {
+        println!("nothing to clean up in {}", config.join("ide").display());
+    }
+    Ok(EXIT_OK)
 }
 
 pub fn workspace(args: &Args) -> Outcome {

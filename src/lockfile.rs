@@ -177,6 +177,7 @@ impl LockFile {
 pub struct Found {
     pub port: u16,
     pub path: PathBuf,
+    pub pid: i64,
     pub workspaces: Vec<PathBuf>,
     pub ide_name: String,
     pub control: Option<PathBuf>,
@@ -207,6 +208,7 @@ pub fn scan(config: &Path) -> Vec<Found> {
         let pid = v["pid"].as_i64().unwrap_or(0);
         out.push(Found {
             port,
+            pid,
             alive: crate::sys::process_alive(pid),
             workspaces: v["workspaceFolders"]
                 .as_array()

@@ -109,13 +109,11 @@ fn under_journald_log_lines_carry_syslog_priorities() {
     c.request("ping", json!({}));
     let log = wait_for("a debug line", DEADLINE, || {
         let l = s.log();
-        l.contains("<7>").then_some(l)
+        (l.contains("<7>") && l.contains("<6>listening")).then_some(l)
     });
     assert!(
         log.lines()
-            .next()
-            .unwrap()
-            .starts_with("<6>listening on 127.0.0.1:"),
+            .any(|l| l.starts_with("<6>listening on 127.0.0.1:")),
         "{log}"
     );
     assert!(log.lines().all(|l| l.starts_with('<')), "{log}");
@@ -125,4 +123,60 @@ fn under_journald_log_lines_carry_syslog_priorities() {
     wait_for("the listening line", DEADLINE, || {
         s2.log().contains(" ccide info: listening on").then_some(())
     });
+}
+
+#[test]
+fn status_all_and_gc_on_live_dead_and_foreign_lock_files() {
+    let sb = Sandbox::new();
+    let s = sb.serve(&[]);
+    let ide = sb.config().join("ide");
+    let dead_state = sb.root.join("dead-state");
+    std::fs::create_dir_all(dead_state.join("diffs/3")).unwrap();
+    std::fs::write(dead_state.join("control.sock"), "").unwrap();
+    std::fs::write(dead_state.join("server.json"), "{}").unwrap();
+    // pid 2^22+1 is above Linux's pid_max default range: never alive.
+    let dead_pid = 4_194_305;
+    let write_lock = |port: u16, pid: u32, ccide: bool| {
+        let mut v = json!({"pid": pid, "workspaceFolders": [sb.ws()], "ideName": format!("ide {port}"),
+            "transport": "ws", "runningInWindows": false, "authToken": "t"});
+        if ccide {
+            v["ccide"] = json!({"control": dead_state.join("control.sock"), "state": dead_state});
+        }
+        std::fs::write(ide.join(format!("{port}.lock")), v.to_string()).unwrap();
+    };
+    write_lock(1, dead_pid, true);
+    write_lock(2, dead_pid, false);
+    write_lock(3, std::process::id(), false);
+    let o = sb.run(&["status", "--all"]);
+    let out = stdout(&o);
+    assert!(out.contains("1      dead  ccide  ide 1"), "{out}");
+    assert!(out.contains("2      dead  other  ide 2"), "{out}");
+    assert!(out.contains("3      live  other  ide 3"), "{out}");
+    assert!(
+        out.contains(&format!("{:<6} live  ccide  ccide (ws)", s.port)),
+        "{out}"
+    );
+    let o = sb.run(&["gc", "--dry-run"]);
+    assert!(
+        stdout(&o).contains(&format!("would remove {}", ide.join("1.lock").display())),
+        "{}",
+        stdout(&o)
+    );
+    assert!(ide.join("1.lock").exists());
+    let o = sb.run(&["gc"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!ide.join("1.lock").exists());
+    assert!(!dead_state.join("control.sock").exists() && !dead_state.join("diffs").exists());
+    assert!(
+        dead_state.join("server.json").exists(),
+        "the state kept for a restart stays"
+    );
+    for kept in ["2.lock", "3.lock"] {
+        assert!(ide.join(kept).exists(), "{kept} is another IDE's");
+    }
+    assert!(s.lock_path.exists(), "a live server's lock stays");
+    assert_eq!(
+        stdout(&sb.run(&["gc"])),
+        format!("nothing to clean up in {}\n", ide.display())
+    );
 }
