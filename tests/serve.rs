@@ -493,7 +493,7 @@ fn every_flag_of_every_command_is_in_the_man_page_and_it_renders() {
         let help = stdout(&sb.run(&["help", cmd]));
         for word in help.split_whitespace() {
             if let Some(flag) = word.strip_prefix("--") {
-                let flag = flag.trim_end_matches([',', '.', ')']);
+                let flag = flag.trim_end_matches([',', '.', ')', ':', ';', '`']);
                 if flag.is_empty() || flag == "help" {
                     continue;
                 }
