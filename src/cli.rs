@@ -363,6 +363,29 @@ pub const COMMANDS: &[Command] = &[
         passthrough: false,
     },
     Command {
+        name: "unit",
+        usage: "ccide unit [--workspace DIR]... [--install]",
+        about: "Print (or install) a systemd user unit that runs ccide serve.",
+        details: "Without --workspace: the template ccide@.service, one instance per workspace named by\n`systemd-escape --path DIR`. With --workspace: a plain unit serving exactly those folders.\nBoth use Type=notify, Restart=on-failure, WatchdogSec=, StateDirectory= and sandboxing.",
+        flags: &[
+            Flag {
+                name: "--workspace",
+                value: Some("DIR"),
+                env: None,
+                repeat: true,
+                help: "Make a plain unit for these folders instead of the template (repeatable).",
+            },
+            flag(
+                "--install",
+                None,
+                None,
+                "Write the unit to ~/.config/systemd/user/ and print the systemctl commands.",
+            ),
+        ],
+        run: crate::unit::command,
+        passthrough: false,
+    },
+    Command {
         name: "gc",
         usage: "ccide gc [--dry-run] [OPTIONS]",
         about: "Remove ccide lock files whose process is gone, and their servers' leftovers.",

@@ -25,6 +25,7 @@ mod sys;
 mod textdiff;
 mod tools;
 mod transport;
+mod unit;
 
 use cli::{Args, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Fail};
 

@@ -180,3 +180,152 @@ fn status_all_and_gc_on_live_dead_and_foreign_lock_files() {
         format!("nothing to clean up in {}\n", ide.display())
     );
 }
+
+/// `[Section]` → key → values, as systemd reads a unit.
+fn sections(text: &str) -> std::collections::BTreeMap<String, Vec<(String, String)>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut current = String::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = name.to_string();
+            continue;
+        }
+        let (k, v) = line
+            .split_once('=')
+            .unwrap_or_else(|| panic!("not key=value: {line}"));
+        out.entry(current.clone())
+            .or_insert_with(Vec::new)
+            .push((k.to_string(), v.to_string()));
+    }
+    out
+}
+
+fn get<'a>(
+    s: &'a std::collections::BTreeMap<String, Vec<(String, String)>>,
+    section: &str,
+    key: &str,
+) -> &'a str {
+    &s[section]
+        .iter()
+        .find(|(k, _)| k == key)
+        .unwrap_or_else(|| panic!("no {key} in [{section}]"))
+        .1
+}
+
+#[test]
+fn printed_units_run_this_binary_with_notify_restart_state_and_sandboxing() {
+    let sb = Sandbox::new();
+    let bin = std::fs::canonicalize(BIN).unwrap();
+    let o = sb.run(&["unit"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let t = sections(&text);
+    assert_eq!(
+        get(&t, "Service", "ExecStart"),
+        format!(
+            "{} serve --workspace %f --state-dir %S/ccide/%i",
+            bin.display()
+        )
+    );
+    for (k, v) in [
+        ("Type", "notify"),
+        ("Restart", "on-failure"),
+        ("StateDirectory", "ccide"),
+        ("NoNewPrivileges", "yes"),
+        ("ProtectSystem", "strict"),
+        ("PrivateTmp", "yes"),
+        ("RestrictAddressFamilies", "AF_INET AF_INET6 AF_UNIX"),
+    ] {
+        assert_eq!(get(&t, "Service", k), v, "{k}");
+    }
+    assert_eq!(get(&t, "Service", "ReadWritePaths"), "-%h/.claude %f");
+    assert_eq!(get(&t, "Install", "WantedBy"), "default.target");
+    // The enable line names the instance for the current directory.
+    assert!(
+        text.contains(&format!(
+            "enable --now 'ccide@{}.service'",
+            escaped(&sb.ws())
+        )),
+        "{text}"
+    );
+
+    let odd = sb.root.join("my dir-x/ä");
+    std::fs::create_dir_all(&odd).unwrap();
+    let o = sb.run(&["unit", "--workspace", odd.to_str().unwrap()]);
+    let p = sections(&stdout(&o));
+    assert_eq!(
+        get(&p, "Service", "ExecStart"),
+        format!("{} serve --workspace \"{}\"", bin.display(), odd.display())
+    );
+    assert!(
+        get(&p, "Service", "StateDirectory").starts_with("ccide/ä-"),
+        "{}",
+        get(&p, "Service", "StateDirectory")
+    );
+
+    // --install writes the unit where systemd --user looks for it.
+    let xdg = sb.root.join("xdg-config");
+    let o = sb
+        .command(&["unit", "--install"])
+        .env("XDG_CONFIG_HOME", &xdg)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(xdg.join("systemd/user/ccide@.service")).unwrap(),
+        template_only(&text)
+    );
+    assert!(stdout(&o).contains("systemctl --user daemon-reload"));
+}
+
+fn template_only(printed: &str) -> String {
+    printed
+        .lines()
+        .skip_while(|l| l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// systemd-escape --path, from systemd itself when installed (the unit test in src/unit.rs
+/// pins known strings for machines without it).
+fn escaped(p: &std::path::Path) -> String {
+    match std::process::Command::new("systemd-escape")
+        .arg("--path")
+        .arg(p)
+        .output()
+    {
+        Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap().trim().to_string(),
+        _ => p
+            .to_str()
+            .unwrap()
+            .trim_start_matches('/')
+            .replace('-', "\\x2d")
+            .replace('/', "-"),
+    }
+}
+
+#[test]
+fn instance_names_match_systemd_escape_for_spaces_dashes_and_non_ascii() {
+    if std::process::Command::new("systemd-escape")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: systemd-escape is not installed");
+        return;
+    }
+    let sb = Sandbox::new();
+    for name in ["with space", "dash-ed", "ünï cödé", ".dotted"] {
+        let dir = sb.root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let o = sb.command(&["unit"]).current_dir(&dir).output().unwrap();
+        let text = stdout(&o);
+        assert!(
+            text.contains(&format!("'ccide@{}.service'", escaped(&dir))),
+            "{name}: {text}"
+        );
+    }
+}
