@@ -370,8 +370,29 @@ pub fn start(args: &Args) -> Result<Running, Fail> {
             .join(", "),
         lock.path.display()
     );
+    log_tools(&app);
     sd_notify("READY=1");
     Ok(Running { app, lock })
+}
+
+/// Says at start what the model may run and which tools will be used, for whoever reads the log.
+fn log_tools(app: &App) {
+    let e = &app.exec.settings;
+    match e.mode {
+        crate::exec::Mode::Off => crate::info!("executeCode is off (enable with --exec ask or --exec on)"),
+        mode => crate::info!(
+            "executeCode is {} (per-call limit {}, approval limit {})",
+            if mode == crate::exec::Mode::Ask { "ask" } else { "on" },
+            server::human_duration(e.timeout),
+            server::human_duration(e.approval_timeout)
+        ),
+    }
+    for c in &app.checks.checkers {
+        crate::debug!("checker for {}: {}", c.pattern, c.words.join(" "));
+    }
+    for f in &app.formatters {
+        crate::debug!("formatter {f}");
+    }
 }
 
 /// Removes the lock file and the control socket and says goodbye to the clients.

@@ -138,7 +138,7 @@ pub fn command(args: &Args) -> Outcome {
          loginctl enable-linger \"$USER\"   # keep it running while you are logged out\n"
     );
     if !args.switch("--install")? {
-        print!("# {name}; install with `ccide unit --install`, then:\n");
+        println!("# {name}; install with `ccide unit --install`, then:");
         for l in steps.lines() {
             println!("#   {l}");
         }
