@@ -77,7 +77,7 @@ pub fn workspace_id(workspaces: &[PathBuf]) -> String {
 /// 64 bytes from the OS CSPRNG, base64url without padding.
 pub fn new_token() -> Result<String, String> {
     let mut bytes = [0u8; 64];
-    getrandom::fill(&mut bytes)
+    crate::sys::random_bytes(&mut bytes)
         .map_err(|e| format!("cannot read random bytes for the token: {e}"))?;
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
 }

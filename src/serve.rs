@@ -379,10 +379,16 @@ pub fn start(args: &Args) -> Result<Running, Fail> {
 fn log_tools(app: &App) {
     let e = &app.exec.settings;
     match e.mode {
-        crate::exec::Mode::Off => crate::info!("executeCode is off (enable with --exec ask or --exec on)"),
+        crate::exec::Mode::Off => {
+            crate::info!("executeCode is off (enable with --exec ask or --exec on)")
+        }
         mode => crate::info!(
             "executeCode is {} (per-call limit {}, approval limit {})",
-            if mode == crate::exec::Mode::Ask { "ask" } else { "on" },
+            if mode == crate::exec::Mode::Ask {
+                "ask"
+            } else {
+                "on"
+            },
             server::human_duration(e.timeout),
             server::human_duration(e.approval_timeout)
         ),

@@ -213,6 +213,29 @@ pub fn owner_and_mode(meta: &std::fs::Metadata) -> (u32, u32) {
     (meta.uid(), meta.mode() & 0o7777)
 }
 
+/// Fills `buf` from the kernel's CSPRNG with the getrandom(2) system call itself. The getrandom
+/// crate, in a static glibc build, cannot find libc's wrapper and falls back to /dev/urandom,
+/// which an empty container root does not have; the system call needs no file at all.
+pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let rest = &mut buf[filled..];
+        // SAFETY: the pointer and length describe the unfilled, writable part of `buf`.
+        let n = unsafe { libc::syscall(libc::SYS_getrandom, rest.as_mut_ptr(), rest.len(), 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                // Kernels before 3.17: let the crate find another source.
+                Some(libc::ENOSYS) => return getrandom::fill(rest).map_err(io::Error::other),
+                _ => return Err(e),
+            }
+        }
+        filled += n as usize;
+    }
+    Ok(())
+}
+
 /// Sets the process umask so that nothing ccide creates is readable by others by accident.
 pub fn restrict_umask() {
     // SAFETY: umask cannot fail.
