@@ -564,7 +564,10 @@ pub fn status(args: &Args) -> Outcome {
 /// serving one in this process for the child's lifetime when none runs.
 pub fn claude(args: &Args) -> Outcome {
     crate::sys::block_termination_signals();
-    let config = crate::lockfile::config_dir(None)?;
+    let config_flag = std::env::var("CCIDE_CONFIG_DIR")
+        .ok()
+        .filter(|d| !d.is_empty());
+    let config = crate::lockfile::config_dir(config_flag.as_deref())?;
     let cwd = control::current_dir()?;
     let (port, running) = match control::find_server(&config, None, &cwd) {
         Ok(lock) => (lock.port, None),

@@ -326,6 +326,7 @@ pub fn start(args: &Args) -> Result<Running, Fail> {
         } else {
             vec![s.host.to_string()]
         },
+        any_ip_host: s.host.is_unspecified(),
         max_connections: s.max_connections,
         handshake_timeout: Duration::from_secs(5),
         stopping: app.stopping.clone(),

@@ -32,6 +32,9 @@ pub struct Gate {
     pub token: String,
     /// Extra host names accepted in `Host` besides loopback (the `--host` address).
     pub extra_hosts: Vec<String>,
+    /// Listening on every address (`--host 0.0.0.0 --allow-remote`): any IP literal is a fine
+    /// `Host`; names still are not, since DNS rebinding needs a name.
+    pub any_ip_host: bool,
     pub max_connections: usize,
     pub handshake_timeout: Duration,
     /// Set when the server is shutting down: upgrades are answered 503 from then on, so a
@@ -427,7 +430,7 @@ fn check_request(head: &[u8], gate: &Gate, established: usize) -> Result<Accept,
         ));
     }
     let host = one("Host")?.ok_or_else(|| Reject::new(400, "missing Host header"))?;
-    if !host_allowed(host, &gate.extra_hosts) {
+    if !host_allowed(host, &gate.extra_hosts, gate.any_ip_host) {
         // DNS rebinding: a page on evil.example resolved to 127.0.0.1 still says its own name.
         return Err(Reject::new(403, "the Host header names a foreign host"));
     }
@@ -506,7 +509,7 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-fn host_allowed(host: &str, extra: &[String]) -> bool {
+fn host_allowed(host: &str, extra: &[String], any_ip: bool) -> bool {
     let name = if let Some(rest) = host.strip_prefix('[') {
         rest.split(']').next().unwrap_or("")
     } else {
@@ -519,7 +522,8 @@ fn host_allowed(host: &str, extra: &[String]) -> bool {
     {
         return true;
     }
-    name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    name.parse::<IpAddr>()
+        .is_ok_and(|ip| any_ip || ip.is_loopback())
 }
 
 /// Serves one upgraded connection until it ends, then tells the handler exactly once.
@@ -688,6 +692,7 @@ mod tests {
         Gate {
             token: "secret".into(),
             extra_hosts: vec![],
+            any_ip_host: false,
             max_connections: 2,
             handshake_timeout: Duration::from_secs(5),
             stopping: Arc::default(),
@@ -722,6 +727,14 @@ mod tests {
         assert_eq!(status(&OK.replace("Upgrade: websocket\r\n", ""), 0), 426);
         assert_eq!(status(&OK.replace("Host:", "Host: a\r\nHost:"), 0), 400);
         assert_eq!(status("garbage\r\n\r\n", 0), 400);
+    }
+
+    #[test]
+    fn with_an_unspecified_address_any_ip_host_passes_but_no_name() {
+        assert!(host_allowed("192.0.2.7:4000", &[], true));
+        assert!(host_allowed("[2001:db8::1]:4000", &[], true));
+        assert!(!host_allowed("rebind.example:4000", &[], true));
+        assert!(!host_allowed("192.0.2.7:4000", &[], false));
     }
 
     #[test]
