@@ -316,7 +316,10 @@ fn run_check(app: &App, index: usize, file: &Path, root: &Path) {
                 .collect(),
         );
     }
-    for (p, ds) in app.diagnostics.replace(by_file) {
+    for (p, ds) in app
+        .diagnostics
+        .replace(&format!("checker {index}"), by_file)
+    {
         crate::diagnostics::broadcast_change(app, &p, &ds);
     }
 }

@@ -12,9 +12,17 @@ use crate::checkparse::{Diagnostic, Format, Severity};
 use crate::server::{Call, Reply};
 use crate::tools::{arg_str, tool_json};
 
+/// Per file, the diagnostics of each origin ("import", or one checker): a checker's new result
+/// replaces only its own earlier one, so imported CI findings and a linter's live ones coexist.
+type Files = BTreeMap<PathBuf, BTreeMap<String, Vec<Diagnostic>>>;
+
 pub struct Store {
     file: PathBuf,
-    files: Mutex<BTreeMap<PathBuf, Vec<Diagnostic>>>,
+    files: Mutex<Files>,
+}
+
+fn merged(origins: &BTreeMap<String, Vec<Diagnostic>>) -> Vec<Diagnostic> {
+    origins.values().flatten().cloned().collect()
 }
 
 /// The wire form of one diagnostic: 0-based positions, severity as the CLI spells it.
@@ -41,10 +49,26 @@ fn uri_of(p: &Path) -> String {
 impl Store {
     pub fn open(state_dir: &Path) -> Store {
         let file = state_dir.join("diagnostics.json");
-        let mut files = BTreeMap::new();
-        let saved = std::fs::read_to_string(&file).unwrap_or_default();
-        for d in crate::checkparse::parse(&saved, Format::Protocol, Path::new("/"), "ccide") {
-            files.entry(d.path.clone()).or_insert_with(Vec::new).push(d);
+        let mut files = Files::new();
+        let saved: Value = std::fs::read(&file)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        for item in saved.as_array().into_iter().flatten() {
+            let origin = item["origin"].as_str().unwrap_or("import").to_string();
+            for d in crate::checkparse::parse(
+                &item.to_string(),
+                Format::Protocol,
+                Path::new("/"),
+                "ccide",
+            ) {
+                files
+                    .entry(d.path.clone())
+                    .or_default()
+                    .entry(origin.clone())
+                    .or_default()
+                    .push(d);
+            }
         }
         Store {
             file,
@@ -52,11 +76,14 @@ impl Store {
         }
     }
 
-    fn save(&self, files: &BTreeMap<PathBuf, Vec<Diagnostic>>) {
-        let all: Vec<Value> = files
-            .iter()
-            .map(|(p, ds)| json!({"uri": uri_of(p), "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}))
-            .collect();
+    fn save(&self, files: &Files) {
+        let mut all = Vec::new();
+        for (p, origins) in files {
+            for (origin, ds) in origins {
+                all.push(json!({"uri": uri_of(p), "origin": origin,
+                    "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}));
+            }
+        }
         if let Err(e) =
             crate::files::write_atomic(&self.file, Value::Array(all).to_string().as_bytes(), 0o600)
         {
@@ -64,22 +91,29 @@ impl Store {
         }
     }
 
-    /// Replaces the diagnostics of every file in `by_file`; returns the files that changed.
+    /// Replaces `origin`'s diagnostics of every file in `by_file`; returns the files whose
+    /// merged diagnostics changed, with the new merged list.
     pub fn replace(
         &self,
+        origin: &str,
         by_file: BTreeMap<PathBuf, Vec<Diagnostic>>,
     ) -> Vec<(PathBuf, Vec<Diagnostic>)> {
         let mut files = self.files.lock().unwrap();
         let mut changed = Vec::new();
         for (p, ds) in by_file {
-            let old = files.get(&p).cloned().unwrap_or_default();
-            if old != ds {
-                changed.push((p.clone(), ds.clone()));
-            }
+            let origins = files.entry(p.clone()).or_default();
+            let before = merged(origins);
             if ds.is_empty() {
-                files.remove(&p);
+                origins.remove(origin);
             } else {
-                files.insert(p, ds);
+                origins.insert(origin.to_string(), ds);
+            }
+            let after = merged(origins);
+            if origins.is_empty() {
+                files.remove(&p);
+            }
+            if before != after {
+                changed.push((p, after));
             }
         }
         if !changed.is_empty() {
@@ -93,7 +127,7 @@ impl Store {
             .lock()
             .unwrap()
             .get(p)
-            .cloned()
+            .map(merged)
             .unwrap_or_default()
     }
 
@@ -102,7 +136,7 @@ impl Store {
             .lock()
             .unwrap()
             .iter()
-            .map(|(p, d)| (p.clone(), d.clone()))
+            .map(|(p, o)| (p.clone(), merged(o)))
             .collect()
     }
 
@@ -154,7 +188,7 @@ pub fn import(app: &crate::serve::App, text: &str, format: Format, base: &Path) 
     by_file.retain(|p, _| workspaces.iter().any(|w| p.starts_with(w)));
     let count: usize = by_file.values().map(Vec::len).sum();
     let files = by_file.len();
-    let changed = app.diagnostics.replace(by_file);
+    let changed = app.diagnostics.replace("import", by_file);
     for (p, ds) in &changed {
         broadcast_change(app, p, ds);
     }

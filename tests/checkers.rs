@@ -212,3 +212,37 @@ fn the_built_in_python_checker_reports_a_syntax_error() {
         "{found:?}"
     );
 }
+
+#[test]
+fn imported_diagnostics_and_a_checkers_results_coexist() {
+    let sb = Sandbox::new();
+    let script = checker(&sb, REPORT_BAD);
+    let file = sb.write("a.txt", "bad\n");
+    let s = serve_with(&sb, &script, &[]);
+    let mut c = s.client();
+    let line = format!("{}:2:1: warning: from CI [CI1]\n", file.display());
+    assert!(
+        sb.run_stdin(&["diagnostics", "import"], line.as_bytes())
+            .status
+            .success()
+    );
+    diagnostics(&mut c, json!({"uri": uri(&file)}));
+    let both = wait_for("the checker's result beside the import", DEADLINE, || {
+        let d = diagnostics(&mut c, json!({"uri": uri(&file)}));
+        let codes: Vec<String> = d[0]["diagnostics"]
+            .as_array()?
+            .iter()
+            .map(|x| x["code"].as_str().unwrap_or("").to_string())
+            .collect();
+        (codes.len() == 2).then_some(codes)
+    });
+    assert!(
+        both.contains(&"CI1".to_string()) && both.contains(&"X1".to_string()),
+        "{both:?}"
+    );
+    // The checker's next result replaces only its own.
+    std::fs::write(&file, "good now\n").unwrap();
+    let all = diagnostics(&mut c, json!({}));
+    assert_eq!(all[0]["diagnostics"].as_array().unwrap().len(), 1, "{all}");
+    assert_eq!(all[0]["diagnostics"][0]["code"], "CI1");
+}

@@ -13,7 +13,7 @@ fn diagnostics(c: &mut Client, args: Value) -> Value {
 fn the_answer_echoes_the_requested_uri_exactly_even_when_empty() {
     let sb = Sandbox::new();
     let file = sb.write("my dir/ä ö.py", "x = 1\n");
-    let s = sb.serve(&[]);
+    let s = sb.serve(&["--no-default-checkers"]);
     let mut c = s.client();
     let uri = format!("file://{}", file.display());
     assert_eq!(
@@ -35,7 +35,7 @@ fn the_answer_echoes_the_requested_uri_exactly_even_when_empty() {
 fn imported_compiler_lines_are_answered_zero_based_and_broadcast() {
     let sb = Sandbox::new();
     let file = sb.write("src/my app.py", "import os\nprint(undefined)\n");
-    let s = sb.serve(&[]);
+    let s = sb.serve(&["--no-default-checkers"]);
     let mut c = s.client();
     let lines = "src/my app.py:2:7: error: Name \"undefined\" is not defined  [name-defined]\n";
     let o = sb.run_stdin(
@@ -83,7 +83,7 @@ fn sarif_and_cargo_imports_from_real_tools() {
     let sarif = include_str!("fixtures/diagnostics/ruff.sarif")
         .replace("/work/sample", ws.to_str().unwrap());
     sb.write("py/app.py", "");
-    let s = sb.serve(&[]);
+    let s = sb.serve(&["--no-default-checkers"]);
     let mut c = s.client();
     let o = sb.run_stdin(&["diagnostics", "import"], sarif.as_bytes());
     assert!(o.status.success(), "{}", stderr(&o));
@@ -119,7 +119,7 @@ fn sarif_and_cargo_imports_from_real_tools() {
 fn outside_files_are_ignored_and_the_store_survives_a_restart() {
     let sb = Sandbox::new();
     let file = sb.write("a.c", "int main(){}\n");
-    let mut s = sb.serve(&[]);
+    let mut s = sb.serve(&["--no-default-checkers"]);
     let text = format!(
         "{}:1:1: warning: w1 [-Wx]\n/etc/passwd:1:1: error: nope\n",
         file.display()
@@ -131,7 +131,7 @@ fn outside_files_are_ignored_and_the_store_survives_a_restart() {
         stderr(&o)
     );
     s.stop_with("TERM");
-    let s = sb.serve(&[]);
+    let s = sb.serve(&["--no-default-checkers"]);
     let mut c = s.client();
     let uri = format!("file://{}", file.display());
     let d = diagnostics(&mut c, json!({"uri": uri}));
