@@ -90,7 +90,7 @@ try:
 except SyntaxError as e:
     print('%s:%d:%d: error: %s' % (sys.argv[1], e.lineno or 1, e.offset or 1, e.msg))" {file}"#;
 
-fn on_path(program: &str) -> bool {
+pub fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|path| {
         std::env::split_paths(&path).any(|d| {
             use std::os::unix::fs::PermissionsExt;

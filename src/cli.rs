@@ -164,7 +164,7 @@ pub const SERVE_FLAGS: &[Flag] = &[
         value: Some("PATTERN=COMMAND"),
         env: None,
         repeat: true,
-        help: "Formatter for reformat_file on files matching PATTERN (repeatable), same rules as --checker. Built-ins when on PATH: rustfmt, gofmt, ruff format or black, prettier, clang-format, shfmt.",
+        help: "Formatter for reformat_file on files matching PATTERN (repeatable), same rules as --checker. It runs on a temporary copy ('{file}'), rewriting it or printing the result; without '{file}' the text goes through stdin and stdout. Killed after 30 s. Built-ins when on PATH: rustfmt, gofmt, ruff format or black, prettier, clang-format, shfmt.",
     },
     flag(
         "--exec",
@@ -401,7 +401,7 @@ pub const COMMANDS: &[Command] = &[
         name: "events",
         usage: "ccide events [OPTIONS]",
         about: "Stream one JSON line per event (diffs opened and settled, clients) until interrupted.",
-        details: "Events: subscribed (first, once the stream is live), diff_opened, diff_settled (how:\naccepted, rejected, closed by the client, abandoned), client_connected, client_disconnected.\nEach line carries \"event\" and \"time\".",
+        details: "Events: subscribed (first, once the stream is live), diff_opened, diff_settled (how:\naccepted, rejected, closed by the client, abandoned), exec_requested (id, client, code),\nexec_settled (how: approved, denied, timed out, abandoned), client_connected,\nclient_disconnected. Each line carries \"event\" and \"time\".",
         flags: &[PORT, CONFIG_DIR],
         run: crate::client::events,
         passthrough: false,

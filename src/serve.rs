@@ -115,7 +115,7 @@ fn seconds(args: &Args, name: &str, default: f64) -> Result<Duration, Fail> {
         .unwrap_or(default);
     if !(v > 0.0 && v <= 86_400.0) {
         return Err(Fail::Usage(format!(
-            "invalid value '{v}' for {name}: expected a number of seconds between 0 and 86400"
+            "invalid value for {name} (or its variable): expected a number of seconds between 0 and 86400"
         )));
     }
     Ok(Duration::from_secs_f64(v))

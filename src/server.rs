@@ -477,10 +477,14 @@ pub fn keepalive(server: &Server, mut on_tick: impl FnMut(Instant)) {
     }
 }
 
+/// `3 s` or `0.25 s`, with integer arithmetic only (float printing costs ~9 KB of binary).
 pub fn human_duration(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{} s", d.as_secs())
-    } else {
-        format!("{:.3} s", d.as_secs_f64())
+    match d.subsec_millis() {
+        0 => format!("{} s", d.as_secs()),
+        ms => format!(
+            "{}.{} s",
+            d.as_secs(),
+            format!("{ms:03}").trim_end_matches('0')
+        ),
     }
 }

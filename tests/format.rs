@@ -1,0 +1,239 @@
+//! reformat_file: a stand-in formatter on a temporary copy beside the file; the original is
+//! replaced atomically, keeping its mode, only when the formatter exited 0.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::{Value, json};
+
+/// Writes an executable sh script outside the workspace and returns its path.
+fn script(sb: &Sandbox, name: &str, body: &str) -> PathBuf {
+    let p = sb.root.write(name, format!("#!/bin/sh\n{body}\n"));
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+fn reformat(c: &mut Client, path: &Path) -> Value {
+    c.call(
+        "reformat_file",
+        json!({"file_path": path.to_str().unwrap()}),
+    )
+}
+
+fn is_error(r: &Value) -> bool {
+    r["result"]["isError"] == true
+}
+
+/// The names in a directory, sorted: no temporary copy may be left behind.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_formatter_that_rewrites_the_file_in_place() {
+    let sb = Sandbox::new();
+    let fmt = script(
+        &sb,
+        "upper.sh",
+        r#"t=$(tr a-z A-Z < "$1") && printf '%s\n' "$t" > "$1""#,
+    );
+    let file = sb.write("notes.txt", "hello\nworld\n");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let spec = format!("*.txt={} {{file}}", fmt.display());
+    let s = sb.serve(&["--formatter", &spec]);
+    let mut c = s.client();
+    let r = reformat(&mut c, &file);
+    assert_eq!(texts(&r), ["OK"], "{r}");
+    assert!(!is_error(&r));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "HELLO\nWORLD\n");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o640);
+    assert_eq!(names(&sb.ws()), ["notes.txt"]);
+}
+
+#[test]
+fn a_formatter_that_prints_the_result_and_one_reading_stdin() {
+    let sb = Sandbox::new();
+    let fmt = script(&sb, "print.sh", r#"tr a-z A-Z < "$1""#);
+    let file = sb.write("sub/a.txt", "abc\n");
+    let piped = sb.write("b.up", "xyz\n");
+    let spec = format!("*.txt={} {{file}}", fmt.display());
+    // Without {file} the text goes through stdin and stdout.
+    let s = sb.serve(&["--formatter", &spec, "--formatter", "*.up=tr a-z A-Z"]);
+    let mut c = s.client();
+    assert_eq!(texts(&reformat(&mut c, &file)), ["OK"]);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "ABC\n");
+    assert_eq!(texts(&reformat(&mut c, &piped)), ["OK"]);
+    assert_eq!(std::fs::read_to_string(&piped).unwrap(), "XYZ\n");
+    // A formatter that succeeds without output and without a change leaves the file alone.
+    let quiet = script(&sb, "quiet.sh", "exit 0");
+    drop(c);
+    drop(s);
+    let spec = format!("*.txt={} {{file}}", quiet.display());
+    let s = sb.serve(&["--formatter", &spec]);
+    let mut c = s.client();
+    assert_eq!(texts(&reformat(&mut c, &file)), ["OK"]);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "ABC\n");
+    assert_eq!(names(&sb.ws().join("sub")), ["a.txt"]);
+}
+
+#[test]
+fn a_failing_formatter_leaves_the_file_intact_and_reports_its_message() {
+    let sb = Sandbox::new();
+    let fmt = script(
+        &sb,
+        "fail.sh",
+        r#"echo garbage > "$1"; echo "cannot parse $1 at line 3" >&2; exit 1"#,
+    );
+    let file = sb.write("x.txt", "keep me\n");
+    let spec = format!("*.txt={} {{file}}", fmt.display());
+    let s = sb.serve(&["--formatter", &spec]);
+    let mut c = s.client();
+    let r = reformat(&mut c, &file);
+    assert!(is_error(&r), "{r}");
+    let msg = &texts(&r)[0];
+    // The message names the user's file, not the temporary copy.
+    assert!(
+        msg.contains(&format!("cannot parse {} at line 3", file.display())),
+        "{msg}"
+    );
+    assert!(msg.contains("exit status 1"), "{msg}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me\n");
+    assert_eq!(names(&sb.ws()), ["x.txt"]);
+}
+
+#[test]
+fn missing_outside_and_unformattable_files_are_refused() {
+    let sb = Sandbox::new();
+    let fmt = script(&sb, "print.sh", r#"tr a-z A-Z < "$1""#);
+    let outside = sb.root.write("outside.txt", "secret\n");
+    let odd = sb.write("data.xyz", "abc\n");
+    let spec = format!("*.txt={} {{file}}", fmt.display());
+    let s = sb.serve(&["--formatter", &spec]);
+    let mut c = s.client();
+
+    let r = reformat(&mut c, &sb.ws().join("missing.txt"));
+    assert!(is_error(&r));
+    assert_eq!(texts(&r), ["File not found"]);
+
+    let r = reformat(&mut c, &outside);
+    assert!(is_error(&r));
+    assert!(texts(&r)[0].contains("outside the workspace"), "{r}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret\n");
+
+    let r = reformat(&mut c, &odd);
+    assert!(is_error(&r));
+    assert!(texts(&r)[0].starts_with("no formatter for data.xyz"), "{r}");
+    assert!(texts(&r)[0].contains("--formatter"), "{r}");
+    assert_eq!(std::fs::read_to_string(&odd).unwrap(), "abc\n");
+
+    // A missing argument is a protocol error.
+    let r = c.call("reformat_file", json!({}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}
+
+#[test]
+fn the_file_placeholder_is_one_argument_whatever_the_path_holds() {
+    let sb = Sandbox::new();
+    // Fails unless it gets exactly one argument naming an existing file.
+    let fmt = script(
+        &sb,
+        "one.sh",
+        r#"[ "$#" -eq 1 ] && [ -f "$1" ] || { echo "got $# arguments" >&2; exit 1; }
+t=$(tr a-z A-Z < "$1") && printf '%s\n' "$t" > "$1""#,
+    );
+    let file = sb.write("my dir/it's a \"quoted\" $name.txt", "odd\n");
+    // The pattern has a slash: it matches the workspace-relative path.
+    let spec = format!("my dir/*.txt='{}' {{file}}", fmt.display());
+    let s = sb.serve(&["--formatter", &spec]);
+    let mut c = s.client();
+    let r = reformat(&mut c, &file);
+    assert_eq!(texts(&r), ["OK"], "{r}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "ODD\n");
+    assert_eq!(
+        names(&sb.ws().join("my dir")),
+        ["it's a \"quoted\" $name.txt"]
+    );
+}
+
+/// What rustup's and pyenv's shims need to find their tools, since the sandbox has its own HOME.
+fn tool_env() -> Vec<(String, String)> {
+    let home = std::env::var("HOME").unwrap_or_default();
+    [
+        ("RUSTUP_HOME", ".rustup"),
+        ("CARGO_HOME", ".cargo"),
+        ("PYENV_ROOT", ".pyenv"),
+    ]
+    .iter()
+    .map(|(var, dir)| {
+        let v = std::env::var(var).unwrap_or_else(|_| format!("{home}/{dir}"));
+        (var.to_string(), v)
+    })
+    .collect()
+}
+
+fn on_path(program: &str) -> bool {
+    std::process::Command::new(program)
+        .arg("--version")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(tool_env())
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn built_in_formatters_when_on_path() {
+    let sb = Sandbox::new();
+    sb.write(
+        "Cargo.toml",
+        "[package]\nname = \"x\"\nedition = \"2024\"\n",
+    );
+    // `mod util;` names a file that does not exist: rustfmt must format this file alone.
+    let rs = sb.write(
+        "src/main.rs",
+        "mod util;\nfn main( ) { let x=1;println!(\"{x}\") ; }\n",
+    );
+    let py = sb.write("app.py", "x = [1,2 ,3]\nprint( x )\n");
+    let (ws, state) = (sb.ws(), sb.state());
+    let mut cmd = sb.command(&[
+        "serve",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+    ]);
+    cmd.envs(tool_env());
+    let s = Server::spawn(&mut cmd, &sb.config());
+    let mut c = s.client();
+    if on_path("rustfmt") {
+        let r = reformat(&mut c, &rs);
+        assert_eq!(texts(&r), ["OK"], "{r}");
+        assert_eq!(
+            std::fs::read_to_string(&rs).unwrap(),
+            "mod util;\nfn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n"
+        );
+        assert_eq!(names(&sb.ws().join("src")), ["main.rs"]);
+    } else {
+        println!("skipped rustfmt: not on PATH");
+    }
+    if on_path("ruff") {
+        let r = reformat(&mut c, &py);
+        assert_eq!(texts(&r), ["OK"], "{r}");
+        assert_eq!(
+            std::fs::read_to_string(&py).unwrap(),
+            "x = [1, 2, 3]\nprint(x)\n"
+        );
+    } else {
+        println!("skipped ruff: not on PATH");
+    }
+    assert_eq!(names(&sb.ws()), ["Cargo.toml", "app.py", "src"]);
+}
