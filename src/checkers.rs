@@ -193,7 +193,7 @@ impl Checks {
         let target = file.to_path_buf();
         let spawned = std::thread::Builder::new()
             .name("checker".into())
-            .stack_size(256 << 10)
+            .stack_size(crate::transport::THREAD_STACK)
             .spawn(move || {
                 let checks = &app.checks;
                 loop {
@@ -244,16 +244,21 @@ impl Checks {
         files.dedup();
         let pending: Vec<Arc<Running>> =
             files.iter().filter_map(|f| self.refresh(app, f)).collect();
-        let deadline = Instant::now() + self.wait;
-        for r in pending {
-            let mut done = r.done.lock().unwrap();
-            while !*done {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return;
-                }
-                done = r.cv.wait_timeout(done, left).unwrap().0;
+        wait_all(&pending, self.wait);
+    }
+}
+
+/// Waits for the checks to finish, at most `budget` in all.
+pub fn wait_all(pending: &[Arc<Running>], budget: Duration) {
+    let deadline = Instant::now() + budget;
+    for r in pending {
+        let mut done = r.done.lock().unwrap();
+        while !*done {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
             }
+            done = r.cv.wait_timeout(done, left).unwrap().0;
         }
     }
 }

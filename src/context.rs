@@ -141,6 +141,10 @@ fn read_text(path: &Path) -> Result<String, String> {
     if meta.is_dir() {
         return Err(format!("{} is a directory", path.display()));
     }
+    // A FIFO or device would block the connection forever.
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
     if meta.len() > MAX_READ {
         return Err(format!(
             "{} is {} bytes, above the {} MiB limit for reading",
@@ -304,7 +308,11 @@ pub fn get_open_editors(call: &Call, _: &Map<String, Value>) -> Reply {
         .tabs()
         .iter()
         .map(|t| {
-            let text = current_text(app, &t.path).unwrap_or_default();
+            // The tab's file may have been swapped for a symlink since it was opened.
+            let text = match app.resolve(&t.path.to_string_lossy()) {
+                Ok(p) if p == t.path => current_text(app, &p).unwrap_or_default(),
+                _ => String::new(),
+            };
             json!({
                 "uri": file_url(&t.path), "isActive": t.active,
                 "label": t.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),

@@ -47,7 +47,7 @@ pub fn run(app: Arc<App>, listener: UnixListener) {
         let app = app.clone();
         let _ = std::thread::Builder::new()
             .name("control".into())
-            .stack_size(256 << 10)
+            .stack_size(crate::transport::THREAD_STACK)
             .spawn(move || serve_one(&app, stream));
     }
 }

@@ -211,45 +211,60 @@ pub fn get_diagnostics(call: &Call, args: &Map<String, Value>) -> Reply {
         Err(e) => return Reply::Now(Err(e)),
     };
     let app = call.app;
-    if uri.is_none() {
-        // Waiting for checks (up to --diagnostics-wait) must not hold up the connection.
-        let responder = call.defer();
-        let waiter = app.clone();
-        let spawned = std::thread::Builder::new()
-            .name("diagnostics".into())
-            .stack_size(256 << 10)
-            .spawn(move || {
-                waiter.checks.refresh_all_and_wait(&waiter);
-                responder.reply(Ok(tool_json(&Value::Array(every_file(
-                    &waiter.diagnostics,
-                )))));
-            });
-        return match spawned {
-            Ok(_) => Reply::Later,
-            Err(_) => Reply::Now(Ok(tool_json(&Value::Array(every_file(&app.diagnostics))))),
-        };
+    // The file's check, if one runs now (started here when the file changed since its last).
+    let running = uri.as_deref().and_then(|u| {
+        let raw = u.strip_prefix("file://").unwrap_or(u);
+        app.resolve(raw)
+            .ok()
+            .and_then(|p| app.checks.refresh(app, &p))
+    });
+    if uri.is_some() && running.is_none() {
+        return Reply::Now(Ok(tool_json(&Value::Array(answer_for(app, uri)))));
     }
+    // Waiting for checks must not hold up the connection: answer from another thread. The
+    // CLI's baseline call before an edit ({uri}, 500 ms deadline) waits a little for a check
+    // already under way, so an error the file had before is in the baseline and is not later
+    // reported as introduced by the edit; {} waits up to --diagnostics-wait.
+    let responder = call.defer();
+    let waiter = app.clone();
+    let spawned = std::thread::Builder::new()
+        .name("diagnostics".into())
+        .stack_size(crate::transport::THREAD_STACK)
+        .spawn(move || {
+            match &running {
+                Some(r) => crate::checkers::wait_all(std::slice::from_ref(r), BASELINE_WAIT),
+                None => waiter.checks.refresh_all_and_wait(&waiter),
+            }
+            responder.reply(Ok(tool_json(&Value::Array(answer_for(&waiter, uri)))));
+        });
+    match spawned {
+        Ok(_) => Reply::Later,
+        Err(e) => Reply::Now(Err(crate::jsonrpc::RpcError::new(
+            crate::jsonrpc::ErrorCode::InternalError,
+            format!("cannot start a thread: {e}"),
+        ))),
+    }
+}
+
+/// How long a `{uri}` request waits for a running check: well inside the CLI's 500 ms.
+const BASELINE_WAIT: std::time::Duration = std::time::Duration::from_millis(350);
+
+/// The answer from the store: the requested uri echoed exactly, or every file.
+fn answer_for(app: &crate::serve::App, uri: Option<String>) -> Vec<Value> {
     let store = &app.diagnostics;
-    let answer: Vec<Value> = match uri {
-        Some(uri) => {
-            // Raw `file://` + path, never percent-encoded (PROTOCOL 5).
-            let raw = uri.strip_prefix("file://").unwrap_or(&uri);
-            let path = PathBuf::from(raw);
-            if let Ok(confined) = app.resolve(raw) {
-                // Answers from the store now; a changed file is checked in the background.
-                app.checks.refresh(app, &confined);
-            }
-            let mut ds = store.get(&path);
-            if ds.is_empty()
-                && let Ok(canon) = std::fs::canonicalize(&path)
-            {
-                ds = store.get(&canon);
-            }
-            vec![json!({"uri": uri, "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()})]
-        }
-        None => every_file(store),
+    let Some(uri) = uri else {
+        return every_file(store);
     };
-    Reply::Now(Ok(tool_json(&Value::Array(answer))))
+    // Raw `file://` + path, never percent-encoded (PROTOCOL 5).
+    let raw = uri.strip_prefix("file://").unwrap_or(&uri);
+    let path = PathBuf::from(raw);
+    let mut ds = store.get(&path);
+    if ds.is_empty()
+        && let Ok(canon) = std::fs::canonicalize(&path)
+    {
+        ds = store.get(&canon);
+    }
+    vec![json!({"uri": uri, "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()})]
 }
 
 fn every_file(store: &Store) -> Vec<Value> {

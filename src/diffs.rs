@@ -305,6 +305,12 @@ pub fn open_diff(call: &Call, args: &Map<String, Value>) -> Reply {
         Ok(v) => v.unwrap_or_else(|| format!("✻ [Claude Code] {} ⧉", display_name(&path))),
         Err(e) => return Reply::Now(Err(e)),
     };
+    if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
+        return Reply::Now(Ok(tool_error(&format!(
+            "{} is not a regular file",
+            path.display()
+        ))));
+    }
     let (original, new_file) = match std::fs::read(&path) {
         Ok(b) => (b, false),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), true),

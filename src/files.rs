@@ -130,6 +130,15 @@ pub fn confine(raw: &str, workspaces: &[PathBuf]) -> Result<PathBuf, String> {
         return Err(format!("path {raw:?} contains a NUL byte"));
     }
     let first = workspaces.first().ok_or("no workspace folder")?;
+    // Longer than the kernel accepts anyway; refusing early keeps the component-by-component
+    // resolution below from costing quadratic time on a hostile megabyte path.
+    const PATH_MAX: usize = 4096;
+    if first.as_os_str().len() + raw.len() >= PATH_MAX {
+        return Err(format!(
+            "a path of {} bytes is too long (the limit is {PATH_MAX})",
+            raw.len()
+        ));
+    }
     let joined = first.join(raw);
     let lexical = normalize(&joined);
     let resolved = resolve_existing_prefix(&lexical)

@@ -71,7 +71,7 @@ pub fn answer_later(
 ) -> Reply {
     let r = responder.clone();
     let started = std::thread::Builder::new()
-        .stack_size(256 << 10)
+        .stack_size(crate::transport::THREAD_STACK)
         .spawn(move || {
             if let Some(v) = work() {
                 r.reply(Ok(v));

@@ -30,7 +30,18 @@ mod unit;
 use cli::{Args, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Fail};
 
 fn main() {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mut argv = Vec::new();
+    for a in std::env::args_os().skip(1) {
+        match a.into_string() {
+            Ok(s) => argv.push(s),
+            Err(a) => {
+                eprintln!(
+                    "ccide: the argument {a:?} is not valid UTF-8 (ccide takes UTF-8 file names)"
+                );
+                std::process::exit(EXIT_USAGE);
+            }
+        }
+    }
     std::process::exit(run(&argv));
 }
 

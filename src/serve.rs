@@ -426,7 +426,7 @@ pub fn stop(r: Running) {
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), Fail> {
     std::thread::Builder::new()
         .name(name.into())
-        .stack_size(256 << 10)
+        .stack_size(crate::transport::THREAD_STACK)
         .spawn(f)
         .map(|_| ())
         .map_err(|e| Fail::Failed(format!("cannot start the {name} thread: {e}")))

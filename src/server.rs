@@ -471,7 +471,9 @@ pub fn keepalive(server: &Server, mut on_tick: impl FnMut(Instant)) {
                 s.ping = Some((id, now));
                 s.next_ping = Some(now + cfg.ping_interval);
                 drop(s);
-                c.send(&jsonrpc::request(&RequestId::number(id), "ping", None));
+                c.outbox.send_urgent(
+                    jsonrpc::request(&RequestId::number(id), "ping", None).to_string(),
+                );
             }
         }
     }

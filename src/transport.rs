@@ -26,7 +26,14 @@ pub const MAX_MESSAGE: usize = 64 << 20;
 const MAX_HEAD: usize = 16 << 10;
 /// Connections still in their upgrade at once; the oldest is dropped beyond this.
 const MAX_PENDING: usize = 4096;
-const CONNECTION_STACK: usize = 256 << 10;
+/// Stack of every thread ccide starts. JSON from clients and tools is parsed recursively (up to
+/// serde_json's 128 levels), which needs more than 256 KiB in a debug build; untouched stack
+/// pages cost no memory, so idle connections stay small.
+pub const THREAD_STACK: usize = 1 << 20;
+/// Messages read before queued output gets its turn.
+const READS_PER_TURN: usize = 64;
+/// Messages handed to the socket per turn.
+const WRITES_PER_TURN: usize = 64;
 
 pub struct Gate {
     pub token: String,
@@ -94,6 +101,19 @@ impl Outbox {
         self.push(Out::Text(text.into()))
     }
 
+    /// Queues a message ahead of everything not yet handed to the socket (keepalive pings: a
+    /// client flooding us with requests must still see our ping within the timeout).
+    pub fn send_urgent(&self, text: impl Into<Utf8Bytes>) -> bool {
+        let mut q = self.queue.lock().unwrap();
+        if q.ended {
+            return false;
+        }
+        q.items.push_front(Out::Text(text.into()));
+        drop(q);
+        self.wake.wake();
+        true
+    }
+
     /// Closes the connection with a close frame carrying `code` and `reason`.
     pub fn close(&self, code: u16, reason: &str) -> bool {
         self.push(Out::Close(code, reason.to_string()))
@@ -117,8 +137,15 @@ impl Outbox {
         true
     }
 
-    fn take(&self) -> VecDeque<Out> {
-        std::mem::take(&mut self.queue.lock().unwrap().items)
+    /// At most `n` queued messages, oldest (or most urgent) first.
+    fn take(&self, n: usize) -> Vec<Out> {
+        let mut q = self.queue.lock().unwrap();
+        let n = n.min(q.items.len());
+        q.items.drain(..n).collect()
+    }
+
+    fn has_queued(&self) -> bool {
+        !self.queue.lock().unwrap().items.is_empty()
     }
 
     fn end(&self) {
@@ -239,7 +266,10 @@ impl Pending {
                     let scan_from = self.buf.len().saturating_sub(3);
                     self.buf.extend_from_slice(&chunk[..n]);
                     if let Some(p) = find(&self.buf[scan_from..], b"\r\n\r\n") {
-                        return HeadState::Complete(scan_from + p + 4);
+                        let len = scan_from + p + 4;
+                        if len <= MAX_HEAD {
+                            return HeadState::Complete(len);
+                        }
                     }
                     if self.buf.len() > MAX_HEAD {
                         let _ = respond(
@@ -312,7 +342,7 @@ fn finish_handshake(
     let stream = p.stream;
     let spawned = std::thread::Builder::new()
         .name("connection".into())
-        .stack_size(CONNECTION_STACK)
+        .stack_size(THREAD_STACK)
         .spawn(move || {
             let handler = on_open(outbox.clone(), peer);
             let config = WebSocketConfig::default()
@@ -529,7 +559,7 @@ fn host_allowed(host: &str, extra: &[String], any_ip: bool) -> bool {
 /// Serves one upgraded connection until it ends, then tells the handler exactly once.
 fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Handler) {
     let fd = ws.get_ref().as_raw_fd();
-    let mut want_write;
+    let mut want_write = false;
     let mut closing: Option<Instant> = None;
     let mut ended = Ended {
         code: None,
@@ -542,7 +572,14 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
         }));
     };
     'conn: loop {
-        for out in outbox.take() {
+        // Hand the socket a bounded batch, and only once the previous one has left: what is
+        // still queued here can be overtaken by an urgent message.
+        let batch = if want_write {
+            Vec::new()
+        } else {
+            outbox.take(WRITES_PER_TURN)
+        };
+        for out in batch {
             match out {
                 Out::Text(t) if closing.is_none() => {
                     if let Err(e) = ws.write(Message::Text(t))
@@ -576,7 +613,10 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
                 break;
             }
         }
-        loop {
+        // A bounded batch per turn: a client that never pauses must still get its answers
+        // and our keepalive pings, which are written at the top of the loop.
+        let mut batch_full = true;
+        for _ in 0..READS_PER_TURN {
             match ws.read() {
                 Ok(Message::Text(t)) => handler(Event::Text(t.as_str())),
                 // Some clients put JSON in binary frames; treat UTF-8 ones as text.
@@ -600,7 +640,10 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
                     }
                 }
                 Ok(_) => {}
-                Err(e) if is_would_block(&e) => break,
+                Err(e) if is_would_block(&e) => {
+                    batch_full = false;
+                    break;
+                }
                 Err(WsError::ConnectionClosed | WsError::AlreadyClosed) => break 'conn,
                 Err(e) => {
                     let (code, reason) = match &e {
@@ -642,6 +685,9 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
                 }
                 Some(left)
             }
+            // Messages may wait in tungstenite's buffer with nothing left on the socket, or in
+            // our queue beyond this turn's batch.
+            None if batch_full || (!want_write && outbox.has_queued()) => Some(Duration::ZERO),
             None => None,
         };
         let interests = [
