@@ -424,7 +424,8 @@ pub fn save(app: &App, raw: &str) -> Value {
     let Some(content) = app.editor.document(&path) else {
         return json!({"success": true, "filePath": path, "saved": false, "message": "Document has no unsaved changes"});
     };
-    match crate::files::write_atomic(&path, content.as_bytes(), 0o644) {
+    let ws = app.workspaces.read().unwrap().clone();
+    match crate::files::write_in_workspace(&path, &ws, content.as_bytes(), 0o644) {
         Ok(()) => {
             app.editor.set_document(&path, None);
             json!({"success": true, "filePath": path, "saved": true, "message": "Document saved successfully"})
@@ -467,7 +468,8 @@ fn write_file(app: &App, args: &Map<String, Value>) -> Result<Value, RpcError> {
             ),
         ));
     }
-    crate::files::write_atomic(&path, content.as_bytes(), 0o644).map_err(|e| {
+    let ws = app.workspaces.read().unwrap().clone();
+    crate::files::write_in_workspace(&path, &ws, content.as_bytes(), 0o644).map_err(|e| {
         RpcError::new(
             ErrorCode::InternalError,
             format!("failed to write file {}: {e}", path.display()),

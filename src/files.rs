@@ -52,6 +52,70 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     result
 }
 
+/// `write_atomic` for a file a client or command named inside a workspace folder: every
+/// directory below the folder is opened without following symlinks, and the temporary file and
+/// the rename stay in that opened directory. A directory swapped for a symlink after `confine`
+/// checked the path makes the write fail instead of landing outside.
+pub fn write_in_workspace(
+    path: &Path,
+    workspaces: &[PathBuf],
+    bytes: &[u8],
+    mode: u32,
+) -> io::Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let outside = || {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "outside the workspace folders",
+        )
+    };
+    let root = workspaces
+        .iter()
+        .filter(|w| path.starts_with(w))
+        .max_by_key(|w| w.as_os_str().len())
+        .ok_or_else(outside)?;
+    let rel: Vec<&std::ffi::OsStr> = path
+        .strip_prefix(root)
+        .map_err(|_| outside())?
+        .components()
+        .map(|c| match c {
+            Component::Normal(n) => Ok(n),
+            _ => Err(outside()),
+        })
+        .collect::<io::Result<_>>()?;
+    let Some((name, dirs)) = rel.split_last() else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "path has no file name",
+        ));
+    };
+    let dir = crate::sys::open_dir_beneath(root, dirs)?;
+    let mode = crate::sys::regular_file_mode_at(&dir, name).unwrap_or(mode);
+    let tmp = std::ffi::OsString::from(format!(
+        ".{}.ccide-{}-{}.tmp",
+        name.to_string_lossy(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut f = crate::sys::create_at(&dir, &tmp, mode)?;
+    let result = (|| {
+        f.set_permissions(fs::Permissions::from_mode(mode))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        crate::sys::rename_at(&dir, &tmp, name)
+    })();
+    match result {
+        Ok(()) => {
+            crate::sys::fsync_fd(&dir);
+            Ok(())
+        }
+        Err(e) => {
+            crate::sys::unlink_at(&dir, &tmp);
+            Err(e)
+        }
+    }
+}
+
 /// Creates `dir` (and missing parents) with mode 0700, or checks an existing one: it must be
 /// ours and not writable by group or others, since what we put there grants access.
 pub fn private_dir(dir: &Path, what: &str) -> Result<(), String> {

@@ -136,7 +136,8 @@ fn reformat(app: &App, raw: &str) -> Result<(), String> {
         return Ok(());
     };
     if new != original {
-        crate::files::write_atomic(&path, &new, 0o644)
+        let ws = app.workspaces.read().unwrap().clone();
+        crate::files::write_in_workspace(&path, &ws, &new, 0o644)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         crate::info!("reformatted {} with {prog}", path.display());
     }

@@ -236,6 +236,87 @@ pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
     Ok(())
 }
 
+fn cstr(s: &std::ffi::OsStr) -> io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(s.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path contains a NUL byte"))
+}
+
+/// Opens `root`, then each of `dirs` below it with O_NOFOLLOW: a component swapped for a
+/// symlink makes this fail (ELOOP/ENOTDIR) instead of leading the write elsewhere.
+pub fn open_dir_beneath(root: &std::path::Path, dirs: &[&std::ffi::OsStr]) -> io::Result<OwnedFd> {
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    let c = cstr(root.as_os_str())?;
+    // SAFETY: `c` is a valid NUL-terminated path; on success we own the descriptor.
+    let mut fd = unsafe { OwnedFd::from_raw_fd(check(libc::open(c.as_ptr(), flags))?) };
+    for d in dirs {
+        let c = cstr(d)?;
+        // SAFETY: `fd` is an open directory and `c` a valid name; we own the new descriptor.
+        fd = unsafe {
+            OwnedFd::from_raw_fd(check(libc::openat(
+                fd.as_raw_fd(),
+                c.as_ptr(),
+                flags | libc::O_NOFOLLOW,
+            ))?)
+        };
+    }
+    Ok(fd)
+}
+
+/// Creates `name` in the directory `dir`, exclusively and without following a symlink.
+pub fn create_at(dir: &OwnedFd, name: &std::ffi::OsStr, mode: u32) -> io::Result<std::fs::File> {
+    let c = cstr(name)?;
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: valid directory descriptor and name; on success we own the file descriptor.
+    let fd =
+        check(unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags, mode as libc::c_uint) })?;
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// Permission bits of `name` in `dir` if it is a regular file (a symlink is not followed).
+pub fn regular_file_mode_at(dir: &OwnedFd, name: &std::ffi::OsStr) -> Option<u32> {
+    let c = cstr(name).ok()?;
+    // SAFETY: `st` is plain data filled by fstatat on a valid descriptor and name.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstatat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        ) != 0
+        {
+            return None;
+        }
+        (st.st_mode & libc::S_IFMT == libc::S_IFREG).then_some(st.st_mode & 0o7777)
+    }
+}
+
+/// Renames `from` to `to`, both in the directory `dir`.
+pub fn rename_at(dir: &OwnedFd, from: &std::ffi::OsStr, to: &std::ffi::OsStr) -> io::Result<()> {
+    let (f, t) = (cstr(from)?, cstr(to)?);
+    // SAFETY: valid descriptor and names.
+    check(unsafe { libc::renameat(dir.as_raw_fd(), f.as_ptr(), dir.as_raw_fd(), t.as_ptr()) })
+        .map(|_| ())
+}
+
+pub fn unlink_at(dir: &OwnedFd, name: &std::ffi::OsStr) {
+    if let Ok(c) = cstr(name) {
+        // SAFETY: valid descriptor and name.
+        unsafe {
+            libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0);
+        }
+    }
+}
+
+pub fn fsync_fd(fd: &OwnedFd) {
+    // SAFETY: fsync on a descriptor we own.
+    unsafe {
+        libc::fsync(fd.as_raw_fd());
+    }
+}
+
 /// Sets the process umask so that nothing ccide creates is readable by others by accident.
 pub fn restrict_umask() {
     // SAFETY: umask cannot fail.
