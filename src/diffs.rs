@@ -337,9 +337,9 @@ pub fn open_diff(call: &Call, args: &Map<String, Value>) -> Reply {
     });
     let written = (|| -> std::io::Result<()> {
         std::fs::create_dir(&dir)?;
-        crate::files::write_atomic(&dir.join("original"), &original, 0o600)?;
-        crate::files::write_atomic(&dir.join("proposed"), contents.as_bytes(), 0o600)?;
-        crate::files::write_atomic(&dir.join("meta.json"), meta.to_string().as_bytes(), 0o600)
+        crate::files::write_volatile(&dir.join("original"), &original, 0o600)?;
+        crate::files::write_volatile(&dir.join("proposed"), contents.as_bytes(), 0o600)?;
+        crate::files::write_volatile(&dir.join("meta.json"), meta.to_string().as_bytes(), 0o600)
     })();
     if let Err(e) = written {
         let _ = std::fs::remove_dir_all(&dir);

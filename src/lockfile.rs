@@ -117,6 +117,10 @@ pub fn load_identity(state: &Path) -> Result<Identity, String> {
 pub fn save_identity(state: &Path, port: u16, token: &str) -> Result<(), String> {
     let path = state.join(IDENTITY_FILE);
     let body = json!({"port": port, "token": token}).to_string();
+    // A restart on the same port writes nothing: two fsyncs less before the lock appears.
+    if fs::read(&path).is_ok_and(|old| old == body.as_bytes()) {
+        return Ok(());
+    }
     files::write_atomic(&path, body.as_bytes(), 0o600)
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

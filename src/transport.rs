@@ -348,7 +348,10 @@ fn finish_handshake(
             let config = WebSocketConfig::default()
                 .max_message_size(Some(MAX_MESSAGE))
                 .max_frame_size(Some(MAX_MESSAGE))
-                .max_write_buffer_size(MAX_MESSAGE * 2);
+                .max_write_buffer_size(MAX_MESSAGE * 2)
+                // tungstenite zeroes its whole read buffer before each read: the default 128 KiB
+                // made every idle connection cost that much resident memory.
+                .read_buffer_size(4 << 10);
             let ws = WebSocket::from_partially_read(stream, rest, Role::Server, Some(config));
             run_connection(ws, &outbox, handler);
             established.fetch_sub(1, Ordering::SeqCst);
