@@ -327,7 +327,7 @@ pub fn open_diff(call: &Call, args: &Map<String, Value>) -> Reply {
     let mut inner = diffs.inner.lock().unwrap();
     let id = inner.next_id;
     inner.next_id += 1;
-    let _ = crate::files::write_atomic(&diffs.seq, inner.next_id.to_string().as_bytes(), 0o600);
+    let _ = crate::files::write_volatile(&diffs.seq, inner.next_id.to_string().as_bytes(), 0o600);
     let dir = diffs.root.join(id.to_string());
     let created = SystemTime::now();
     let meta = json!({

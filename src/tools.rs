@@ -327,20 +327,21 @@ pub fn list(app: &Arc<App>) -> Vec<Value> {
         .collect()
 }
 
-pub fn call(call: &Call, params: Value) -> Reply {
-    let Some(name) = params["name"].as_str() else {
-        return Reply::Now(Err(RpcError::invalid_params(
-            "tools/call needs a \"name\" string",
-        )));
-    };
-    let args = match &params["arguments"] {
-        Value::Object(m) => m.clone(),
-        Value::Null => Map::new(),
-        _ => {
+pub fn call(call: &Call, mut params: Value) -> Reply {
+    // Taken, not cloned: openDiff's arguments carry whole files.
+    let args = match params.get_mut("arguments").map(Value::take) {
+        Some(Value::Object(m)) => m,
+        None | Some(Value::Null) => Map::new(),
+        Some(_) => {
             return Reply::Now(Err(RpcError::invalid_params(
                 "tools/call \"arguments\" must be an object",
             )));
         }
+    };
+    let Some(name) = params["name"].as_str() else {
+        return Reply::Now(Err(RpcError::invalid_params(
+            "tools/call needs a \"name\" string",
+        )));
     };
     match TOOLS.iter().find(|t| t.name == name) {
         Some(t) => (t.run)(call, &args),

@@ -351,7 +351,7 @@ fn finish_handshake(
                 .max_write_buffer_size(MAX_MESSAGE * 2)
                 // tungstenite zeroes its whole read buffer before each read: the default 128 KiB
                 // made every idle connection cost that much resident memory.
-                .read_buffer_size(4 << 10);
+                .read_buffer_size(16 << 10);
             let ws = WebSocket::from_partially_read(stream, rest, Role::Server, Some(config));
             run_connection(ws, &outbox, handler);
             established.fetch_sub(1, Ordering::SeqCst);
