@@ -538,7 +538,15 @@ pub fn status(args: &Args) -> Outcome {
             d["bytes"]
         ));
     }
-    if let Some(sel) = s["selection"].as_object() {
+    if let Some(sel) = s["selection"].as_object()
+        && sel["text"] == ""
+        && sel["selection"]["isEmpty"] == true
+    {
+        out.push_str(&format!(
+            "select   {} (the file, no text)\n",
+            display_path(Path::new(sel["filePath"].as_str().unwrap_or("")))
+        ));
+    } else if let Some(sel) = s["selection"].as_object() {
         let r = &sel["selection"];
         out.push_str(&format!(
             "select   {}:{}:{}-{}:{}\n",

@@ -592,8 +592,8 @@ pub fn seed_tool(call: &Call, name: &str, args: &Map<String, Value>) -> Reply {
 
 /// What a newly initialized client gets: the current selection (the CLI forgets it on every
 /// reconnect) and the mentions queued while nobody was connected.
-pub fn greet(app: &Arc<App>, client: &crate::server::Client) {
-    if let Some(sel) = app.editor.selection() {
+pub fn greet(app: &Arc<App>, client: &crate::server::Client, with_selection: bool) {
+    if let Some(sel) = app.editor.selection().filter(|_| with_selection) {
         client.send(&crate::jsonrpc::notification("selection_changed", sel));
     }
     for m in app.editor.take_mentions() {

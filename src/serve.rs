@@ -76,8 +76,7 @@ pub fn unix(t: SystemTime) -> u64 {
 }
 
 /// Called once a client has sent `notifications/initialized`.
-pub fn client_ready(app: &Arc<App>, client: &Arc<Client>) {
-    crate::context::greet(app, client);
+pub fn client_ready(_app: &Arc<App>, client: &Arc<Client>) {
     let i = client.info();
     crate::events::emit(serde_json::json!({
         "event": "client_connected", "client": i.id, "name": i.name, "version": i.version,

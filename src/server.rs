@@ -35,6 +35,10 @@ pub struct Client {
 #[derive(Default)]
 struct ClientState {
     initialized: bool,
+    /// Whether the selection and queued mentions were sent after the handshake.
+    greeted: bool,
+    /// A selection_changed reached it since it initialized (the greeting then skips it).
+    saw_selection: bool,
     pid: Option<i64>,
     client_name: String,
     client_version: String,
@@ -154,11 +158,19 @@ impl Server {
     }
 
     /// Sends a notification to every initialized client; returns how many got it.
+    /// Sends a notification to every initialized client; returns how many got it.
     pub fn broadcast(&self, method: &str, params: Value) -> usize {
         let text: tungstenite::Utf8Bytes = jsonrpc::notification(method, params).to_string().into();
+        let selection = method == "selection_changed";
         let mut n = 0;
         for c in self.clients() {
-            if c.state.lock().unwrap().initialized && c.outbox.send(text.clone()) {
+            let mut s = c.state.lock().unwrap();
+            if !s.initialized {
+                continue;
+            }
+            s.saw_selection |= selection;
+            drop(s);
+            if c.outbox.send(text.clone()) {
                 n += 1;
             }
         }
@@ -320,7 +332,14 @@ fn dispatch(call: &Call, method: &str, params: Value) -> Reply {
     let r = match method {
         "initialize" => initialize(app, call.client, &params),
         "ping" => Ok(json!({})),
-        "tools/list" => Ok(json!({"tools": crate::tools::list(app)})),
+        "tools/list" => {
+            // The CLI ignores notifications until its connection setup ends, which its
+            // tools/list marks (observed: a mention sent sooner was dropped; 20 ms later, shown).
+            if call.client.state.lock().unwrap().initialized {
+                greet_after(app, call.client, Duration::from_millis(250));
+            }
+            Ok(json!({"tools": crate::tools::list(app)}))
+        }
         "tools/call" => return crate::tools::call(call, params),
         "resources/list" => Ok(json!({"resources": []})),
         "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
@@ -383,6 +402,8 @@ fn notification(app: &Arc<crate::serve::App>, client: &Arc<Client>, method: &str
                 }
             }
             crate::serve::client_ready(app, client);
+            // For clients that never ask for tools/list.
+            greet_after(app, client, Duration::from_millis(1500));
         }
         "ide_connected" => {
             let info = {
@@ -418,6 +439,24 @@ fn notification(app: &Arc<crate::serve::App>, client: &Arc<Client>, method: &str
         }
         _ => {}
     }
+}
+
+/// Sends the client what it missed (the selection, queued mentions) after `delay`, once.
+fn greet_after(app: &Arc<crate::serve::App>, client: &Arc<Client>, delay: Duration) {
+    let (app, client) = (app.clone(), client.clone());
+    let _ = std::thread::Builder::new()
+        .name("greet".into())
+        .stack_size(crate::transport::THREAD_STACK)
+        .spawn(move || {
+            std::thread::sleep(delay);
+            let (first, saw_selection) = {
+                let mut s = client.state.lock().unwrap();
+                (!std::mem::replace(&mut s.greeted, true), s.saw_selection)
+            };
+            if first && !client.outbox.is_ended() {
+                crate::context::greet(&app, &client, !saw_selection);
+            }
+        });
 }
 
 /// The keepalive timer (PROTOCOL 8): a `ping` request to each client every interval; a client

@@ -1600,3 +1600,27 @@ fn claude_that_cannot_start_says_so_and_leaves_no_server_behind() {
     );
     assert_eq!(list_locks(&sb.config().join("ide")), Vec::<PathBuf>::new());
 }
+
+/// The real CLI drops notifications that arrive before its setup ends (its tools/list): what a
+/// client missed is sent after it, never right after `notifications/initialized`.
+#[test]
+fn missed_selection_and_queued_mentions_follow_the_clients_tools_list() {
+    let sb = Sandbox::new();
+    sb.write("app.py", "one\ntwo\n");
+    let s = sb.serve(&[]);
+    assert!(sb.run(&["select", "app.py:2"]).status.success());
+    assert!(sb.run(&["mention", "app.py:1"]).status.success());
+    let mut c = s.connect();
+    c.request("initialize", json!({"protocolVersion": "2025-11-25"}));
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let early = c.drain(std::time::Duration::from_millis(600));
+    assert!(
+        early.iter().all(|m| m.get("method").is_none()),
+        "nothing before tools/list: {early:?}"
+    );
+    c.request("tools/list", json!({}));
+    let sel = c.notification("selection_changed");
+    assert_eq!(sel["params"]["text"], "two");
+    let m = c.notification("at_mentioned");
+    assert_eq!(m["params"]["lineStart"], 0);
+}
