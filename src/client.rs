@@ -675,11 +675,7 @@ fn status_all(args: &Args) -> Outcome {
                 "other"
             },
             l.ide_name,
-            l.workspaces
-                .iter()
-                .map(|w| w.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            l.folders()
         );
     }
     Ok(EXIT_OK)

@@ -191,16 +191,7 @@ pub fn find_server(
             cwd.display(),
             matching
                 .iter()
-                .map(|l| format!(
-                    "  --port {}  {} ({})",
-                    l.port,
-                    l.ide_name,
-                    l.workspaces
-                        .iter()
-                        .map(|w| w.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
+                .map(|l| format!("  --port {}  {} ({})", l.port, l.ide_name, l.folders()))
                 .collect::<Vec<_>>()
                 .join("\n")
         ))),

@@ -188,6 +188,17 @@ pub struct Found {
     pub alive: bool,
 }
 
+impl Found {
+    /// The workspace folders, comma-separated, for people.
+    pub fn folders(&self) -> String {
+        self.workspaces
+            .iter()
+            .map(|w| w.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 pub fn scan(config: &Path) -> Vec<Found> {
     let mut out = Vec::new();
     let Ok(entries) = fs::read_dir(config.join("ide")) else {

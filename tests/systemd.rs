@@ -9,20 +9,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::json;
 
-fn serve_cmd(sb: &Sandbox, extra: &[&str]) -> std::process::Command {
-    let ws = sb.ws();
-    let state = sb.state();
-    let mut args = vec![
-        "serve",
-        "--workspace",
-        ws.to_str().unwrap(),
-        "--state-dir",
-        state.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    sb.command(&args)
-}
-
 /// Reads datagrams until `want` arrives; returns everything read, in order.
 fn until(sock: &UnixDatagram, want: &str) -> Vec<String> {
     let mut seen = Vec::new();
@@ -45,7 +31,7 @@ fn ready_watchdog_reloading_and_stopping_reach_the_notify_socket() {
     let sock = UnixDatagram::bind(&sock_path).unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    let mut cmd = serve_cmd(&sb, &[]);
+    let mut cmd = sb.serve_command(&[]);
     cmd.env("NOTIFY_SOCKET", &sock_path)
         .env("WATCHDOG_USEC", "200000");
     let mut s = Server::spawn(&mut cmd, &sb.config());
@@ -102,7 +88,7 @@ fn workspace_changes_keep_port_and_token_and_survive_a_restart() {
 #[test]
 fn under_journald_log_lines_carry_syslog_priorities() {
     let sb = Sandbox::new();
-    let mut cmd = serve_cmd(&sb, &["--log-level", "debug"]);
+    let mut cmd = sb.serve_command(&["--log-level", "debug"]);
     cmd.env("JOURNAL_STREAM", "8:12345");
     let s = Server::spawn(&mut cmd, &sb.config());
     let mut c = s.client();

@@ -136,6 +136,11 @@ impl Sandbox {
 
     /// Starts `ccide serve` for the workspace with `extra` flags and waits for its lock file.
     pub fn serve(&self, extra: &[&str]) -> Server {
+        Server::spawn(&mut self.serve_command(extra), &self.config())
+    }
+
+    /// The `ccide serve` command for the workspace and state directory, not yet started.
+    pub fn serve_command(&self, extra: &[&str]) -> Command {
         let ws = self.ws();
         let state = self.state();
         let mut args = vec![
@@ -146,8 +151,7 @@ impl Sandbox {
             state.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
-        let mut cmd = self.command(&args);
-        Server::spawn(&mut cmd, &self.config())
+        self.command(&args)
     }
 }
 
