@@ -225,25 +225,17 @@ pub fn get_diagnostics(call: &Call, args: &Map<String, Value>) -> Reply {
     // CLI's baseline call before an edit ({uri}, 500 ms deadline) waits a little for a check
     // already under way, so an error the file had before is in the baseline and is not later
     // reported as introduced by the edit; {} waits up to --diagnostics-wait.
-    let responder = call.defer();
     let waiter = app.clone();
-    let spawned = std::thread::Builder::new()
-        .name("diagnostics".into())
-        .stack_size(crate::transport::THREAD_STACK)
-        .spawn(move || {
+    crate::server::answer_later(
+        std::sync::Arc::new(call.defer()),
+        Box::new(move || {
             match &running {
                 Some(r) => crate::checkers::wait_all(std::slice::from_ref(r), BASELINE_WAIT),
                 None => waiter.checks.refresh_all_and_wait(&waiter),
             }
-            responder.reply(Ok(tool_json(&Value::Array(answer_for(&waiter, uri)))));
-        });
-    match spawned {
-        Ok(_) => Reply::Later,
-        Err(e) => Reply::Now(Err(crate::jsonrpc::RpcError::new(
-            crate::jsonrpc::ErrorCode::InternalError,
-            format!("cannot start a thread: {e}"),
-        ))),
-    }
+            Some(tool_json(&Value::Array(answer_for(&waiter, uri))))
+        }),
+    )
 }
 
 /// How long a `{uri}` request waits for a running check: well inside the CLI's 500 ms.

@@ -206,7 +206,7 @@ pub fn execute_code(call: &Call, args: &Map<String, Value>) -> Reply {
     let asked =
         (exec.settings.mode == Mode::Ask).then(|| exec.ask(client, &code, responder.clone()));
     let app = call.app.clone();
-    crate::format::answer_later(
+    crate::server::answer_later(
         responder,
         Box::new(move || {
             if let Some(id) = asked {

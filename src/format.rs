@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 
 use crate::serve::App;
-use crate::server::{Call, Reply, Responder};
+use crate::server::{Call, Reply};
 use crate::tools::{arg_str, tool_error, tool_texts};
 
 /// A formatter running longer is killed.
@@ -52,7 +52,7 @@ pub fn reformat_file(call: &Call, args: &Map<String, Value>) -> Reply {
         Err(e) => return Reply::Now(Err(e)),
     };
     let app = call.app.clone();
-    answer_later(
+    crate::server::answer_later(
         Arc::new(call.defer()),
         Box::new(move || {
             Some(match reformat(&app, &raw) {
@@ -61,26 +61,6 @@ pub fn reformat_file(call: &Call, args: &Map<String, Value>) -> Reply {
             })
         }),
     )
-}
-
-/// Answers a deferred call from a new thread with what `work` returns (None: no answer), so
-/// that a slow tool never holds up its connection (which must keep answering pings).
-pub fn answer_later(
-    responder: Arc<Responder>,
-    work: Box<dyn FnOnce() -> Option<Value> + Send>,
-) -> Reply {
-    let r = responder.clone();
-    let started = std::thread::Builder::new()
-        .stack_size(crate::transport::THREAD_STACK)
-        .spawn(move || {
-            if let Some(v) = work() {
-                r.reply(Ok(v));
-            }
-        });
-    if let Err(e) = started {
-        responder.reply(Ok(tool_error(&format!("cannot start a thread: {e}"))));
-    }
-    Reply::Later
 }
 
 fn reformat(app: &App, raw: &str) -> Result<(), String> {

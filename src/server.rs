@@ -105,6 +105,28 @@ impl Responder {
     }
 }
 
+/// Answers a deferred call from a new thread with what `work` returns (None: no answer), so
+/// that a slow tool never holds up its connection (which must keep answering pings).
+pub fn answer_later(
+    responder: Arc<Responder>,
+    work: Box<dyn FnOnce() -> Option<Value> + Send>,
+) -> Reply {
+    let r = responder.clone();
+    let started = std::thread::Builder::new()
+        .stack_size(crate::transport::THREAD_STACK)
+        .spawn(move || {
+            if let Some(v) = work() {
+                r.reply(Ok(v));
+            }
+        });
+    if let Err(e) = started {
+        responder.reply(Ok(crate::tools::tool_error(&format!(
+            "cannot start a thread: {e}"
+        ))));
+    }
+    Reply::Later
+}
+
 /// What a method handler gives back.
 pub enum Reply {
     Now(Result<Value, RpcError>),
