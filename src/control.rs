@@ -1,7 +1,9 @@
-//! The control channel: a Unix socket in the state directory through which ccide's own
-//! commands (`ccide diff`, `select`, `status`, ...) talk to the running `serve`. One JSON
-//! request per line, one JSON answer per line (`events` keeps streaming). Only the owner may
-//! connect: the socket lives in a 0700 directory and the peer's uid is checked.
+//! The control socket: a Unix socket in the state directory through which ccide's own
+//! commands (`ccide diff`, `select`, `status`, ...) talk to the running `serve`
+//! (ccide-protocol(7) §9). One JSON request per line, one JSON answer per line (`events` keeps
+//! streaming). Only the owner may connect: the socket lives in a 0700 directory and the peer's
+//! uid is checked. The server half answers from the shared state; the client half, below, is
+//! what the commands use.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -11,7 +13,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::serve::App;
+use crate::diagnostics::parse::Format;
+use crate::lockfile::LockEntry;
+use crate::state::State;
+use crate::state::editor::{self, HumanRange};
+
+// ---------------------------------------------------------------------------
+// The server half
 
 /// Largest request line (a `buffer` command carries a whole file).
 const MAX_REQUEST: u64 = 64 << 20;
@@ -29,7 +37,7 @@ pub fn bind(path: &Path) -> Result<UnixListener, String> {
         .map_err(|e| format!("cannot create the control socket {}: {e}", path.display()))
 }
 
-pub fn run(app: Arc<App>, listener: UnixListener) {
+pub fn run(state: Arc<State>, listener: UnixListener) {
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         let me = crate::sys::getuid();
@@ -44,15 +52,12 @@ pub fn run(app: Arc<App>, listener: UnixListener) {
                 continue;
             }
         }
-        let app = app.clone();
-        let _ = std::thread::Builder::new()
-            .name("control".into())
-            .stack_size(crate::transport::THREAD_STACK)
-            .spawn(move || serve_one(&app, stream));
+        let state = state.clone();
+        let _ = crate::proc::spawn_thread("control", move || serve_one(&state, stream));
     }
 }
 
-fn serve_one(app: &Arc<App>, stream: UnixStream) {
+fn serve_one(state: &Arc<State>, stream: UnixStream) {
     let Ok(read_half) = stream.try_clone() else {
         return;
     };
@@ -72,10 +77,10 @@ fn serve_one(app: &Arc<App>, stream: UnixStream) {
             }
         };
         if request["cmd"] == "events" {
-            crate::events::subscribe(writer);
+            state.events.subscribe(writer);
             return;
         }
-        let answer = crate::commands::handle(app, &request);
+        let answer = handle(state, &request);
         if reply(&mut writer, &answer).is_err() {
             return;
         }
@@ -92,6 +97,196 @@ pub fn failure(message: &str) -> Value {
     json!({"ok": false, "error": message})
 }
 
+/// Answers one request (every command but `events`).
+pub fn handle(state: &Arc<State>, req: &Value) -> Value {
+    let cwd = req["cwd"].as_str().map(PathBuf::from).unwrap_or_default();
+    match req["cmd"].as_str().unwrap_or("") {
+        "diff.list" => json!({"ok": true, "diffs": state.diffs.list()}),
+        "diff.find" => match state.diffs.find(req["target"].as_str(), &cwd) {
+            Ok(d) => json!({"ok": true, "diff": d}),
+            Err(e) => json!({"ok": false, "error": e.message(), "kind": e.kind()}),
+        },
+        "diff.settle" => {
+            let accept = req["accept"] == true;
+            match state
+                .diffs
+                .settle_by_user(req["target"].as_str(), accept, &cwd)
+            {
+                Ok(d) => json!({"ok": true, "diff": d}),
+                Err(e) => json!({"ok": false, "error": e.message(), "kind": e.kind()}),
+            }
+        }
+        "status" => json!({"ok": true, "status": state.status()}),
+        "select" => select(state, req).unwrap_or_else(|e| failure(&e)),
+        "mention" => mention(state, req).unwrap_or_else(|e| failure(&e)),
+        "open" => open(state, req).unwrap_or_else(|e| failure(&e)),
+        "close" => close(state, req).unwrap_or_else(|e| failure(&e)),
+        "buffer" => buffer(state, req).unwrap_or_else(|e| failure(&e)),
+        "diagnostics.import" => {
+            let format = req["format"]
+                .as_str()
+                .and_then(Format::from_name)
+                .unwrap_or(Format::Auto);
+            state
+                .diagnostics
+                .import(req["text"].as_str().unwrap_or(""), format, &cwd)
+        }
+        "diagnostics.list" => {
+            let files: Vec<Value> = state
+                .diagnostics
+                .store
+                .all()
+                .iter()
+                .map(|(p, ds)| {
+                    json!({"uri": crate::files::file_url(p), "path": p,
+                        "diagnostics": ds.iter().map(crate::diagnostics::to_wire).collect::<Vec<_>>(),
+                        "lines": ds.iter().map(|d| crate::diagnostics::describe(p, d)).collect::<Vec<_>>()})
+                })
+                .collect();
+            json!({"ok": true, "files": files})
+        }
+        "diagnostics.clear" => {
+            let only = match req["path"].as_str() {
+                Some(p) => match state.resolve(p) {
+                    Ok(p) => Some(p),
+                    Err(e) => return failure(&e),
+                },
+                None => None,
+            };
+            let cleared = state.diagnostics.clear(only.as_deref());
+            json!({"ok": true, "cleared": cleared})
+        }
+        "exec" => match req["action"].as_str().unwrap_or("list") {
+            "list" => {
+                let (mode, requests) = state.exec.waiting();
+                json!({"ok": true, "mode": mode, "requests": requests})
+            }
+            action @ ("approve" | "deny") => {
+                match state
+                    .exec
+                    .decide(req["target"].as_str(), action == "approve")
+                {
+                    Ok(r) => json!({"ok": true, "request": r}),
+                    Err(e) => failure(&e),
+                }
+            }
+            other => failure(&format!(
+                "unknown exec action '{other}': expected list, approve or deny"
+            )),
+        },
+        "workspace" => {
+            let add = req["op"] == "add";
+            let path = PathBuf::from(req["path"].as_str().unwrap_or(""));
+            match req["op"].as_str() {
+                Some("list") => json!({"ok": true, "workspaces": state.workspaces.list()}),
+                Some("add" | "remove") => match state.change_workspace(add, &path) {
+                    Ok(ws) => json!({"ok": true, "workspaces": ws}),
+                    Err(e) => failure(&e),
+                },
+                _ => failure("workspace: expected add, remove or list"),
+            }
+        }
+        other => failure(&format!(
+            "unknown control command '{other}' (is ccide up to date?)"
+        )),
+    }
+}
+
+fn path_arg(state: &State, v: &Value) -> Result<PathBuf, String> {
+    state.resolve(v.as_str().ok_or("missing path")?)
+}
+
+fn num(v: &Value) -> Option<usize> {
+    v.as_u64().map(|n| n as usize)
+}
+
+fn select(state: &State, req: &Value) -> Result<Value, String> {
+    let path = path_arg(state, &req["path"])?;
+    if !path.is_file() {
+        return Err(format!("File not found: {}", path.display()));
+    }
+    let r = &req["range"];
+    let range = HumanRange {
+        start_line: num(&r["start_line"]),
+        start_col: num(&r["start_col"]),
+        end_line: num(&r["end_line"]),
+        end_col: num(&r["end_col"]),
+    };
+    let content = state.current_text(&path)?;
+    let payload = editor::selection_for(
+        &content,
+        &path,
+        range,
+        req["text"].as_str().map(String::from),
+    )?;
+    let n = state.select(payload.clone());
+    Ok(json!({"ok": true, "clients": n, "selection": payload}))
+}
+
+fn mention(state: &State, req: &Value) -> Result<Value, String> {
+    let path = path_arg(state, &req["path"])?;
+    let start = num(&req["start"]);
+    if !path.exists() {
+        return Err(format!("File not found: {}", path.display()));
+    }
+    if path.is_dir() && start.is_some() {
+        return Err(format!(
+            "{} is a directory: mention it without lines",
+            path.display()
+        ));
+    }
+    let payload = editor::mention_payload(&path, start, num(&req["end"]))?;
+    let n = state.mention(payload.clone());
+    Ok(json!({"ok": true, "clients": n, "queued": n == 0, "mention": payload}))
+}
+
+fn paths(state: &State, req: &Value) -> Result<Vec<PathBuf>, String> {
+    req["paths"]
+        .as_array()
+        .ok_or("missing paths")?
+        .iter()
+        .map(|p| path_arg(state, p))
+        .collect()
+}
+
+fn open(state: &State, req: &Value) -> Result<Value, String> {
+    let paths = paths(state, req)?;
+    for p in &paths {
+        if !p.is_file() {
+            return Err(format!("File not found: {}", p.display()));
+        }
+    }
+    for (i, p) in paths.iter().enumerate() {
+        state.editor.open_tab(p, i + 1 == paths.len(), false);
+    }
+    Ok(json!({"ok": true, "opened": paths}))
+}
+
+fn close(state: &State, req: &Value) -> Result<Value, String> {
+    let discard = req["discard"] == true;
+    let mut not_open = Vec::new();
+    let mut kept = Vec::new();
+    for p in paths(state, req)? {
+        if !state.editor.close_tab(&p, discard) {
+            not_open.push(p.clone());
+        }
+        if state.editor.document(&p).is_some() {
+            kept.push(p);
+        }
+    }
+    Ok(json!({"ok": true, "not_open": not_open, "kept_unsaved": kept}))
+}
+
+fn buffer(state: &State, req: &Value) -> Result<Value, String> {
+    let path = path_arg(state, &req["path"])?;
+    let content = req["content"].as_str().map(String::from);
+    state.editor.set_document(&path, content);
+    Ok(json!({"ok": true, "path": path}))
+}
+
+// ---------------------------------------------------------------------------
+// The client half
+
 /// The client side, used by ccide's commands.
 pub struct Control {
     reader: BufReader<UnixStream>,
@@ -99,7 +294,7 @@ pub struct Control {
 }
 
 impl Control {
-    pub fn connect(lock: crate::lockfile::Found) -> Result<Control, String> {
+    pub fn connect(lock: LockEntry) -> Result<Control, String> {
         let path = lock
             .control
             .clone()
@@ -159,18 +354,14 @@ impl Control {
 
 /// Finds the server for `cwd` the way the CLI does: a live lock file whose workspace folder is
 /// `cwd` or one of its ancestors; or the lock of `port` when given.
-pub fn find_server(
-    config: &Path,
-    port: Option<u16>,
-    cwd: &Path,
-) -> Result<crate::lockfile::Found, Found> {
+pub fn find_server(config: &Path, port: Option<u16>, cwd: &Path) -> Result<LockEntry, FindError> {
     let locks: Vec<_> = crate::lockfile::scan(config)
         .into_iter()
         .filter(|l| l.alive && l.control.is_some())
         .collect();
     if let Some(p) = port {
         return locks.into_iter().find(|l| l.port == p).ok_or_else(|| {
-            Found::None(format!(
+            FindError::None(format!(
                 "no ccide server is running on port {p} (no live ccide lock file {}/ide/{p}.lock)",
                 config.display()
             ))
@@ -181,12 +372,12 @@ pub fn find_server(
         .filter(|l| l.workspaces.iter().any(|w| cwd.starts_with(w)))
         .collect();
     match matching.len() {
-        0 => Err(Found::None(format!(
+        0 => Err(FindError::None(format!(
             "no ccide server is running for {} (start one there with `ccide serve`, or pass --port)",
             cwd.display()
         ))),
         1 => Ok(matching.remove(0)),
-        _ => Err(Found::Several(format!(
+        _ => Err(FindError::Several(format!(
             "several ccide servers serve {}; choose one with --port:\n{}",
             cwd.display(),
             matching
@@ -198,7 +389,8 @@ pub fn find_server(
     }
 }
 
-pub enum Found {
+/// Why no single server was found.
+pub enum FindError {
     None(String),
     Several(String),
 }

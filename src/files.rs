@@ -1,5 +1,5 @@
-//! How ccide writes files (never in place) and which paths it may touch (only inside the
-//! workspace folders, after resolving symlinks).
+//! How ccide writes files (never in place), names them (`file://` URIs) and normalises paths.
+//! Which paths it may touch is `workspaces`.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -169,16 +169,23 @@ pub fn private_dir(dir: &Path, what: &str) -> Result<(), String> {
     }
 }
 
-/// Removes `.`, `..` and repeated separators without touching the file system.
-pub fn normalize(path: &Path) -> PathBuf {
+/// Lexical normalisation: tools print `./x`, `a/../b` and the like, and the same file must
+/// compare equal however it was spelt. Symlinks are not resolved on purpose (the file may not
+/// exist here). `..` above the root is the root; a relative path keeps its leading `..`.
+pub fn normalize(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
-    for c in path.components() {
+    for c in p.components() {
         match c {
-            Component::ParentDir => {
-                out.pop();
-            }
+            Component::Prefix(_) | Component::RootDir => out.push(c.as_os_str()),
             Component::CurDir => {}
-            other => out.push(other.as_os_str()),
+            Component::ParentDir => match out.components().next_back() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(".."),
+            },
+            Component::Normal(s) => out.push(s),
         }
     }
     out
@@ -193,83 +200,64 @@ pub fn canonical_dir(dir: &Path) -> Result<PathBuf, String> {
     Ok(p)
 }
 
-/// Resolves a path a client or a command gave us to the real file it names, and refuses it
-/// unless that file lies inside one of the workspace folders. Relative paths start at the first
-/// folder. Symlinks are resolved (the deepest existing ancestor for a file yet to be created),
-/// so callers then read and write the resolved path, never a name that a swapped-in symlink
-/// could redirect.
-pub fn confine(raw: &str, workspaces: &[PathBuf]) -> Result<PathBuf, String> {
-    if raw.is_empty() {
-        return Err("empty path".into());
-    }
-    if raw.contains('\0') {
-        return Err(format!("path {raw:?} contains a NUL byte"));
-    }
-    let first = workspaces.first().ok_or("no workspace folder")?;
-    // Longer than the kernel accepts anyway; refusing early keeps the component-by-component
-    // resolution below from costing quadratic time on a hostile megabyte path.
-    const PATH_MAX: usize = 4096;
-    if first.as_os_str().len() + raw.len() >= PATH_MAX {
-        return Err(format!(
-            "a path of {} bytes is too long (the limit is {PATH_MAX})",
-            raw.len()
-        ));
-    }
-    let joined = first.join(raw);
-    let lexical = normalize(&joined);
-    let resolved = resolve_existing_prefix(&lexical)
-        .map_err(|e| format!("cannot resolve {}: {e}", lexical.display()))?;
-    if workspaces.iter().any(|w| resolved.starts_with(w)) {
-        Ok(resolved)
-    } else {
-        let how = if resolved != lexical {
-            format!(" (it resolves to {})", resolved.display())
-        } else {
-            String::new()
-        };
-        Err(format!(
-            "{} is outside the workspace folders{how}; ccide only touches files under {}",
-            lexical.display(),
-            workspaces
-                .iter()
-                .map(|w| w.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
-    }
+/// The `file://` URI of a path as the CLI writes and compares it: raw `file://` + path, never
+/// percent-encoded (ccide-protocol(7) §5).
+pub fn file_url(p: &Path) -> String {
+    format!("file://{}", p.display())
 }
 
-/// Canonicalizes the longest existing prefix of `p` and appends the rest unchanged.
-fn resolve_existing_prefix(p: &Path) -> io::Result<PathBuf> {
-    let mut rest = Vec::new();
-    let mut cur = p.to_path_buf();
-    loop {
-        match fs::canonicalize(&cur) {
-            Ok(mut c) => {
-                for part in rest.iter().rev() {
-                    c.push(part);
-                }
-                return Ok(c);
+/// The path of a `file:` URI, percent-decoded if `decode` (SARIF and LSP encode; the CLI does
+/// not). None if `uri` is not a `file:` URI. `file://localhost/x` is `/x`; another host is a
+/// UNC path.
+pub fn uri_path(uri: &str, decode: bool) -> Option<String> {
+    let scheme = uri.get(..5)?;
+    if !scheme.eq_ignore_ascii_case("file:") {
+        return None;
+    }
+    let rest = uri.get(5..)?;
+    let path = match rest.strip_prefix("//") {
+        Some(authority_and_path) => {
+            let slash = authority_and_path
+                .find('/')
+                .unwrap_or(authority_and_path.len());
+            let (host, path) = authority_and_path.split_at(slash);
+            if host.is_empty() || host.eq_ignore_ascii_case("localhost") {
+                path.to_string()
+            } else {
+                format!("//{authority_and_path}")
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let Some(name) = cur.file_name().map(|n| n.to_os_string()) else {
-                    return Err(e);
-                };
-                // A dangling symlink must not be followed later by a write to its name.
-                if fs::symlink_metadata(&cur).is_ok() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "it is a dangling symlink",
-                    ));
-                }
-                rest.push(name);
-                if !cur.pop() {
-                    return Err(e);
-                }
-            }
-            Err(e) => return Err(e),
+        }
+        None => rest.to_string(),
+    };
+    if path.is_empty() {
+        return None;
+    }
+    Some(if decode { percent_decode(&path) } else { path })
+}
+
+pub fn percent_decode(s: &str) -> String {
+    if !s.contains('%') {
+        return s.to_string();
+    }
+    let hex = |b: &u8| (*b as char).to_digit(16).and_then(|d| u8::try_from(d).ok());
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%'
+            && let (Some(hi), Some(lo)) = (
+                bytes.get(i + 1).and_then(hex),
+                bytes.get(i + 2).and_then(hex),
+            )
+        {
+            out.push(hi << 4 | lo);
+            i += 3;
+        } else {
+            out.push(b);
+            i += 1;
         }
     }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -283,5 +271,6 @@ mod tests {
             PathBuf::from("/a/c/d")
         );
         assert_eq!(normalize(Path::new("/../x")), PathBuf::from("/x"));
+        assert_eq!(normalize(Path::new("../a/./b/..")), PathBuf::from("../a"));
     }
 }

@@ -1,4 +1,4 @@
-//! Discovery (PROTOCOL section 1): the lock file the CLI scans, and the state directory that
+//! Discovery (ccide-protocol(7) §1): the lock file the CLI scans, and the state directory that
 //! keeps port and token across restarts (the CLI reconnects to the old URL with the old token
 //! and never rereads lock files).
 
@@ -178,7 +178,7 @@ impl LockFile {
 }
 
 /// A lock file found in `<config>/ide`, as ccide's commands see it.
-pub struct Found {
+pub struct LockEntry {
     pub port: u16,
     pub path: PathBuf,
     pub pid: i64,
@@ -188,7 +188,7 @@ pub struct Found {
     pub alive: bool,
 }
 
-impl Found {
+impl LockEntry {
     /// The workspace folders, comma-separated, for people.
     pub fn folders(&self) -> String {
         self.workspaces
@@ -199,7 +199,7 @@ impl Found {
     }
 }
 
-pub fn scan(config: &Path) -> Vec<Found> {
+pub fn scan(config: &Path) -> Vec<LockEntry> {
     let mut out = Vec::new();
     let Ok(entries) = fs::read_dir(config.join("ide")) else {
         return out;
@@ -221,7 +221,7 @@ pub fn scan(config: &Path) -> Vec<Found> {
             continue;
         };
         let pid = v["pid"].as_i64().unwrap_or(0);
-        out.push(Found {
+        out.push(LockEntry {
             port,
             pid,
             alive: crate::sys::process_alive(pid),

@@ -1,33 +1,270 @@
-//! ccide: a headless IDE for Claude Code. See README.md and man/ccide.1.
+//! ccide: a headless IDE for Claude Code. See README.md, man/ccide.1 and man/ccide-protocol.7.
+//!
+//! # Architecture
+//!
+//! Layers, lowest first; a module imports only from layers below its own (`tests/layers` in the
+//! unit tests checks this against the source):
+//!
+//! 1. Leaves: `sys` (every libc call and `unsafe` block), `log`, `text`, `pattern`, `textdiff`.
+//! 2. Services: `files` (atomic writes, paths, `file://`), `proc` (child processes, threads),
+//!    `workspaces` (the folders and the confinement rule), `lockfile` (discovery).
+//! 3. Protocols: `transport` (TCP, the upgrade, WebSocket frames) and `rpc` (JSON-RPC messages
+//!    and framing, the per-call context, the connected clients and broadcast).
+//! 4. `diagnostics`: the store, the checkers, the output parsers.
+//! 5. `state`: the shared state (editor model, diffs, exec, events) over the workspaces and
+//!    diagnostics.
+//! 6. `tools`: the MCP tools, plain functions over `State`.
+//! 7. `session` (the MCP lifecycle, greeting, keepalive) and `control` (the control socket:
+//!    server half and client half).
+//! 8. `cli` (flags, parser, help) and `commands` (serve, the client commands, unit).
+//! 9. `main`: the table of commands.
+//!
+//! Invariants:
+//! - `transport` knows nothing of JSON-RPC; `rpc` knows nothing of MCP tools or the editor.
+//! - Tools never see the session's client list: they reach clients only through
+//!   `State::broadcast`.
+//! - `state` never imports tools, the session or the control socket; `diagnostics` never imports
+//!   `state`.
+//! - Only `sys` holds `unsafe` (`#![deny(unsafe_code)]` everywhere else).
+//! - ccide never writes a file the CLI will write (openDiff's target): the CLI does, after
+//!   FILE_SAVED.
 
-mod checkers;
-mod checkparse;
+#![deny(unsafe_code)]
+
 mod cli;
-mod client;
 mod commands;
-mod context;
 mod control;
 mod diagnostics;
-mod diffs;
-mod editor;
-mod events;
-mod exec;
 mod files;
-mod format;
-mod jsonrpc;
 mod lockfile;
 #[macro_use]
 mod log;
 mod pattern;
-mod serve;
-mod server;
+mod proc;
+mod rpc;
+mod session;
+mod state;
+#[allow(unsafe_code)]
 mod sys;
+mod text;
 mod textdiff;
 mod tools;
 mod transport;
-mod unit;
+mod workspaces;
 
-use cli::{Args, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Fail};
+use cli::{
+    Args, CONFIG_DIR, Command, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Fail, Flag, JSON, PORT, flag,
+};
+
+pub const COMMANDS: &[Command] = &[
+    commands::serve::COMMAND,
+    Command {
+        name: "diff",
+        usage: "ccide diff [list | show [ID] | accept [ID] | reject [ID] | edit [ID] | path [ID]] [OPTIONS]",
+        about: "Review the edits Claude Code proposes: list, show, accept, reject.",
+        details: "Each proposed edit is a directory holding `original` and `proposed`. ID is the diff's\nnumber, its tab name, or the path of the file it changes; without ID the only pending diff.\n  list     the pending diffs (the default)\n  show     a unified diff of original against proposed\n  accept   answer FILE_SAVED with the current content of proposed (edit it first to change it)\n  reject   answer DIFF_REJECTED\n  edit     open proposed in $VISUAL or $EDITOR (accepting stays a separate step)\n  path     print the diff's directory",
+        flags: &[PORT, CONFIG_DIR, JSON],
+        run: commands::client::diff,
+        passthrough: false,
+    },
+    Command {
+        name: "select",
+        usage: "ccide select FILE[:LINE[:COL]][-LINE[:COL]] [OPTIONS]",
+        about: "Set the selection and send it to Claude Code (selection_changed).",
+        details: "Lines and columns count from 1; a range includes its end column. FILE:LINE selects the\nwhole line, FILE:LINE:COL is a cursor, FILE alone says \"this file is open\". The file's tab is\nopened and activated. The text comes from the file, or from standard input with --stdin.",
+        flags: &[
+            flag(
+                "--stdin",
+                None,
+                None,
+                "Take the selected text from standard input (for editors that pipe selections).",
+            ),
+            PORT,
+            CONFIG_DIR,
+        ],
+        run: commands::client::select,
+        passthrough: false,
+    },
+    Command {
+        name: "mention",
+        usage: "ccide mention FILE[:START[-END]] [OPTIONS]",
+        about: "Insert @FILE#LSTART-END into Claude Code's prompt (at_mentioned).",
+        details: "FILE may be a directory (then without lines). With no client connected the mention waits\nfor the next one (see serve --mention-max-age).",
+        flags: &[PORT, CONFIG_DIR],
+        run: commands::client::mention,
+        passthrough: false,
+    },
+    Command {
+        name: "open",
+        usage: "ccide open FILE... [OPTIONS]",
+        about: "Open editor tabs (the last one becomes active).",
+        details: "",
+        flags: &[PORT, CONFIG_DIR],
+        run: commands::client::open,
+        passthrough: false,
+    },
+    Command {
+        name: "close",
+        usage: "ccide close FILE... [OPTIONS]",
+        about: "Close editor tabs, keeping unsaved content unless --discard.",
+        details: "",
+        flags: &[
+            flag(
+                "--discard",
+                None,
+                None,
+                "Also forget the files' unsaved content.",
+            ),
+            PORT,
+            CONFIG_DIR,
+        ],
+        run: commands::client::close,
+        passthrough: false,
+    },
+    Command {
+        name: "buffer",
+        usage: "ccide buffer [--drop] FILE [OPTIONS]",
+        about: "Store unsaved content for FILE, read from standard input (an editor pushes its buffer).",
+        details: "Claude Code then sees FILE as dirty (checkDocumentDirty) and saveDocument writes it.",
+        flags: &[
+            flag(
+                "--drop",
+                None,
+                None,
+                "Forget FILE's unsaved content instead.",
+            ),
+            PORT,
+            CONFIG_DIR,
+        ],
+        run: commands::client::buffer,
+        passthrough: false,
+    },
+    Command {
+        name: "status",
+        usage: "ccide status [--all] [OPTIONS]",
+        about: "Show the server, its clients, open tabs, the selection and pending diffs.",
+        details: "With --all: every lock file in the config directory (ccide's and other IDEs'), live or dead.",
+        flags: &[
+            flag(
+                "--all",
+                None,
+                None,
+                "List every lock file with its liveness instead.",
+            ),
+            JSON,
+            PORT,
+            CONFIG_DIR,
+        ],
+        run: commands::client::status,
+        passthrough: false,
+    },
+    Command {
+        name: "claude",
+        usage: "ccide claude [ARGS...]",
+        about: "Run Claude Code connected to this directory's server (serving one if none runs).",
+        details: "Runs `claude` (or $CCIDE_CLAUDE) with ARGS in the current directory, with\nCLAUDE_CODE_SSE_PORT set to the server's port, ENABLE_IDE_INTEGRATION=true and\n127.0.0.1,localhost,::1 added to no_proxy and NO_PROXY. Without a running server for the\ndirectory, one is served in this process until Claude Code exits. SIGTERM and SIGHUP are\nforwarded; the exit status is Claude Code's.",
+        flags: &[],
+        run: commands::client::claude,
+        passthrough: true,
+    },
+    Command {
+        name: "diagnostics",
+        usage: "ccide diagnostics [list | import [FILE|-] | clear [FILE]] [OPTIONS]",
+        about: "Store, list or clear the diagnostics that getDiagnostics answers with.",
+        details: "import reads diagnostics produced elsewhere (a CI job, a watcher, an editor's linter) from\nFILE or standard input and replaces the stored diagnostics of every file it names. Formats:\nprotocol (the getDiagnostics answer), sarif (SARIF 2.1.0), cargo (--message-format=json),\ncompiler (path:line:col: severity: message [code]), ruff (concise); auto detects them.\nRelative paths are resolved against the current directory; files outside the workspace are\nignored. Clients get diagnostics_changed for every file whose diagnostics changed.",
+        flags: &[
+            flag(
+                "--format",
+                Some("FORMAT"),
+                None,
+                "With import: auto, protocol, sarif, cargo, compiler or ruff. Default: auto.",
+            ),
+            JSON,
+            PORT,
+            CONFIG_DIR,
+        ],
+        run: commands::client::diagnostics,
+        passthrough: false,
+    },
+    Command {
+        name: "exec",
+        usage: "ccide exec [list | approve [ID] | deny [ID]] [OPTIONS]",
+        about: "List, approve or deny executeCode requests waiting for you (serve --exec ask).",
+        details: "Without ID, approve and deny act on the only waiting request.",
+        flags: &[JSON, PORT, CONFIG_DIR],
+        run: commands::client::exec,
+        passthrough: false,
+    },
+    Command {
+        name: "workspace",
+        usage: "ccide workspace [list | add DIR | remove DIR] [OPTIONS]",
+        about: "List, add or remove the workspace folders of the running server.",
+        details: "The lock file is rewritten with the same port and token (systemd is told RELOADING=1,\nthen READY=1), and the change persists in the state directory across restarts.",
+        flags: &[PORT, CONFIG_DIR],
+        run: commands::client::workspace,
+        passthrough: false,
+    },
+    Command {
+        name: "unit",
+        usage: "ccide unit [--workspace DIR]... [--install]",
+        about: "Print (or install) a systemd user unit that runs ccide serve.",
+        details: "Without --workspace: the template ccide@.service, one instance per workspace named by\n`systemd-escape --path DIR`. With --workspace: a plain unit serving exactly those folders.\nBoth use Type=notify, Restart=on-failure, WatchdogSec=, StateDirectory= and sandboxing.",
+        flags: &[
+            Flag {
+                name: "--workspace",
+                value: Some("DIR"),
+                env: None,
+                repeat: true,
+                help: "Make a plain unit for these folders instead of the template (repeatable).",
+            },
+            flag(
+                "--install",
+                None,
+                None,
+                "Write the unit to ~/.config/systemd/user/ and print the systemctl commands.",
+            ),
+        ],
+        run: commands::unit::command,
+        passthrough: false,
+    },
+    Command {
+        name: "gc",
+        usage: "ccide gc [--dry-run] [OPTIONS]",
+        about: "Remove ccide lock files whose process is gone, and their servers' leftovers.",
+        details: "Never touches another IDE's lock file, nor a live server's. The state kept for a\nrestart (port, token, editor model, diagnostics) stays.",
+        flags: &[
+            flag("--dry-run", None, None, "Only say what would be removed."),
+            CONFIG_DIR,
+        ],
+        run: commands::client::gc,
+        passthrough: false,
+    },
+    Command {
+        name: "events",
+        usage: "ccide events [OPTIONS]",
+        about: "Stream one JSON line per event (diffs opened and settled, clients) until interrupted.",
+        details: "Events: subscribed (first, once the stream is live), diff_opened, diff_settled (how:\naccepted, rejected, closed by the client, abandoned), exec_requested (id, client, code),\nexec_settled (how: approved, denied, timed out, abandoned), client_connected,\nclient_disconnected. Each line carries \"event\" and \"time\".",
+        flags: &[PORT, CONFIG_DIR],
+        run: commands::client::events,
+        passthrough: false,
+    },
+];
+
+pub fn find(name: &str) -> Option<&'static Command> {
+    COMMANDS.iter().find(|c| c.name == name)
+}
+
+pub fn overview() -> String {
+    let mut s = format!(
+        "ccide {}: a headless IDE for Claude Code.\n\nUsage: ccide COMMAND [OPTIONS]\n\nCommands:\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    for c in COMMANDS {
+        s.push_str(&format!("  {:<12}{}\n", c.name, c.about));
+    }
+    s.push_str("  help COMMAND  Show the options of a command.\n\nOptions:\n  -h, --help     Show this text.\n  -V, --version  Show the version.\n\nSee ccide(1) for files, environment and exit statuses.\n");
+    s
+}
 
 fn main() {
     let mut argv = Vec::new();
@@ -47,7 +284,7 @@ fn main() {
 
 fn run(argv: &[String]) -> i32 {
     let Some(first) = argv.first() else {
-        eprint!("{}", cli::overview());
+        eprint!("{}", overview());
         return EXIT_USAGE;
     };
     let out = |s: String| {
@@ -55,12 +292,12 @@ fn run(argv: &[String]) -> i32 {
         EXIT_OK
     };
     match first.as_str() {
-        "-h" | "--help" => return out(cli::overview()),
+        "-h" | "--help" => return out(overview()),
         "-V" | "--version" => return out(cli::version()),
         "help" => {
             return match argv.get(1) {
-                None => out(cli::overview()),
-                Some(name) => match cli::find(name) {
+                None => out(overview()),
+                Some(name) => match find(name) {
                     Some(c) => out(cli::command_help(c)),
                     None => usage(&format!("unknown command '{name}'")),
                 },
@@ -68,7 +305,7 @@ fn run(argv: &[String]) -> i32 {
         }
         _ => {}
     }
-    let Some(command) = cli::find(first) else {
+    let Some(command) = find(first) else {
         return usage(&format!("unknown command '{first}'"));
     };
     let rest = &argv[1..];

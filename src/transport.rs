@@ -26,10 +26,6 @@ pub const MAX_MESSAGE: usize = 64 << 20;
 const MAX_HEAD: usize = 16 << 10;
 /// Connections still in their upgrade at once; the oldest is dropped beyond this.
 const MAX_PENDING: usize = 4096;
-/// Stack of every thread ccide starts. JSON from clients and tools is parsed recursively (up to
-/// serde_json's 128 levels), which needs more than 256 KiB in a debug build; untouched stack
-/// pages cost no memory, so idle connections stay small.
-pub const THREAD_STACK: usize = 1 << 20;
 /// Messages read before queued output gets its turn.
 const READS_PER_TURN: usize = 64;
 /// Messages handed to the socket per turn.
@@ -85,15 +81,50 @@ struct Queue {
 /// The sending half of one connection, shared with any thread that wants to write to it.
 pub struct Outbox {
     queue: Mutex<Queue>,
-    wake: WakePipe,
+    /// Wakes the connection's thread; None for an in-memory outbox (tests without a socket).
+    wake: Option<WakePipe>,
 }
 
 impl Outbox {
     fn new() -> io::Result<Outbox> {
         Ok(Outbox {
             queue: Mutex::new(Queue::default()),
-            wake: WakePipe::new()?,
+            wake: Some(WakePipe::new()?),
         })
+    }
+
+    /// An outbox no socket drains: what is sent stays queued for `take_sent`.
+    #[cfg(test)]
+    pub fn memory() -> Arc<Outbox> {
+        Arc::new(Outbox {
+            queue: Mutex::new(Queue::default()),
+            wake: None,
+        })
+    }
+
+    /// Everything queued so far, as text (a close as `close CODE REASON`), oldest first.
+    #[cfg(test)]
+    pub fn take_sent(&self) -> Vec<String> {
+        let mut q = self.queue.lock().unwrap();
+        q.items
+            .drain(..)
+            .map(|o| match o {
+                Out::Text(t) => t.to_string(),
+                Out::Close(code, reason) => format!("close {code} {reason}"),
+            })
+            .collect()
+    }
+
+    /// Ends an in-memory outbox as a closed connection would.
+    #[cfg(test)]
+    pub fn end_for_test(&self) {
+        self.end();
+    }
+
+    fn wake(&self) {
+        if let Some(w) = &self.wake {
+            w.wake();
+        }
     }
 
     /// Queues a text message; false when the connection has already ended.
@@ -110,7 +141,7 @@ impl Outbox {
         }
         q.items.push_front(Out::Text(text.into()));
         drop(q);
-        self.wake.wake();
+        self.wake();
         true
     }
 
@@ -132,7 +163,7 @@ impl Outbox {
         q.items.push_back(out);
         drop(q);
         if first {
-            self.wake.wake();
+            self.wake();
         }
         true
     }
@@ -342,7 +373,7 @@ fn finish_handshake(
     let stream = p.stream;
     let spawned = std::thread::Builder::new()
         .name("connection".into())
-        .stack_size(THREAD_STACK)
+        .stack_size(crate::proc::THREAD_STACK)
         .spawn(move || {
             let handler = on_open(outbox.clone(), peer);
             let config = WebSocketConfig::default()
@@ -562,6 +593,10 @@ fn host_allowed(host: &str, extra: &[String], any_ip: bool) -> bool {
 /// Serves one upgraded connection until it ends, then tells the handler exactly once.
 fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Handler) {
     let fd = ws.get_ref().as_raw_fd();
+    let wake = outbox
+        .wake
+        .as_ref()
+        .expect("a socket's outbox has a wake pipe");
     let mut want_write = false;
     let mut closing: Option<Instant> = None;
     let mut ended = Ended {
@@ -700,7 +735,7 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
                 write: want_write,
             },
             Interest {
-                fd: outbox.wake.fd(),
+                fd: wake.fd(),
                 read: true,
                 write: false,
             },
@@ -708,7 +743,7 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
         match sys::poll(&interests, timeout) {
             Ok(r) => {
                 if r[1].readable {
-                    outbox.wake.drain();
+                    wake.drain();
                 }
             }
             Err(e) => {

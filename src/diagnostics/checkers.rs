@@ -4,14 +4,17 @@
 //! the checks of changed files, so the answer after an edit reflects the file as written.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::checkparse::{self, Diagnostic, Format};
-use crate::serve::App;
+use super::Diagnostics;
+use super::parse::{self, Diagnostic, Format};
+use crate::proc::on_path;
+
+/// A checker's output beyond this is not read: the diagnostics that fit are kept.
+const MAX_OUTPUT: u64 = 8 << 20;
 
 pub struct Checker {
     pub pattern: String,
@@ -30,7 +33,7 @@ impl Checker {
             .split_once('=')
             .filter(|(p, c)| !p.trim().is_empty() && !c.trim().is_empty())
             .ok_or_else(|| format!("'{spec}' is not PATTERN=COMMAND"))?;
-        let (format, command) = checkparse::split_format_prefix(command.trim());
+        let (format, command) = parse::split_format_prefix(command.trim());
         let words = crate::pattern::split_words(command).map_err(|e| format!("'{spec}': {e}"))?;
         if words.is_empty() {
             return Err(format!("'{spec}' has an empty command"));
@@ -54,51 +57,45 @@ impl Checker {
 
 /// Built-in checkers for the tools found on PATH.
 pub fn defaults(workspace: &Path) -> Vec<Checker> {
-    let mut out = Vec::new();
-    let mut add = |spec: &str, bash_syntax: bool| {
-        if let Ok(mut c) = Checker::parse(spec) {
+    let spec = |spec: &str, bash_syntax: bool| {
+        Checker::parse(spec).ok().map(|mut c| {
             c.bash_syntax = bash_syntax;
-            out.push(c);
-        }
+            c
+        })
     };
+    let mut out = Vec::new();
     if on_path("ruff") {
-        add(
+        out.extend(spec(
             "*.py=ruff:ruff check --output-format concise --no-fix --quiet {file}",
             false,
-        );
+        ));
     } else if on_path("python3") {
-        add(PY_COMPILE, false);
+        out.push(Checker {
+            pattern: "*.py".into(),
+            format: Format::Compiler,
+            words: ["python3", "-c", PY_COMPILE, "{file}"]
+                .map(String::from)
+                .into(),
+            per_file: true,
+            bash_syntax: false,
+        });
     }
     if on_path("shellcheck") {
-        add("*.sh=compiler:shellcheck -f gcc {file}", false);
+        out.extend(spec("*.sh=compiler:shellcheck -f gcc {file}", false));
     } else if on_path("bash") {
-        add("*.sh=compiler:bash -n {file}", true);
+        out.extend(spec("*.sh=compiler:bash -n {file}", true));
     }
     if on_path("cargo") && workspace.join("Cargo.toml").is_file() {
-        add(
+        out.extend(spec(
             "*.rs=cargo:cargo check --message-format=json --quiet",
             false,
-        );
+        ));
     }
     out
 }
 
 /// Syntax errors only, printed as compiler lines, when ruff is not installed.
-const PY_COMPILE: &str = r#"*.py=compiler:python3 -c "import sys
-try:
-    compile(open(sys.argv[1], 'rb').read(), sys.argv[1], 'exec')
-except SyntaxError as e:
-    print('%s:%d:%d: error: %s' % (sys.argv[1], e.lineno or 1, e.offset or 1, e.msg))" {file}"#;
-
-pub fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|d| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::metadata(d.join(program))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-    })
-}
+const PY_COMPILE: &str = include_str!("py_compile.py");
 
 /// What a file looked like when it was last checked.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -147,9 +144,12 @@ impl Checks {
         }
     }
 
-    fn checker_for(&self, app: &App, file: &Path) -> Option<(usize, PathBuf)> {
-        let ws = app.workspaces.read().unwrap();
-        let root = ws.iter().find(|w| file.starts_with(w))?.clone();
+    fn checker_for(
+        &self,
+        workspaces: &crate::workspaces::Workspaces,
+        file: &Path,
+    ) -> Option<(usize, PathBuf)> {
+        let root = workspaces.holder(file)?;
         let rel = file
             .strip_prefix(&root)
             .ok()?
@@ -161,62 +161,9 @@ impl Checks {
             .map(|i| (i, root))
     }
 
-    /// Starts a check of `file` if it has a checker and changed since its last check;
-    /// returns the running check to wait for, if any.
-    pub fn refresh(&self, app: &Arc<App>, file: &Path) -> Option<Arc<Running>> {
-        let (index, root) = self.checker_for(app, file)?;
-        let now = state_of(file);
-        {
-            let mut checked = self.checked.lock().unwrap();
-            if checked.get(file) == Some(&now) {
-                return self.running_for(index, file);
-            }
-            checked.insert(file.to_path_buf(), now);
-        }
-        let key = self.key(index, file);
-        let mut running = self.running.lock().unwrap();
-        if let Some(r) = running.get(&key) {
-            // Coalesced: the running check may have read the old content, so it runs once
-            // more when it ends, and waiters wait for that run too.
-            *r.rerun.lock().unwrap() = true;
-            return Some(r.clone());
-        }
-        let r = Arc::new(Running {
-            done: Mutex::new(false),
-            cv: Condvar::new(),
-            rerun: Mutex::new(false),
-        });
-        running.insert(key.clone(), r.clone());
-        drop(running);
-        let key_on_error = key.clone();
-        let app = app.clone();
-        let target = file.to_path_buf();
-        let spawned = std::thread::Builder::new()
-            .name("checker".into())
-            .stack_size(crate::transport::THREAD_STACK)
-            .spawn(move || {
-                let checks = &app.checks;
-                loop {
-                    run_check(&app, index, &target, &root);
-                    let mut running = checks.running.lock().unwrap();
-                    let Some(r) = running.get(&key).cloned() else {
-                        break;
-                    };
-                    if std::mem::take(&mut *r.rerun.lock().unwrap()) {
-                        continue;
-                    }
-                    running.remove(&key);
-                    *r.done.lock().unwrap() = true;
-                    r.cv.notify_all();
-                    break;
-                }
-            });
-        if let Err(e) = spawned {
-            crate::error!("cannot start a checker thread: {e}");
-            self.running.lock().unwrap().remove(&key_on_error);
-            return None;
-        }
-        Some(r)
+    /// The files checked so far.
+    pub fn tracked(&self) -> Vec<PathBuf> {
+        self.checked.lock().unwrap().keys().cloned().collect()
     }
 
     fn key(&self, index: usize, file: &Path) -> String {
@@ -234,18 +181,62 @@ impl Checks {
             .get(&self.key(index, file))
             .cloned()
     }
+}
 
-    /// For getDiagnostics {}: refreshes every tracked file and waits for the checks, at most
-    /// `self.wait` in all.
-    pub fn refresh_all_and_wait(&self, app: &Arc<App>) {
-        let mut files: Vec<PathBuf> = self.checked.lock().unwrap().keys().cloned().collect();
-        files.extend(app.diagnostics.all().into_iter().map(|(p, _)| p));
-        files.sort();
-        files.dedup();
-        let pending: Vec<Arc<Running>> =
-            files.iter().filter_map(|f| self.refresh(app, f)).collect();
-        wait_all(&pending, self.wait);
+/// Starts a check of `file` if it has a checker and changed since its last check;
+/// returns the running check to wait for, if any.
+pub fn refresh(diagnostics: &Arc<Diagnostics>, file: &Path) -> Option<Arc<Running>> {
+    let this = &diagnostics.checks;
+    let (index, root) = this.checker_for(&diagnostics.workspaces, file)?;
+    let now = state_of(file);
+    {
+        let mut checked = this.checked.lock().unwrap();
+        if checked.get(file) == Some(&now) {
+            return this.running_for(index, file);
+        }
+        checked.insert(file.to_path_buf(), now);
     }
+    let key = this.key(index, file);
+    let mut running = this.running.lock().unwrap();
+    if let Some(r) = running.get(&key) {
+        // Coalesced: the running check may have read the old content, so it runs once
+        // more when it ends, and waiters wait for that run too.
+        *r.rerun.lock().unwrap() = true;
+        return Some(r.clone());
+    }
+    let r = Arc::new(Running {
+        done: Mutex::new(false),
+        cv: Condvar::new(),
+        rerun: Mutex::new(false),
+    });
+    running.insert(key.clone(), r.clone());
+    drop(running);
+    let key_on_error = key.clone();
+    let diagnostics = diagnostics.clone();
+    let target = file.to_path_buf();
+    let spawned = crate::proc::spawn_thread("checker", move || {
+        let checks = &diagnostics.checks;
+        loop {
+            run_check(&diagnostics, index, &target, &root);
+            let mut running = checks.running.lock().unwrap();
+            let Some(r) = running.get(&key).cloned() else {
+                break;
+            };
+            if std::mem::take(&mut *r.rerun.lock().unwrap()) {
+                continue;
+            }
+            running.remove(&key);
+            *r.done.lock().unwrap() = true;
+            r.cv.notify_all();
+            break;
+        }
+    });
+    if let Err(e) = spawned {
+        crate::error!("cannot start a checker thread: {e}");
+        this.running.lock().unwrap().remove(&key_on_error);
+        return None;
+    }
+    Some(r)
 }
 
 /// Waits for the checks to finish, at most `budget` in all.
@@ -263,21 +254,48 @@ pub fn wait_all(pending: &[Arc<Running>], budget: Duration) {
     }
 }
 
-fn run_check(app: &App, index: usize, file: &Path, root: &Path) {
-    let checker = &app.checks.checkers[index];
+fn run_check(diagnostics: &Diagnostics, index: usize, file: &Path, root: &Path) {
+    let checks = &diagnostics.checks;
+    let checker = &checks.checkers[index];
     let words: Vec<String> = checker
         .words
         .iter()
         .map(|w| w.replace("{file}", &file.to_string_lossy()))
         .collect();
     let started = Instant::now();
-    let output = match run_with_timeout(&words, root, app.checks.timeout) {
-        Ok(o) => o,
+    let mut cmd = Command::new(&words[0]);
+    cmd.args(&words[1..]).current_dir(root);
+    let output = match crate::proc::run(cmd, None, &diagnostics.scratch, checks.timeout, MAX_OUTPUT)
+    {
+        Ok(ran) if ran.status.is_some() => {
+            if ran.truncated {
+                crate::warn!(
+                    "checker {} for {} printed more than {} MiB; only the diagnostics in the first {} MiB of each stream are kept",
+                    checker.source(),
+                    file.display(),
+                    MAX_OUTPUT >> 20,
+                    MAX_OUTPUT >> 20
+                );
+            }
+            let mut all = ran.stdout;
+            all.extend(ran.stderr);
+            String::from_utf8_lossy(&all).into_owned()
+        }
+        Ok(_) => {
+            crate::warn!(
+                "checker `{}` for {}: timed out after {}; killed",
+                checker.words.join(" "),
+                file.display(),
+                crate::text::human_duration(checks.timeout)
+            );
+            return;
+        }
         Err(e) => {
             crate::warn!(
-                "checker `{}` for {}: {e}",
+                "checker `{}` for {}: cannot run {}: {e}",
                 checker.words.join(" "),
-                file.display()
+                file.display(),
+                words[0]
             );
             return;
         }
@@ -287,7 +305,7 @@ fn run_check(app: &App, index: usize, file: &Path, root: &Path) {
     } else {
         output
     };
-    let found = checkparse::parse(&output, checker.format, root, &checker.source());
+    let found = parse::parse(&output, checker.format, root, &checker.source());
     crate::debug!(
         "checker {} for {} found {} diagnostic(s) in {:?}",
         checker.source(),
@@ -302,13 +320,12 @@ fn run_check(app: &App, index: usize, file: &Path, root: &Path) {
             found.into_iter().filter(|d| d.path == file).collect(),
         );
     } else {
-        let ws = app.workspaces.read().unwrap().clone();
-        let mut reported = app.checks.reported.lock().unwrap();
+        let mut reported = checks.reported.lock().unwrap();
         for old in reported.remove(&index).unwrap_or_default() {
             by_file.entry(old).or_default();
         }
         for d in found {
-            if ws.iter().any(|w| d.path.starts_with(w)) {
+            if diagnostics.workspaces.contains(&d.path) {
                 by_file.entry(d.path.clone()).or_default().push(d);
             }
         }
@@ -321,60 +338,7 @@ fn run_check(app: &App, index: usize, file: &Path, root: &Path) {
                 .collect(),
         );
     }
-    for (p, ds) in app
-        .diagnostics
-        .replace(&format!("checker {index}"), by_file)
-    {
-        crate::diagnostics::broadcast_change(app, &p, &ds);
-    }
-}
-
-/// Runs a command without a shell, stdout and stderr together, killed (with its process
-/// group, so cargo's rustc goes too) after `timeout`.
-fn run_with_timeout(words: &[String], dir: &Path, timeout: Duration) -> Result<String, String> {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(&words[0]);
-    cmd.args(&words[1..])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    crate::sys::unblock_all_signals_in_child(&mut cmd);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", words[0]))?;
-    let mut stderr = child.stderr.take().expect("piped stderr");
-    let err_reader = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = stderr.read_to_end(&mut s);
-        s
-    });
-    let mut stdout = child.stdout.take().expect("piped stdout");
-    let out_reader = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = stdout.read_to_end(&mut s);
-        s
-    });
-    let deadline = Instant::now() + timeout;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = crate::sys::kill(-(child.id() as i32), crate::sys::SIGKILL);
-                let _ = child.wait();
-                return Err(format!(
-                    "timed out after {}; killed",
-                    crate::server::human_duration(timeout)
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    let mut all = out_reader.join().unwrap_or_default();
-    all.extend(err_reader.join().unwrap_or_default());
-    Ok(String::from_utf8_lossy(&all).into_owned())
+    diagnostics.replace(&format!("checker {index}"), by_file);
 }
 
 /// `bash -n` says `FILE: line N: message`; turn that into `FILE:N:1: error: message`.

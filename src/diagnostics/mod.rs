@@ -1,16 +1,149 @@
-//! The diagnostics store and getDiagnostics (PROTOCOL 5). Answers come from the store at once:
-//! the CLI gives a baseline call 500 ms and disables baselines after three misses, so nothing
-//! slow ever runs on the request path.
+//! Diagnostics: the store that getDiagnostics answers from (ccide-protocol(7) §5), the
+//! project's checkers that fill it in the background (`checkers`), the output formats they and
+//! imports speak (`parse`), and the drop directory. Answers come from the store at once: the
+//! CLI gives a baseline call 500 ms and disables baselines after three misses, so nothing slow
+//! ever runs on the request path. Knows the workspace folders and how to broadcast, nothing of
+//! the editor or the session.
+
+pub mod checkers;
+pub mod parse;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::checkparse::{Diagnostic, Format, Severity};
-use crate::server::{Call, Reply};
-use crate::tools::{arg_str, tool_json};
+use crate::rpc::clients::Clients;
+use crate::workspaces::Workspaces;
+use checkers::{Checks, Running};
+use parse::{Diagnostic, Format, Severity};
+
+/// The diagnostics of a server: the store, its checkers, and who to tell of changes.
+pub struct Diagnostics {
+    pub store: Store,
+    pub checks: Checks,
+    workspaces: Arc<Workspaces>,
+    clients: Arc<Clients>,
+    /// Where checkers' output is captured (the state directory).
+    scratch: PathBuf,
+}
+
+impl Diagnostics {
+    pub fn new(
+        state_dir: &Path,
+        checks: Checks,
+        workspaces: Arc<Workspaces>,
+        clients: Arc<Clients>,
+    ) -> Diagnostics {
+        Diagnostics {
+            store: Store::open(state_dir),
+            checks,
+            workspaces,
+            clients,
+            scratch: state_dir.to_path_buf(),
+        }
+    }
+
+    /// Replaces `origin`'s diagnostics of the files in `by_file` and tells the clients of
+    /// every file whose diagnostics changed.
+    pub fn replace(&self, origin: &str, by_file: BTreeMap<PathBuf, Vec<Diagnostic>>) -> usize {
+        let changed = self.store.replace(origin, by_file);
+        for (p, ds) in &changed {
+            self.broadcast_change(p, ds);
+        }
+        changed.len()
+    }
+
+    /// Forgets one file's diagnostics, or all, telling the clients; returns the files cleared.
+    pub fn clear(&self, only: Option<&Path>) -> Vec<PathBuf> {
+        let cleared = self.store.clear(only);
+        for p in &cleared {
+            self.broadcast_change(p, &[]);
+        }
+        cleared
+    }
+
+    fn broadcast_change(&self, p: &Path, ds: &[Diagnostic]) {
+        self.clients.broadcast(
+            "diagnostics_changed",
+            json!({"uri": uri_of(p), "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}),
+        );
+    }
+
+    /// Starts a check of `file` if it has a checker and changed since its last check; returns
+    /// the running check to wait for, if any.
+    pub fn refresh(self: &Arc<Self>, file: &Path) -> Option<Arc<Running>> {
+        checkers::refresh(self, file)
+    }
+
+    /// For getDiagnostics {}: refreshes every tracked file and waits for the checks, at most
+    /// `--diagnostics-wait` in all.
+    pub fn refresh_all_and_wait(self: &Arc<Self>) {
+        let mut files = self.checks.tracked();
+        files.extend(self.store.all().into_iter().map(|(p, _)| p));
+        files.sort();
+        files.dedup();
+        let pending: Vec<Arc<Running>> = files.iter().filter_map(|f| self.refresh(f)).collect();
+        checkers::wait_all(&pending, self.checks.wait);
+    }
+
+    /// Stores diagnostics produced elsewhere; files outside the workspace are dropped. Every
+    /// file named in the input (even with an empty list, in protocol format) is replaced.
+    pub fn import(&self, text: &str, format: Format, base: &Path) -> Value {
+        let mut by_file: BTreeMap<PathBuf, Vec<Diagnostic>> = BTreeMap::new();
+        // Files listed with no diagnostics in protocol input mean "now clean".
+        if matches!(format, Format::Protocol | Format::Auto)
+            && let Ok(v) = serde_json::from_str::<Value>(text.trim())
+        {
+            let items = match v {
+                Value::Array(a) => a,
+                o @ Value::Object(_) => vec![o],
+                _ => Vec::new(),
+            };
+            for it in items {
+                if let Some(p) = it["uri"].as_str().and_then(|u| u.strip_prefix("file://")) {
+                    by_file.entry(PathBuf::from(p)).or_default();
+                }
+            }
+        }
+        let mut outside = 0;
+        for d in parse::parse(text, format, base, "import") {
+            if self.workspaces.contains(&d.path) {
+                by_file.entry(d.path.clone()).or_default().push(d);
+            } else {
+                outside += 1;
+            }
+        }
+        by_file.retain(|p, _| self.workspaces.contains(p));
+        let count: usize = by_file.values().map(Vec::len).sum();
+        let files = by_file.len();
+        let changed = self.replace("import", by_file);
+        json!({"ok": true, "files": files, "diagnostics": count, "changed": changed, "outside_workspace": outside})
+    }
+
+    /// The answer from the store: the requested uri echoed exactly, or every file.
+    pub fn answer(&self, uri: Option<String>) -> Vec<Value> {
+        let Some(uri) = uri else {
+            return self
+                .store
+                .all()
+                .iter()
+                .map(|(p, ds)| json!({"uri": uri_of(p), "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}))
+                .collect();
+        };
+        // Raw `file://` + path, never percent-encoded (ccide-protocol(7) §5).
+        let raw = uri.strip_prefix("file://").unwrap_or(&uri);
+        let path = PathBuf::from(raw);
+        let mut ds = self.store.get(&path);
+        if ds.is_empty()
+            && let Ok(canon) = std::fs::canonicalize(&path)
+        {
+            ds = self.store.get(&canon);
+        }
+        vec![json!({"uri": uri, "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()})]
+    }
+}
 
 /// Per file, the diagnostics of each origin ("import", or one checker): a checker's new result
 /// replaces only its own earlier one, so imported CI findings and a linter's live ones coexist.
@@ -43,7 +176,7 @@ pub fn to_wire(d: &Diagnostic) -> Value {
 }
 
 fn uri_of(p: &Path) -> String {
-    crate::editor::file_url(p)
+    crate::files::file_url(p)
 }
 
 impl Store {
@@ -56,12 +189,7 @@ impl Store {
             .unwrap_or_default();
         for item in saved.as_array().into_iter().flatten() {
             let origin = item["origin"].as_str().unwrap_or("import").to_string();
-            for d in crate::checkparse::parse(
-                &item.to_string(),
-                Format::Protocol,
-                Path::new("/"),
-                "ccide",
-            ) {
+            for d in parse::parse(&item.to_string(), Format::Protocol, Path::new("/"), "ccide") {
                 files
                     .entry(d.path.clone())
                     .or_default()
@@ -157,118 +285,8 @@ impl Store {
     }
 }
 
-/// Stores diagnostics produced elsewhere; files outside the workspace are dropped. Every file
-/// named in the input (even with an empty list, in protocol format) is replaced.
-pub fn import(app: &crate::serve::App, text: &str, format: Format, base: &Path) -> Value {
-    let workspaces = app.workspaces.read().unwrap().clone();
-    let mut by_file: BTreeMap<PathBuf, Vec<Diagnostic>> = BTreeMap::new();
-    // Files listed with no diagnostics in protocol input mean "now clean".
-    if matches!(format, Format::Protocol | Format::Auto)
-        && let Ok(v) = serde_json::from_str::<Value>(text.trim())
-    {
-        let items = match v {
-            Value::Array(a) => a,
-            o @ Value::Object(_) => vec![o],
-            _ => Vec::new(),
-        };
-        for it in items {
-            if let Some(p) = it["uri"].as_str().and_then(|u| u.strip_prefix("file://")) {
-                by_file.entry(PathBuf::from(p)).or_default();
-            }
-        }
-    }
-    let mut outside = 0;
-    for d in crate::checkparse::parse(text, format, base, "import") {
-        if workspaces.iter().any(|w| d.path.starts_with(w)) {
-            by_file.entry(d.path.clone()).or_default().push(d);
-        } else {
-            outside += 1;
-        }
-    }
-    by_file.retain(|p, _| workspaces.iter().any(|w| p.starts_with(w)));
-    let count: usize = by_file.values().map(Vec::len).sum();
-    let files = by_file.len();
-    let changed = app.diagnostics.replace("import", by_file);
-    for (p, ds) in &changed {
-        broadcast_change(app, p, ds);
-    }
-    json!({"ok": true, "files": files, "diagnostics": count, "changed": changed.len(), "outside_workspace": outside})
-}
-
-pub fn broadcast_change(app: &crate::serve::App, p: &Path, ds: &[Diagnostic]) {
-    app.server.broadcast(
-        "diagnostics_changed",
-        json!({"uri": uri_of(p), "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}),
-    );
-}
-
-/// getDiagnostics {uri?}: with a uri, the first element answers exactly that uri (the CLI
-/// discards an answer whose uri differs), with an empty list when there is nothing; without,
-/// every file with diagnostics.
-pub fn get_diagnostics(call: &Call, args: &Map<String, Value>) -> Reply {
-    let uri = match arg_str(args, "uri", false) {
-        Ok(u) => u.filter(|u| !u.is_empty()),
-        Err(e) => return Reply::Now(Err(e)),
-    };
-    let app = call.app;
-    // The file's check, if one runs now (started here when the file changed since its last).
-    let running = uri.as_deref().and_then(|u| {
-        let raw = u.strip_prefix("file://").unwrap_or(u);
-        app.resolve(raw)
-            .ok()
-            .and_then(|p| app.checks.refresh(app, &p))
-    });
-    if uri.is_some() && running.is_none() {
-        return Reply::Now(Ok(tool_json(&Value::Array(answer_for(app, uri)))));
-    }
-    // Waiting for checks must not hold up the connection: answer from another thread. The
-    // CLI's baseline call before an edit ({uri}, 500 ms deadline) waits a little for a check
-    // already under way, so an error the file had before is in the baseline and is not later
-    // reported as introduced by the edit; {} waits up to --diagnostics-wait.
-    let waiter = app.clone();
-    crate::server::answer_later(
-        std::sync::Arc::new(call.defer()),
-        Box::new(move || {
-            match &running {
-                Some(r) => crate::checkers::wait_all(std::slice::from_ref(r), BASELINE_WAIT),
-                None => waiter.checks.refresh_all_and_wait(&waiter),
-            }
-            Some(tool_json(&Value::Array(answer_for(&waiter, uri))))
-        }),
-    )
-}
-
-/// How long a `{uri}` request waits for a running check: well inside the CLI's 500 ms.
-const BASELINE_WAIT: std::time::Duration = std::time::Duration::from_millis(350);
-
-/// The answer from the store: the requested uri echoed exactly, or every file.
-fn answer_for(app: &crate::serve::App, uri: Option<String>) -> Vec<Value> {
-    let store = &app.diagnostics;
-    let Some(uri) = uri else {
-        return every_file(store);
-    };
-    // Raw `file://` + path, never percent-encoded (PROTOCOL 5).
-    let raw = uri.strip_prefix("file://").unwrap_or(&uri);
-    let path = PathBuf::from(raw);
-    let mut ds = store.get(&path);
-    if ds.is_empty()
-        && let Ok(canon) = std::fs::canonicalize(&path)
-    {
-        ds = store.get(&canon);
-    }
-    vec![json!({"uri": uri, "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()})]
-}
-
-fn every_file(store: &Store) -> Vec<Value> {
-    store
-        .all()
-        .iter()
-        .map(|(p, ds)| json!({"uri": uri_of(p), "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}))
-        .collect()
-}
-
 /// Imports what tools drop into `<state>/diagnostics/`, then removes the files.
-pub fn watch_drop_dir(app: &std::sync::Arc<crate::serve::App>, dir: &Path) {
+pub fn watch_drop_dir(diagnostics: &Diagnostics, dir: &Path) {
     loop {
         std::thread::sleep(std::time::Duration::from_millis(500));
         let Ok(rd) = std::fs::read_dir(dir) else {
@@ -289,8 +307,8 @@ pub fn watch_drop_dir(app: &std::sync::Arc<crate::serve::App>, dir: &Path) {
                 continue;
             }
             let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let base = app.workspaces.read().unwrap()[0].clone();
-            let r = import(app, &text, Format::Auto, &base);
+            let base = diagnostics.workspaces.first();
+            let r = diagnostics.import(&text, Format::Auto, &base);
             crate::info!(
                 "imported {} diagnostic(s) from {}",
                 r["diagnostics"],

@@ -1,16 +1,19 @@
-//! Pending diffs (PROTOCOL 5, openDiff): each proposed edit is a directory in the state
-//! directory holding `original`, `proposed` and `meta.json`, answered when the user settles it.
-//! ccide never writes the target file: after FILE_SAVED the CLI writes it (a server that wrote
-//! it made the CLI's own write fail with "String not found in file").
+//! Pending diffs (ccide-protocol(7) §5, openDiff): each proposed edit is a directory in the
+//! state directory holding `original`, `proposed` and `meta.json`, answered when the user
+//! settles it. ccide never writes the target file: after FILE_SAVED the CLI writes it (a server
+//! that wrote it made the CLI's own write fail with "String not found in file").
+//!
+//! A diff belongs to the client that proposed it: only that client's request is answered, and
+//! its disconnect abandons it.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::server::{Call, Reply, Responder};
-use crate::tools::{arg_str, tool_error, tool_texts};
+use super::events::Events;
+use crate::rpc::call::{Responder, tool_texts};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum How {
@@ -52,7 +55,7 @@ impl PendingDiff {
             "file": self.path,
             "new_file": self.new_file,
             "client": self.client,
-            "created": self.created.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+            "created": crate::text::unix_secs(self.created),
             "dir": self.dir,
         })
     }
@@ -76,6 +79,18 @@ pub struct Diffs {
     root: PathBuf,
     seq: PathBuf,
     inner: Mutex<Inner>,
+    events: Arc<Events>,
+}
+
+/// An edit a client proposes (openDiff's arguments, resolved).
+pub struct Proposal {
+    pub old_file_path: String,
+    pub new_file_path: String,
+    /// The confined target file.
+    pub path: PathBuf,
+    pub tab_name: String,
+    pub contents: String,
+    pub client: u64,
 }
 
 /// What a user's `ccide diff accept|reject TARGET` found.
@@ -87,6 +102,16 @@ pub enum SettleError {
 }
 
 impl SettleError {
+    /// The word the control socket carries, so commands can tell the cases apart.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SettleError::NotFound(_) => "not_found",
+            SettleError::AlreadySettled(_) => "already_settled",
+            SettleError::Ambiguous(_) => "ambiguous",
+            SettleError::Unreadable(_) => "unreadable",
+        }
+    }
+
     pub fn message(&self) -> &str {
         match self {
             SettleError::NotFound(m)
@@ -99,7 +124,7 @@ impl SettleError {
 
 impl Diffs {
     /// Opens the store, removing diffs left by a previous run (nobody can answer them now).
-    pub fn open(state_dir: &Path) -> Result<Diffs, String> {
+    pub fn open(state_dir: &Path, events: Arc<Events>) -> Result<Diffs, String> {
         let root = state_dir.join("diffs");
         if root.exists() {
             std::fs::remove_dir_all(&root)
@@ -120,12 +145,13 @@ impl Diffs {
                 next_id,
                 ..Inner::default()
             }),
+            events,
         })
     }
 
     pub fn list(&self) -> Vec<Value> {
         let mut inner = self.inner.lock().unwrap();
-        prune(&mut inner);
+        self.prune(&mut inner);
         inner.pending.iter().map(PendingDiff::describe).collect()
     }
 
@@ -190,7 +216,7 @@ impl Diffs {
         cwd: &Path,
     ) -> Result<Value, SettleError> {
         let mut inner = self.inner.lock().unwrap();
-        prune(&mut inner);
+        self.prune(&mut inner);
         let i = Self::select(&inner, target, cwd)?;
         let content = if accept {
             let p = inner.pending[i].dir.join("proposed");
@@ -209,21 +235,85 @@ impl Diffs {
         let d = inner.pending.remove(i);
         let how = if accept { How::Accepted } else { How::Rejected };
         let desc = d.describe();
-        finish(&mut inner, d, how, content);
+        self.finish(&mut inner, d, how, content);
+        Ok(desc)
+    }
+
+    /// The pending diff `target` names, by the same rule as `settle_by_user`.
+    pub fn find(&self, target: Option<&str>, cwd: &Path) -> Result<Value, SettleError> {
+        let mut inner = self.inner.lock().unwrap();
+        self.prune(&mut inner);
+        let i = Self::select(&inner, target, cwd)?;
+        Ok(inner.pending[i].describe())
+    }
+
+    /// Stores a client's proposal and keeps `responder` to answer it when the user settles it.
+    /// A pending diff of the same tab name is closed first (the VS Code extension does the same).
+    pub fn propose(&self, p: Proposal, responder: Responder) -> Result<Value, String> {
+        if std::fs::metadata(&p.path).is_ok_and(|m| !m.is_file()) {
+            return Err(format!("{} is not a regular file", p.path.display()));
+        }
+        let (original, new_file) = match std::fs::read(&p.path) {
+            Ok(b) => (b, false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), true),
+            Err(e) => return Err(format!("cannot read {}: {e}", p.path.display())),
+        };
+        self.close_where(|d| d.tab_name == p.tab_name);
+        let mut inner = self.inner.lock().unwrap();
+        let id = inner.next_id;
+        inner.next_id += 1;
+        let _ =
+            crate::files::write_volatile(&self.seq, inner.next_id.to_string().as_bytes(), 0o600);
+        let dir = self.root.join(id.to_string());
+        let created = SystemTime::now();
+        let meta = json!({
+            "id": id.to_string(), "tab_name": p.tab_name, "old_file_path": p.old_file_path,
+            "new_file_path": p.new_file_path, "file": p.path, "new_file": new_file,
+            "client": p.client, "created": crate::text::unix_secs(created),
+        });
+        let written = (|| -> std::io::Result<()> {
+            std::fs::create_dir(&dir)?;
+            crate::files::write_volatile(&dir.join("original"), &original, 0o600)?;
+            crate::files::write_volatile(&dir.join("proposed"), p.contents.as_bytes(), 0o600)?;
+            crate::files::write_volatile(&dir.join("meta.json"), meta.to_string().as_bytes(), 0o600)
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(format!("cannot store the diff in {}: {e}", dir.display()));
+        }
+        let d = PendingDiff {
+            id,
+            tab_name: p.tab_name,
+            path: p.path,
+            new_file,
+            client: p.client,
+            created,
+            dir,
+            responder,
+        };
+        crate::info!(
+            "diff {id} opened for {} (review: ccide diff show {id}; then ccide diff accept|reject {id})",
+            d.path.display()
+        );
+        let desc = d.describe();
+        let mut event = desc.clone();
+        event["event"] = "diff_opened".into();
+        self.events.emit(event);
+        inner.pending.push(d);
         Ok(desc)
     }
 
     /// Settles as closed (answered DIFF_REJECTED) every pending diff matching `pred`.
-    fn close_where(&self, pred: impl Fn(&PendingDiff) -> bool) -> usize {
+    pub fn close_where(&self, pred: impl Fn(&PendingDiff) -> bool) -> usize {
         let mut inner = self.inner.lock().unwrap();
-        prune(&mut inner);
+        self.prune(&mut inner);
         let (matching, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut inner.pending)
             .into_iter()
             .partition(|d| pred(d));
         inner.pending = rest;
         let n = matching.len();
         for d in matching {
-            finish(&mut inner, d, How::Closed, None);
+            self.finish(&mut inner, d, How::Closed, None);
         }
         n
     }
@@ -236,162 +326,48 @@ impl Diffs {
             .partition(|d| d.client == client);
         inner.pending = rest;
         for d in gone {
-            finish(&mut inner, d, How::Abandoned, None);
+            self.finish(&mut inner, d, How::Abandoned, None);
         }
     }
-}
 
-/// Drops diffs whose request can no longer be answered (cancelled, connection ended).
-fn prune(inner: &mut Inner) {
-    let (dead, live): (Vec<_>, Vec<_>) = std::mem::take(&mut inner.pending)
-        .into_iter()
-        .partition(|d| !d.responder.is_open());
-    inner.pending = live;
-    for d in dead {
-        finish(inner, d, How::Abandoned, None);
-    }
-}
-
-fn finish(inner: &mut Inner, d: PendingDiff, how: How, content: Option<String>) {
-    match how {
-        How::Accepted => {
-            d.responder.reply(Ok(tool_texts(&[
-                "FILE_SAVED",
-                &content.unwrap_or_default(),
-            ])));
+    /// Drops diffs whose request can no longer be answered (cancelled, connection ended).
+    fn prune(&self, inner: &mut Inner) {
+        let (dead, live): (Vec<_>, Vec<_>) = std::mem::take(&mut inner.pending)
+            .into_iter()
+            .partition(|d| !d.responder.is_open());
+        inner.pending = live;
+        for d in dead {
+            self.finish(inner, d, How::Abandoned, None);
         }
-        How::Rejected | How::Closed => {
-            d.responder
-                .reply(Ok(tool_texts(&["DIFF_REJECTED", &d.tab_name])));
+    }
+
+    fn finish(&self, inner: &mut Inner, d: PendingDiff, how: How, content: Option<String>) {
+        match how {
+            How::Accepted => {
+                d.responder.reply(Ok(tool_texts(&[
+                    "FILE_SAVED",
+                    &content.unwrap_or_default(),
+                ])));
+            }
+            How::Rejected | How::Closed => {
+                d.responder
+                    .reply(Ok(tool_texts(&["DIFF_REJECTED", &d.tab_name])));
+            }
+            How::Abandoned => {}
         }
-        How::Abandoned => {}
-    }
-    let _ = std::fs::remove_dir_all(&d.dir);
-    crate::info!("diff {} for {} {}", d.id, d.path.display(), how.word());
-    crate::events::emit(json!({
-        "event": "diff_settled", "id": d.id.to_string(), "how": how.word(),
-        "tab_name": d.tab_name, "file": d.path,
-    }));
-    inner.settled.push(Settled {
-        id: d.id,
-        tab_name: d.tab_name,
-        how,
-    });
-    if inner.settled.len() > 256 {
-        inner.settled.remove(0);
-    }
-}
-
-/// openDiff: blocking; answered when the user settles the diff.
-pub fn open_diff(call: &Call, args: &Map<String, Value>) -> Reply {
-    let app = call.app;
-    let old = match arg_str(args, "old_file_path", true) {
-        Ok(v) => v.unwrap_or_default(),
-        Err(e) => return Reply::Now(Err(e)),
-    };
-    let new_path = match arg_str(args, "new_file_path", false) {
-        Ok(v) => v.unwrap_or_else(|| old.clone()),
-        Err(e) => return Reply::Now(Err(e)),
-    };
-    let contents = match arg_str(args, "new_file_contents", true) {
-        Ok(v) => v.unwrap_or_default(),
-        Err(e) => return Reply::Now(Err(e)),
-    };
-    let path = match app.resolve(&new_path) {
-        Ok(p) => p,
-        Err(e) => return Reply::Now(Ok(tool_error(&e))),
-    };
-    let tab_name = match arg_str(args, "tab_name", false) {
-        Ok(v) => v.unwrap_or_else(|| format!("✻ [Claude Code] {} ⧉", display_name(&path))),
-        Err(e) => return Reply::Now(Err(e)),
-    };
-    if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
-        return Reply::Now(Ok(tool_error(&format!(
-            "{} is not a regular file",
-            path.display()
-        ))));
-    }
-    let (original, new_file) = match std::fs::read(&path) {
-        Ok(b) => (b, false),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), true),
-        Err(e) => {
-            return Reply::Now(Ok(tool_error(&format!(
-                "cannot read {}: {e}",
-                path.display()
-            ))));
+        let _ = std::fs::remove_dir_all(&d.dir);
+        crate::info!("diff {} for {} {}", d.id, d.path.display(), how.word());
+        self.events.emit(json!({
+            "event": "diff_settled", "id": d.id.to_string(), "how": how.word(),
+            "tab_name": d.tab_name, "file": d.path,
+        }));
+        inner.settled.push(Settled {
+            id: d.id,
+            tab_name: d.tab_name,
+            how,
+        });
+        if inner.settled.len() > 256 {
+            inner.settled.remove(0);
         }
-    };
-    let diffs = &app.diffs;
-    // The VS Code extension closes an existing tab of the same name first; so do we.
-    diffs.close_where(|d| d.tab_name == tab_name);
-    let mut inner = diffs.inner.lock().unwrap();
-    let id = inner.next_id;
-    inner.next_id += 1;
-    let _ = crate::files::write_volatile(&diffs.seq, inner.next_id.to_string().as_bytes(), 0o600);
-    let dir = diffs.root.join(id.to_string());
-    let created = SystemTime::now();
-    let meta = json!({
-        "id": id.to_string(), "tab_name": tab_name, "old_file_path": old, "new_file_path": new_path,
-        "file": path, "new_file": new_file, "client": call.client.id,
-        "created": created.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-    });
-    let written = (|| -> std::io::Result<()> {
-        std::fs::create_dir(&dir)?;
-        crate::files::write_volatile(&dir.join("original"), &original, 0o600)?;
-        crate::files::write_volatile(&dir.join("proposed"), contents.as_bytes(), 0o600)?;
-        crate::files::write_volatile(&dir.join("meta.json"), meta.to_string().as_bytes(), 0o600)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_dir_all(&dir);
-        return Reply::Now(Ok(tool_error(&format!(
-            "cannot store the diff in {}: {e}",
-            dir.display()
-        ))));
     }
-    let d = PendingDiff {
-        id,
-        tab_name,
-        path,
-        new_file,
-        client: call.client.id,
-        created,
-        dir,
-        responder: call.defer(),
-    };
-    crate::info!(
-        "diff {id} opened for {} (review: ccide diff show {id}; then ccide diff accept|reject {id})",
-        d.path.display()
-    );
-    let mut event = d.describe();
-    event["event"] = "diff_opened".into();
-    crate::events::emit(event);
-    inner.pending.push(d);
-    Reply::Later
-}
-
-fn display_name(p: &Path) -> String {
-    p.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
-/// close_tab: the user answered in the terminal; a pending diff of that name is settled as
-/// rejected (the CLI ignores that late answer). Always TAB_CLOSED.
-pub fn close_tab(call: &Call, args: &Map<String, Value>) -> Reply {
-    let name = match arg_str(args, "tab_name", true) {
-        Ok(v) => v.unwrap_or_default(),
-        Err(e) => return Reply::Now(Err(e)),
-    };
-    call.app.diffs.close_where(|d| d.tab_name == name);
-    // Seed 000: close_tab also takes a file path, closing that editor tab.
-    if let Ok(p) = call.app.resolve(&name) {
-        call.app.editor.close_tab(&p, false);
-    }
-    Reply::Now(Ok(tool_texts(&["TAB_CLOSED"])))
-}
-
-/// closeAllDiffTabs: called at every prompt; touches only ccide's own pending diffs.
-pub fn close_all_diff_tabs(call: &Call, _args: &Map<String, Value>) -> Reply {
-    let n = call.app.diffs.close_where(|_| true);
-    Reply::Now(Ok(tool_texts(&[&format!("CLOSED_{n}_DIFF_TABS")])))
 }

@@ -1,24 +1,21 @@
 //! reformat_file (seed 000): the project's formatter on a temporary copy beside the file; the
 //! original is replaced atomically only when the formatter succeeded.
 
-use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::serve::App;
-use crate::server::{Call, Reply};
-use crate::tools::{arg_str, tool_error, tool_texts};
+use crate::rpc::call::{Call, Reply, answer_later, arg_str, tool_error, tool_texts};
+use crate::state::State;
 
 /// A formatter running longer is killed.
 const TIME_LIMIT: Duration = Duration::from_secs(30);
+/// A formatter's output beyond this is an error, not a file.
+const MAX_OUTPUT: u64 = 64 << 20;
 
 /// Built-in formatters, used when no `--formatter` matches and the program is on PATH:
 /// (patterns, program, command). Without `{file}` the text goes through stdin and stdout
@@ -46,16 +43,16 @@ const BUILTINS: &[(&str, &str, &str)] = &[
 ];
 
 /// reformat_file: answered from a worker thread (a formatter may take seconds).
-pub fn reformat_file(call: &Call, args: &Map<String, Value>) -> Reply {
+pub fn reformat_file(state: &Arc<State>, call: &Call, args: &Map<String, Value>) -> Reply {
     let raw = match arg_str(args, "file_path", true) {
         Ok(v) => v.unwrap_or_default(),
         Err(e) => return Reply::Now(Err(e)),
     };
-    let app = call.app.clone();
-    crate::server::answer_later(
+    let state = state.clone();
+    answer_later(
         Arc::new(call.defer()),
         Box::new(move || {
-            Some(match reformat(&app, &raw) {
+            Some(match reformat(&state, &raw) {
                 Ok(()) => tool_texts(&["OK"]),
                 Err(e) => tool_error(&e),
             })
@@ -63,15 +60,15 @@ pub fn reformat_file(call: &Call, args: &Map<String, Value>) -> Reply {
     )
 }
 
-fn reformat(app: &App, raw: &str) -> Result<(), String> {
-    let path = app.resolve(raw)?;
+fn reformat(state: &State, raw: &str) -> Result<(), String> {
+    let path = state.resolve(raw)?;
     let original = match std::fs::metadata(&path) {
         Ok(m) if m.is_file() => std::fs::read(&path),
         Ok(_) => return Err(format!("{} is not a regular file", path.display())),
         Err(_) => return Err("File not found".into()),
     }
     .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let words = formatter_for(app, &path)?;
+    let words = formatter_for(state, &path)?;
     let dir = path.parent().unwrap_or(Path::new("/"));
     let tmp = TempCopy::create(&path, &original)?;
     let tmp_str = tmp.0.to_string_lossy().into_owned();
@@ -81,8 +78,14 @@ fn reformat(app: &App, raw: &str) -> Result<(), String> {
         .current_dir(dir);
     let prog = &words[0];
     let input = (!with_file).then_some(&original[..]);
-    let ran = run(cmd, input, &app.state_dir, TIME_LIMIT)
+    let ran = crate::proc::run(cmd, input, &state.state_dir, TIME_LIMIT, MAX_OUTPUT)
         .map_err(|e| format!("cannot run the formatter {prog}: {e}"))?;
+    if ran.truncated {
+        return Err(format!(
+            "the formatter {prog} printed more than {} MiB; the file is left as it was",
+            MAX_OUTPUT >> 20
+        ));
+    }
     let Some(status) = ran.status else {
         return Err(format!(
             "the formatter {prog} did not finish within {} s and was killed",
@@ -116,8 +119,9 @@ fn reformat(app: &App, raw: &str) -> Result<(), String> {
         return Ok(());
     };
     if new != original {
-        let ws = app.workspaces.read().unwrap().clone();
-        crate::files::write_in_workspace(&path, &ws, &new, 0o644)
+        state
+            .workspaces
+            .write(&path, &new, 0o644)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         crate::info!("reformatted {} with {prog}", path.display());
     }
@@ -126,17 +130,9 @@ fn reformat(app: &App, raw: &str) -> Result<(), String> {
 
 /// The command (split into words) for `path`: the first matching `--formatter`, else a built-in
 /// whose program is on PATH.
-fn formatter_for(app: &App, path: &Path) -> Result<Vec<String>, String> {
-    let rel = app
-        .workspaces
-        .read()
-        .unwrap()
-        .iter()
-        .find_map(|w| path.strip_prefix(w).ok())
-        .unwrap_or(path)
-        .to_string_lossy()
-        .into_owned();
-    for spec in &app.formatters {
+fn formatter_for(state: &State, path: &Path) -> Result<Vec<String>, String> {
+    let rel = state.workspaces.rel(path);
+    for spec in &state.formatters {
         let Some((pattern, command)) = spec.split_once('=') else {
             return Err(format!(
                 "invalid --formatter '{spec}': expected PATTERN=COMMAND"
@@ -157,7 +153,7 @@ fn formatter_for(app: &App, path: &Path) -> Result<Vec<String>, String> {
         if patterns
             .split(' ')
             .any(|p| crate::pattern::file_pattern_match(p, &rel))
-            && crate::checkers::on_path(program)
+            && crate::proc::on_path(program)
         {
             let mut words: Vec<String> = command.split(' ').map(String::from).collect();
             if *program == "rustfmt" {
@@ -205,7 +201,7 @@ impl TempCopy {
             .map(|e| format!(".{}", e.to_string_lossy()))
             .unwrap_or_default();
         let dir = path.parent().unwrap_or(Path::new("/"));
-        let (tmp, mut f) = new_file(dir, &stem, &ext)
+        let (tmp, mut f) = crate::proc::new_file(dir, &stem, &ext)
             .map_err(|e| format!("cannot create a temporary copy in {}: {e}", dir.display()))?;
         let copy = TempCopy(tmp);
         f.write_all(bytes)
@@ -217,113 +213,5 @@ impl TempCopy {
 impl Drop for TempCopy {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-struct Ran {
-    /// None: killed after the time limit.
-    status: Option<ExitStatus>,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-}
-
-/// Runs a command in its own process group without a shell, `input` (or nothing) on stdin;
-/// the whole group is killed after `limit`. Output goes to unlinked files in `scratch`, so no
-/// thread is needed to drain pipes, and a daemon the command leaves behind cannot hold us up.
-fn run(mut cmd: Command, input: Option<&[u8]>, scratch: &Path, limit: Duration) -> io::Result<Ran> {
-    let mut out = scratch_file(scratch)?;
-    let mut err = scratch_file(scratch)?;
-    let stdin = match input {
-        Some(bytes) => {
-            let mut f = scratch_file(scratch)?;
-            f.write_all(bytes)?;
-            f.seek(SeekFrom::Start(0))?;
-            Stdio::from(f)
-        }
-        None => Stdio::null(),
-    };
-    cmd.stdin(stdin)
-        .stdout(out.try_clone()?)
-        .stderr(err.try_clone()?)
-        .process_group(0);
-    crate::sys::unblock_all_signals_in_child(&mut cmd);
-    let mut child = cmd.spawn()?;
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break Some(s);
-        }
-        if Instant::now() > deadline {
-            kill_group(child.id());
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let read = |f: &mut File| -> io::Result<Vec<u8>> {
-        let mut buf = Vec::new();
-        f.seek(SeekFrom::Start(0))?;
-        f.read_to_end(&mut buf)?;
-        Ok(buf)
-    };
-    Ok(Ran {
-        status,
-        stdout: read(&mut out)?,
-        stderr: read(&mut err)?,
-    })
-}
-
-/// A new file in `dir`, already unlinked: gone as soon as it is closed.
-fn scratch_file(dir: &Path) -> io::Result<File> {
-    let (path, f) = new_file(dir, "scratch", "")?;
-    std::fs::remove_file(&path)?;
-    Ok(f)
-}
-
-/// Creates `dir/.STEM.ccide-PID-N.EXT`, private and new.
-fn new_file(dir: &Path, stem: &str, ext: &str) -> io::Result<(PathBuf, File)> {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let path = dir.join(format!(
-        ".{stem}.ccide-{}-{}{ext}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)?;
-    Ok((path, f))
-}
-
-/// SIGKILL to a process group we created (`process_group(0)` makes its id the child's pid).
-pub fn kill_group(pid: u32) {
-    let _ = crate::sys::kill(-(pid as i32), crate::sys::SIGKILL);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_command_over_the_limit_is_killed_with_its_children() {
-        let started = Instant::now();
-        let mut cmd = Command::new("sh");
-        // Only a group kill ends the background sleep too.
-        cmd.args(["-c", "echo hi; sleep 20 & sleep 20"]);
-        let tmp = std::env::temp_dir();
-        let ran = run(cmd, None, &tmp, Duration::from_millis(300)).unwrap();
-        assert!(ran.status.is_none());
-        assert!(started.elapsed() < Duration::from_secs(5));
-
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", "tr a-z A-Z; echo oops >&2; exit 3"]);
-        let ran = run(cmd, Some(b"abc\n"), &tmp, Duration::from_secs(10)).unwrap();
-        assert_eq!(ran.status.and_then(|s| s.code()), Some(3));
-        assert_eq!(
-            (&ran.stdout[..], &ran.stderr[..]),
-            (&b"ABC\n"[..], &b"oops\n"[..])
-        );
     }
 }

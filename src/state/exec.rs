@@ -1,4 +1,4 @@
-//! executeCode (PROTOCOL 7): Python in a persistent kernel per connection, only when the user
+//! executeCode (ccide-protocol(7) §7): Python in a persistent kernel per connection, only when the user
 //! allowed it (`serve --exec`). The model can call this tool, so with `--exec off` it is neither
 //! listed nor run, and with `--exec ask` every call waits for `ccide exec approve`.
 //!
@@ -10,18 +10,16 @@
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Instant, SystemTime};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::cli::{Args, EXIT_OK, Fail, Outcome};
-use crate::serve::App;
-use crate::server::{Call, Reply, Responder};
-use crate::tools::{arg_str, tool_error};
+use super::events::Events;
+use crate::rpc::call::{Responder, tool_error};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Mode {
@@ -39,6 +37,7 @@ pub struct Settings {
 /// The executeCode state of a server: settings, kernels per client, requests awaiting approval.
 pub struct Exec {
     pub settings: Settings,
+    events: Arc<Events>,
     inner: Mutex<Inner>,
     /// Signalled when a pending request is decided or dropped.
     decided: Condvar,
@@ -83,15 +82,16 @@ impl Pending {
     fn describe(&self) -> Value {
         json!({
             "id": self.id.to_string(), "client": self.client, "code": self.code,
-            "created": crate::serve::unix(self.created),
+            "created": crate::text::unix_secs(self.created),
         })
     }
 }
 
 impl Exec {
-    pub fn new(settings: Settings) -> Exec {
+    pub fn new(settings: Settings, events: Arc<Events>) -> Exec {
         Exec {
             settings,
+            events,
             inner: Mutex::default(),
             decided: Condvar::new(),
         }
@@ -113,8 +113,43 @@ impl Exec {
             slot.gone.store(true, Ordering::SeqCst);
             let pid = slot.pid.load(Ordering::SeqCst);
             if pid != 0 {
-                crate::format::kill_group(pid);
+                crate::proc::kill_group(pid);
             }
+        }
+    }
+
+    /// Starts an executeCode call of `client` (in `dir` when its kernel starts): registers the
+    /// call for approval with `--exec ask`, and returns the work that waits for the decision
+    /// and runs the code, to run on a worker thread.
+    pub fn prepare(
+        self: &Arc<Self>,
+        client: u64,
+        code: String,
+        responder: &Arc<Responder>,
+        dir: PathBuf,
+    ) -> impl FnOnce() -> Option<Value> + Send + 'static {
+        let slot = {
+            let mut inner = self.inner.lock().unwrap();
+            match inner.kernels.iter().find(|(c, _)| *c == client) {
+                Some((_, s)) => s.clone(),
+                None => {
+                    let s = Arc::new(Slot::default());
+                    inner.kernels.push((client, s.clone()));
+                    s
+                }
+            }
+        };
+        let asked =
+            (self.settings.mode == Mode::Ask).then(|| self.ask(client, &code, responder.clone()));
+        let exec = self.clone();
+        move || {
+            if let Some(id) = asked {
+                match exec.approval(id) {
+                    Ok(()) => {}
+                    Err(message) => return message.map(|m| tool_error(&m)),
+                }
+            }
+            Some(run(&exec, &slot, &code, &dir))
         }
     }
 
@@ -136,7 +171,7 @@ impl Exec {
         );
         let mut event = p.describe();
         event["event"] = "exec_requested".into();
-        crate::events::emit(event);
+        self.events.emit(event);
         inner.pending.push(p);
         inner.next_id
     }
@@ -164,68 +199,23 @@ impl Exec {
                 "timed out",
                 Err(Some(format!(
                     "executeCode request {id} was not approved within {}",
-                    crate::server::human_duration(limit)
+                    crate::text::human_duration(limit)
                 ))),
             ),
             None => ("abandoned", Err(None)),
         };
         crate::info!("executeCode request {id} {how}");
-        crate::events::emit(json!({"event": "exec_settled", "id": id.to_string(), "how": how}));
+        self.events
+            .emit(json!({"event": "exec_settled", "id": id.to_string(), "how": how}));
         result
     }
 }
 
-pub fn listed(app: &App) -> bool {
-    app.exec.settings.mode != Mode::Off
-}
-
-pub fn execute_code(call: &Call, args: &Map<String, Value>) -> Reply {
-    let exec = &call.app.exec;
-    if exec.settings.mode == Mode::Off {
-        return Reply::Now(Ok(tool_error(
-            "executeCode is disabled: start ccide serve with --exec ask (each call waits for `ccide exec approve`) or --exec on",
-        )));
-    }
-    let code = match arg_str(args, "code", true) {
-        Ok(v) => v.unwrap_or_default(),
-        Err(e) => return Reply::Now(Err(e)),
-    };
-    let client = call.client.id;
-    let responder = Arc::new(call.defer());
-    let slot = {
-        let mut inner = exec.inner.lock().unwrap();
-        match inner.kernels.iter().find(|(c, _)| *c == client) {
-            Some((_, s)) => s.clone(),
-            None => {
-                let s = Arc::new(Slot::default());
-                inner.kernels.push((client, s.clone()));
-                s
-            }
-        }
-    };
-    let asked =
-        (exec.settings.mode == Mode::Ask).then(|| exec.ask(client, &code, responder.clone()));
-    let app = call.app.clone();
-    crate::server::answer_later(
-        responder,
-        Box::new(move || {
-            if let Some(id) = asked {
-                match app.exec.approval(id) {
-                    Ok(()) => {}
-                    Err(message) => return message.map(|m| tool_error(&m)),
-                }
-            }
-            Some(run(&app, &slot, &code))
-        }),
-    )
-}
-
 /// Runs `code` in the client's kernel (started if needed) and builds the tool result.
-fn run(app: &App, slot: &Slot, code: &str) -> Value {
+fn run(exec: &Exec, slot: &Slot, code: &str, dir: &Path) -> Value {
     let mut kernel = slot.kernel.lock().unwrap();
     if kernel.is_none() {
-        let dir = app.workspaces.read().unwrap()[0].clone();
-        match Kernel::start(&dir) {
+        match Kernel::start(dir) {
             Ok(k) => {
                 slot.pid.store(k.child.id(), Ordering::SeqCst);
                 *kernel = Some(k);
@@ -240,7 +230,7 @@ fn run(app: &App, slot: &Slot, code: &str) -> Value {
     let k = kernel.as_mut().unwrap();
     // Output of threads that outlived earlier calls.
     while k.next(Instant::now()).is_ok() {}
-    let timeout = app.exec.settings.timeout;
+    let timeout = exec.settings.timeout;
     let mut out: Vec<(String, String)> = Vec::new();
     let request = json!({"code": code}).to_string() + "\n";
     let done = if k.stdin.write_all(request.as_bytes()).is_err() {
@@ -281,10 +271,10 @@ fn run(app: &App, slot: &Slot, code: &str) -> Value {
             Some(if timed_out {
                 format!(
                     "executeCode timed out after {}; the kernel was restarted (variables are lost)",
-                    crate::server::human_duration(timeout)
+                    crate::text::human_duration(timeout)
                 )
             } else {
-                crate::format::kill_group(k.child.id());
+                crate::proc::kill_group(k.child.id());
                 let status = k.child.wait().map(|s| s.to_string()).unwrap_or_default();
                 format!(
                     "the Python kernel ended ({status}); a new one starts with the next call (variables are lost)"
@@ -364,193 +354,63 @@ impl Kernel {
 
 impl Drop for Kernel {
     fn drop(&mut self) {
-        crate::format::kill_group(self.child.id());
+        crate::proc::kill_group(self.child.id());
         let _ = self.child.wait();
     }
 }
 
-/// The server side of `ccide exec`: `{"cmd":"exec","action":"list"|"approve"|"deny","target":ID?}`.
-pub fn control(app: &App, req: &Value) -> Value {
-    let mut inner = app.exec.inner.lock().unwrap();
-    // Requests whose call was cancelled or whose connection ended cannot be answered.
-    inner.pending.retain(|p| p.responder.is_open());
-    app.exec.decided.notify_all();
-    let waiting: Vec<&mut Pending> = inner
-        .pending
-        .iter_mut()
-        .filter(|p| p.decision.is_none())
-        .collect();
-    match req["action"].as_str().unwrap_or("list") {
-        "list" => {
-            let mode = match app.exec.settings.mode {
-                Mode::Off => "off",
-                Mode::Ask => "ask",
-                Mode::On => "on",
-            };
-            json!({"ok": true, "mode": mode, "requests": waiting.iter().map(|p| p.describe()).collect::<Vec<_>>()})
-        }
-        action @ ("approve" | "deny") => {
-            let target = req["target"].as_str();
-            if target.is_none() && waiting.len() > 1 {
-                return crate::control::failure(&format!(
-                    "{} executeCode requests are waiting; name one by its ID (see ccide exec)",
-                    waiting.len()
-                ));
-            }
-            let Some(p) = waiting
-                .into_iter()
-                .find(|p| target.is_none_or(|t| p.id.to_string() == t))
-            else {
-                return crate::control::failure(&match target {
-                    Some(t) => format!("no executeCode request {t} is waiting"),
-                    None => "no executeCode requests are waiting".into(),
-                });
-            };
-            p.decision = Some(action == "approve");
-            app.exec.decided.notify_all();
-            json!({"ok": true, "request": p.describe()})
-        }
-        other => crate::control::failure(&format!(
-            "unknown exec action '{other}': expected list, approve or deny"
-        )),
-    }
-}
-
-/// `ccide exec [list | approve [ID] | deny [ID]]`.
-pub fn command(args: &Args) -> Outcome {
-    let action = args.operands.first().map_or("list", String::as_str);
-    let target = args.operands.get(1);
-    let list = matches!(action, "list" | "ls");
-    if !list && !matches!(action, "approve" | "deny") {
-        return Err(Fail::Usage(format!(
-            "unknown exec action '{action}': expected list, approve or deny"
-        )));
-    }
-    if let Some(extra) = args.operands.get(if list { 1 } else { 2 }) {
-        return Err(Fail::Usage(format!("unexpected argument '{extra}'")));
-    }
-    let json_out = args.switch("--json")?;
-    let mut ctl = crate::client::connect(args)?;
-    let r = ctl.request(json!({"cmd": "exec", "action": action, "target": target}))?;
-    let answer = if list { &r["requests"] } else { &r["request"] };
-    if json_out {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(answer).unwrap_or_default()
-        );
-    } else if !list {
-        let word = if action == "approve" {
-            "approved"
-        } else {
-            "denied"
+impl Exec {
+    /// The requests waiting for the user, and the mode.
+    pub fn waiting(&self) -> (&'static str, Vec<Value>) {
+        let mut inner = self.inner.lock().unwrap();
+        // Requests whose call was cancelled or whose connection ended cannot be answered.
+        inner.pending.retain(|p| p.responder.is_open());
+        self.decided.notify_all();
+        let mode = match self.settings.mode {
+            Mode::Off => "off",
+            Mode::Ask => "ask",
+            Mode::On => "on",
         };
-        println!(
-            "{word} executeCode request {}",
-            answer["id"].as_str().unwrap_or("")
-        );
-    } else if let Some(requests) = answer.as_array().filter(|a| !a.is_empty()) {
-        for q in requests {
-            println!(
-                "request {} from client {}:",
-                q["id"].as_str().unwrap_or(""),
-                q["client"]
-            );
-            for line in q["code"].as_str().unwrap_or("").lines() {
-                println!("    {line}");
-            }
-            println!();
-        }
-        println!("run it with `ccide exec approve ID`, refuse it with `ccide exec deny ID`");
-    } else {
-        let mode = r["mode"].as_str().unwrap_or("");
-        if mode == "ask" {
-            println!("no executeCode requests are waiting");
-        } else {
-            println!("no executeCode requests are waiting (the server runs with --exec {mode})");
-        }
+        let list = inner
+            .pending
+            .iter()
+            .filter(|p| p.decision.is_none())
+            .map(Pending::describe)
+            .collect();
+        (mode, list)
     }
-    Ok(EXIT_OK)
+
+    /// The user's answer to the waiting request `target` (or to the only one).
+    pub fn decide(&self, target: Option<&str>, approve: bool) -> Result<Value, String> {
+        let mut inner = self.inner.lock().unwrap();
+        inner.pending.retain(|p| p.responder.is_open());
+        self.decided.notify_all();
+        let waiting: Vec<&mut Pending> = inner
+            .pending
+            .iter_mut()
+            .filter(|p| p.decision.is_none())
+            .collect();
+        if target.is_none() && waiting.len() > 1 {
+            return Err(format!(
+                "{} executeCode requests are waiting; name one by its ID (see ccide exec)",
+                waiting.len()
+            ));
+        }
+        let Some(p) = waiting
+            .into_iter()
+            .find(|p| target.is_none_or(|t| p.id.to_string() == t))
+        else {
+            return Err(match target {
+                Some(t) => format!("no executeCode request {t} is waiting"),
+                None => "no executeCode requests are waiting".into(),
+            });
+        };
+        p.decision = Some(approve);
+        self.decided.notify_all();
+        Ok(p.describe())
+    }
 }
 
-/// The kernel's main loop (see the module comment). Output written to file descriptors 1 and 2
-/// directly (subprocesses, C extensions) is collected in a temporary file during each call
-/// and returned after the Python-level output.
-const DRIVER: &str = r#"
-import ast, base64, io, json, os, sys, tempfile, threading, time, traceback
-proto = os.fdopen(os.dup(1), "w")
-requests = os.fdopen(os.dup(0))
-null = os.open(os.devnull, os.O_RDWR)
-os.dup2(null, 0)
-os.dup2(null, 1)
-sys.stdin = open(os.devnull)
-lock = threading.Lock()
-left = 0
-
-def send(m):
-    with lock:
-        proto.write(json.dumps(m) + "\n")
-        proto.flush()
-
-class Out(io.TextIOBase):
-    def __init__(self, name):
-        self.name = name
-    def writable(self):
-        return True
-    def write(self, t):
-        global left
-        n = len(t)
-        if left > 0 and n:
-            if n > left:
-                t = t[:left] + "\n[output truncated]\n"
-            left -= n
-            send([self.name, t])
-        return n
-
-out = Out("stdout")
-sys.stdout, sys.stderr = out, Out("stderr")
-
-def watch(parent=os.getppid()):
-    while os.getppid() == parent:
-        time.sleep(1)
-    os._exit(1)
-
-threading.Thread(target=watch, daemon=True).start()
-g = {"__name__": "__main__", "__builtins__": __builtins__}
-for line in requests:
-    code = json.loads(line)["code"]
-    left, err, images = 1000000, None, []
-    raw = tempfile.TemporaryFile()
-    os.dup2(raw.fileno(), 1)
-    os.dup2(raw.fileno(), 2)
-    try:
-        tree = ast.parse(code, "<cell>")
-        last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr) and not code.rstrip().endswith(";"):
-            last = ast.Expression(tree.body.pop().value)
-        exec(compile(tree, "<cell>", "exec"), g)
-        if last:
-            v = eval(compile(last, "<cell>", "eval"), g)
-            if v is not None:
-                out.write(repr(v) + "\n")
-    except BaseException as e:
-        tb = None if isinstance(e, SyntaxError) else e.__traceback__.tb_next
-        err = "".join(traceback.format_exception(type(e), e, tb))
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-    raw.seek(0)
-    text = raw.read().decode(errors="replace")
-    raw.close()
-    if text:
-        out.write(text)
-    plt = sys.modules.get("matplotlib.pyplot")
-    try:
-        for n in plt.get_fignums() if plt else []:
-            b = io.BytesIO()
-            plt.figure(n).savefig(b, format="png")
-            images.append(base64.b64encode(b.getvalue()).decode())
-        if plt:
-            plt.close("all")
-    except Exception:
-        err = (err or "") + traceback.format_exc()
-    send({"error": err, "images": images})
-"#;
+/// The kernel's main loop (see the module comment): `kernel.py`, held as Python so it can be
+/// read and linted as Python.
+const DRIVER: &str = include_str!("kernel.py");

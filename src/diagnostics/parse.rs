@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -866,16 +866,16 @@ fn sarif_artifact_path(
     depth: usize,
 ) -> Option<PathBuf> {
     let uri = location.get("uri").and_then(Value::as_str).unwrap_or("");
-    if let Some(p) = file_uri_path(uri, true) {
-        return Some(normalize(Path::new(&p)));
+    if let Some(p) = crate::files::uri_path(uri, true) {
+        return Some(crate::files::normalize(Path::new(&p)));
     }
     if has_scheme(uri) {
         // http: and the like name no file we could show.
         return None;
     }
-    let relative = percent_decode(uri);
+    let relative = crate::files::percent_decode(uri);
     if Path::new(&relative).is_absolute() {
-        return Some(normalize(Path::new(&relative)));
+        return Some(crate::files::normalize(Path::new(&relative)));
     }
     let root = location
         .get("uriBaseId")
@@ -884,7 +884,7 @@ fn sarif_artifact_path(
         .and_then(|id| run.get("originalUriBaseIds")?.get(id))
         .and_then(|b| sarif_artifact_path(b, run, base, depth + 1))
         .unwrap_or_else(|| base.to_path_buf());
-    Some(normalize(&root.join(relative)))
+    Some(crate::files::normalize(&root.join(relative)))
 }
 
 fn has_scheme(uri: &str) -> bool {
@@ -918,8 +918,8 @@ fn protocol_entry(entry: &Value, cx: &Context, out: &mut Vec<Diagnostic>) {
         return;
     };
     // ccide writes `file://` + the raw path, so a `%` in it is literal.
-    let path = match file_uri_path(uri, false) {
-        Some(p) => normalize(Path::new(&p)),
+    let path = match crate::files::uri_path(uri, false) {
+        Some(p) => crate::files::normalize(Path::new(&p)),
         None => resolve_path(cx.base, uri),
     };
     let Some(diagnostics) = entry.get("diagnostics").and_then(Value::as_array) else {
@@ -981,94 +981,9 @@ fn code_string(v: Option<&Value>) -> Option<String> {
 fn resolve_path(base: &Path, p: &str) -> PathBuf {
     let p = Path::new(p);
     if p.is_absolute() {
-        normalize(p)
+        crate::files::normalize(p)
     } else {
-        normalize(&base.join(p))
-    }
-}
-
-/// Lexical normalisation: tools print `./x`, `a/../b` and the like, and the
-/// same file must compare equal however it was spelt. Symlinks are not
-/// resolved on purpose: the file may not exist here, and the editor names
-/// files by the path the user opened.
-fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::Prefix(_) | Component::RootDir => out.push(c.as_os_str()),
-            Component::CurDir => {}
-            Component::ParentDir => match out.components().next_back() {
-                Some(Component::Normal(_)) => {
-                    out.pop();
-                }
-                // `..` above the root is the root.
-                Some(Component::RootDir | Component::Prefix(_)) => {}
-                _ => out.push(".."),
-            },
-            Component::Normal(s) => out.push(s),
-        }
-    }
-    out
-}
-
-/// The path of a `file:` URI, percent-decoded if `decode`. None if `uri` is
-/// not a `file:` URI.
-fn file_uri_path(uri: &str, decode: bool) -> Option<String> {
-    let scheme = uri.get(..5)?;
-    if !scheme.eq_ignore_ascii_case("file:") {
-        return None;
-    }
-    let rest = uri.get(5..)?;
-    let path = match rest.strip_prefix("//") {
-        Some(authority_and_path) => {
-            let slash = authority_and_path
-                .find('/')
-                .unwrap_or(authority_and_path.len());
-            let (host, path) = authority_and_path.split_at(slash);
-            if host.is_empty() || host.eq_ignore_ascii_case("localhost") {
-                Cow::Borrowed(path)
-            } else {
-                // A UNC path.
-                Cow::Owned(format!("//{authority_and_path}"))
-            }
-        }
-        None => Cow::Borrowed(rest),
-    };
-    if path.is_empty() {
-        return None;
-    }
-    Some(if decode {
-        percent_decode(&path)
-    } else {
-        path.into_owned()
-    })
-}
-
-fn percent_decode(s: &str) -> String {
-    if !s.contains('%') {
-        return s.to_string();
-    }
-    let hex = |b: &u8| (*b as char).to_digit(16).and_then(|d| u8::try_from(d).ok());
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        if b == b'%'
-            && let (Some(hi), Some(lo)) = (
-                bytes.get(i + 1).and_then(hex),
-                bytes.get(i + 2).and_then(hex),
-            )
-        {
-            out.push(hi * 16 + lo);
-            i += 3;
-            continue;
-        }
-        out.push(b);
-        i += 1;
-    }
-    match String::from_utf8(out) {
-        Ok(s) => s,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        crate::files::normalize(&base.join(p))
     }
 }
 
@@ -1163,7 +1078,7 @@ mod tests {
 
     #[test]
     fn fixture_ruff_concise() {
-        let text = include_str!("../tests/fixtures/diagnostics/ruff-concise.txt");
+        let text = include_str!("../../tests/fixtures/diagnostics/ruff-concise.txt");
         let want = [
             "/work/sample/py/app.py | 0:7-0:7 | Warning | ruff | F401 | `os` imported but unused",
             "/work/sample/py/app.py | 1:7-1:7 | Warning | ruff | F401 | `sys` imported but unused",
@@ -1184,7 +1099,7 @@ mod tests {
 
     #[test]
     fn fixture_ruff_sarif() {
-        let text = include_str!("../tests/fixtures/diagnostics/ruff.sarif");
+        let text = include_str!("../../tests/fixtures/diagnostics/ruff.sarif");
         // ä.py's URI is percent-encoded: file:///work/sample/py/my%20dir/%C3%A4.py
         let want = [
             "/work/sample/py/app.py | 0:7-0:9 | Error | ruff | F401 | `os` imported but unused",
@@ -1213,7 +1128,7 @@ mod tests {
 
     #[test]
     fn fixture_cargo_check() {
-        let text = include_str!("../tests/fixtures/diagnostics/cargo-check.jsonl");
+        let text = include_str!("../../tests/fixtures/diagnostics/cargo-check.jsonl");
         // cargo prints file names relative to the workspace root.
         let base = "/work/sample/rs";
         assert_diags(&run(text, Format::Cargo, base, "cargo"), &CARGO_CHECK);
@@ -1224,7 +1139,7 @@ mod tests {
 
     #[test]
     fn fixture_cargo_clippy() {
-        let text = include_str!("../tests/fixtures/diagnostics/cargo-clippy.jsonl");
+        let text = include_str!("../../tests/fixtures/diagnostics/cargo-clippy.jsonl");
         // One lint with two primary spans gives two diagnostics.
         let want = [
             "/work/sample/rsw/src/main.rs | 0:15-0:20 | Warning | rustc | unused_imports | unused imports: `Debug` and `Display`",
@@ -1241,7 +1156,7 @@ mod tests {
 
     #[test]
     fn fixture_gcc() {
-        let text = include_str!("../tests/fixtures/diagnostics/gcc.txt");
+        let text = include_str!("../../tests/fixtures/diagnostics/gcc.txt");
         let want = [
             "/work/sample/c/main.c | 5:14-5:14 | Warning | gcc | -Wint-conversion | initialization of ‘char *’ from ‘int’ makes pointer from integer without a cast",
             "/work/sample/c/main.c | 6:13-6:13 | Warning | gcc | -Wformat= | format ‘%d’ expects argument of type ‘int’, but argument 2 has type ‘char *’",
@@ -1257,7 +1172,7 @@ mod tests {
 
     #[test]
     fn fixture_mypy() {
-        let text = include_str!("../tests/fixtures/diagnostics/mypy.txt");
+        let text = include_str!("../../tests/fixtures/diagnostics/mypy.txt");
         let want = [
             r#"/work/sample/py/app.py | 6:0-6:0 | Error | mypy | name-defined | Name "undefined_name" is not defined"#,
             r#"/work/sample/py/app.py | 9:0-9:0 | Error | mypy | arg-type | Argument 1 to "greet" has incompatible type "int"; expected "str""#,
@@ -1270,7 +1185,7 @@ mod tests {
     #[test]
     fn fixture_mypy_error_end() {
         // --show-error-end prints line:col:end_line:end_col, end inclusive.
-        let text = include_str!("../tests/fixtures/diagnostics/mypy-end.txt");
+        let text = include_str!("../../tests/fixtures/diagnostics/mypy-end.txt");
         let want = [
             r#"/work/sample/py/app.py | 6:29-6:43 | Error | mypy | name-defined | Name "undefined_name" is not defined"#,
             r#"/work/sample/py/app.py | 9:15-9:16 | Error | mypy | arg-type | Argument 1 to "greet" has incompatible type "int"; expected "str""#,
@@ -1281,7 +1196,7 @@ mod tests {
 
     #[test]
     fn fixture_shellcheck() {
-        let text = include_str!("../tests/fixtures/diagnostics/shellcheck-gcc.txt");
+        let text = include_str!("../../tests/fixtures/diagnostics/shellcheck-gcc.txt");
         let want = [
             "/work/sample/sh/run.sh | 2:0-2:0 | Warning | shellcheck | SC2164 | Use 'cd ... || exit' or 'cd ... || return' in case cd fails.",
             "/work/sample/sh/run.sh | 2:3-2:3 | Info | shellcheck | SC2086 | Double quote to prevent globbing and word splitting.",
@@ -1295,7 +1210,7 @@ mod tests {
 
     #[test]
     fn fixture_rustc_short() {
-        let text = include_str!("../tests/fixtures/diagnostics/rustc-short.txt");
+        let text = include_str!("../../tests/fixtures/diagnostics/rustc-short.txt");
         let want = [
             "/work/sample/rs/src/lib.rs | 4:12-4:12 | Error | rustc | E0425 | cannot find value `missing` in this scope: not found in this scope",
             "/work/sample/rs/src/lib.rs | 0:4-0:4 | Warning | rustc | - | unused import: `std::collections::HashMap`",
@@ -1320,9 +1235,9 @@ mod tests {
     fn fixtures_concatenated_in_auto_mode() {
         // A checker script may run several tools into one output.
         let text = [
-            include_str!("../tests/fixtures/diagnostics/ruff-concise.txt"),
-            include_str!("../tests/fixtures/diagnostics/cargo-check.jsonl"),
-            include_str!("../tests/fixtures/diagnostics/gcc.txt"),
+            include_str!("../../tests/fixtures/diagnostics/ruff-concise.txt"),
+            include_str!("../../tests/fixtures/diagnostics/cargo-check.jsonl"),
+            include_str!("../../tests/fixtures/diagnostics/gcc.txt"),
         ]
         .concat();
         let got = run(&text, Format::Auto, "/work/sample/rs", "t");
@@ -1684,8 +1599,11 @@ make: *** [Makefile:12: all] Error 1
 
     #[test]
     fn uri_and_percent_helpers() {
-        assert_eq!(percent_decode("a%20b%C3%A4%zz%4"), "a bä%zz%4");
-        assert_eq!(percent_decode("%FF"), "\u{FFFD}");
+        assert_eq!(
+            crate::files::percent_decode("a%20b%C3%A4%zz%4"),
+            "a bä%zz%4"
+        );
+        assert_eq!(crate::files::percent_decode("%FF"), "\u{FFFD}");
         let cases = [
             ("file:///a%20b", true, Some("/a b")),
             ("file:///a%20b", false, Some("/a%20b")),
@@ -1698,7 +1616,11 @@ make: *** [Makefile:12: all] Error 1
             ("fileä", true, None),
         ];
         for (uri, decode, want) in cases {
-            assert_eq!(file_uri_path(uri, decode).as_deref(), want, "{uri}");
+            assert_eq!(
+                crate::files::uri_path(uri, decode).as_deref(),
+                want,
+                "{uri}"
+            );
         }
     }
 

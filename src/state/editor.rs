@@ -48,17 +48,12 @@ pub struct Editor {
     pub mention_max_age: Duration,
 }
 
-pub fn file_url(p: &Path) -> String {
-    // The CLI compares raw `file://` + path, never percent-encoded (PROTOCOL 5).
-    format!("file://{}", p.display())
-}
-
 /// A `selection_changed` payload.
 pub fn selection_payload(path: &Path, start: Pos, end: Pos, text: &str) -> Value {
     json!({
         "text": text,
         "filePath": path,
-        "fileUrl": file_url(path),
+        "fileUrl": crate::files::file_url(path),
         "selection": {"start": start.to_json(), "end": end.to_json(), "isEmpty": start == end},
     })
 }
@@ -298,6 +293,109 @@ pub fn lines(content: &str) -> Vec<&str> {
     body.split('\n')
         .map(|l| l.strip_suffix('\r').unwrap_or(l))
         .collect()
+}
+
+/// A range as people write it: 1-based lines and columns, the end column included.
+#[derive(Default, Clone, Copy)]
+pub struct HumanRange {
+    pub start_line: Option<usize>,
+    pub start_col: Option<usize>,
+    pub end_line: Option<usize>,
+    pub end_col: Option<usize>,
+}
+
+/// Builds the `selection_changed` payload for `ccide select` from the text the editor shows
+/// (unsaved content, else the file); `stdin_text`, when given, replaces the selected text (an
+/// editor piping its selection).
+pub fn selection_for(
+    content: &str,
+    path: &Path,
+    r: HumanRange,
+    stdin_text: Option<String>,
+) -> Result<Value, String> {
+    let Some(sl) = r.start_line else {
+        // A file alone: "this file is open", no text; the CLI shows "[⧉ In file]".
+        let origin = Pos {
+            line: 0,
+            character: 0,
+        };
+        return Ok(selection_payload(
+            path,
+            origin,
+            origin,
+            stdin_text.as_deref().unwrap_or(""),
+        ));
+    };
+    if sl == 0 || r.end_line == Some(0) || r.start_col == Some(0) || r.end_col == Some(0) {
+        return Err("lines and columns count from 1".into());
+    }
+    let ls = lines(content);
+    let line_len = |line: usize| -> Result<usize, String> {
+        ls.get(line - 1).map(|l| l.chars().count()).ok_or_else(|| {
+            format!(
+                "line {line} is past the end of {} ({} lines)",
+                path.display(),
+                ls.len()
+            )
+        })
+    };
+    let start = Pos {
+        line: sl - 1,
+        character: r.start_col.map_or(0, |c| c - 1),
+    };
+    let end = match (r.end_line, r.end_col) {
+        // FILE:LINE:COL alone is a cursor.
+        (None, None) if r.start_col.is_some() => start,
+        // FILE:LINE selects the whole line.
+        (None, None) => Pos {
+            line: sl - 1,
+            character: line_len(sl)?,
+        },
+        (el, ec) => {
+            let el = el.unwrap_or(sl);
+            let el_len = line_len(el)?;
+            Pos {
+                line: el - 1,
+                character: ec.unwrap_or(el_len),
+            }
+        }
+    };
+    line_len(sl)?;
+    if (end.line, end.character) < (start.line, start.character) {
+        return Err("the selection ends before it starts".into());
+    }
+    for (pos, what) in [(start, "start"), (end, "end")] {
+        let len = ls.get(pos.line).map_or(0, |l| l.chars().count());
+        if pos.character > len {
+            return Err(format!(
+                "the {what} column {} is past the end of line {} ({len} characters)",
+                pos.character + usize::from(what == "start"),
+                pos.line + 1
+            ));
+        }
+    }
+    let text = stdin_text.unwrap_or_else(|| text_between(content, start, end));
+    Ok(selection_payload(path, start, end, &text))
+}
+
+/// An `at_mentioned` payload; lines are 1-based here and 0-based on the wire.
+pub fn mention_payload(
+    path: &Path,
+    start: Option<usize>,
+    end: Option<usize>,
+) -> Result<Value, String> {
+    let mut v = json!({"filePath": path});
+    if let Some(s) = start {
+        let e = end.unwrap_or(s);
+        if s == 0 || e < s {
+            return Err(
+                "mention lines count from 1 and the end may not come before the start".into(),
+            );
+        }
+        v["lineStart"] = (s - 1).into();
+        v["lineEnd"] = (e - 1).into();
+    }
+    Ok(v)
 }
 
 /// languageId from the file name, as VS Code names languages; `plaintext` otherwise.

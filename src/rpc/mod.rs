@@ -1,4 +1,9 @@
-//! JSON-RPC 2.0 messages: typed, with ids kept in their wire form. Knows nothing of MCP.
+//! JSON-RPC 2.0: typed messages with ids kept in their wire form, Content-Length framing for
+//! stdio peers, the per-call context of a request answered now or later (`call`), and the
+//! connected clients with broadcast (`clients`). Knows nothing of MCP tools or the editor.
+
+pub mod call;
+pub mod clients;
 
 use serde_json::{Map, Value, json};
 
@@ -177,6 +182,7 @@ pub fn notification(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
 }
 
+#[allow(dead_code)] // until the language-server and editor peers use it
 /// Largest framed message body read from a stdio peer (a language server or an editor).
 pub const MAX_FRAMED: usize = 64 << 20;
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::cli::{Args, EXIT_FAILURE, EXIT_OK, Fail, Outcome};
-use crate::control::{self, Control, Found};
+use crate::control::{self, Control, FindError};
 
 /// Connects to the server for the current directory (or `--port`).
 pub fn connect(args: &Args) -> Result<Control, Fail> {
@@ -15,8 +15,8 @@ pub fn connect(args: &Args) -> Result<Control, Fail> {
     let cwd = control::current_dir()?;
     match control::find_server(&config, port, &cwd) {
         Ok(lock) => Ok(Control::connect(lock)?),
-        Err(Found::None(m)) => Err(Fail::Failed(m)),
-        Err(Found::Several(m)) => Err(Fail::Usage(m)),
+        Err(FindError::None(m)) => Err(Fail::Failed(m)),
+        Err(FindError::Several(m)) => Err(Fail::Usage(m)),
     }
 }
 
@@ -38,11 +38,7 @@ pub fn display_path(p: &Path) -> String {
 }
 
 fn age(created: u64) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let s = now.saturating_sub(created);
+    let s = crate::text::now_secs().saturating_sub(created);
     match s {
         0..60 => format!("{s}s"),
         60..3600 => format!("{}m", s / 60),
@@ -78,34 +74,10 @@ fn read_diff(d: &Value) -> Result<DiffFiles, Fail> {
     })
 }
 
-/// The one diff `target` names among `diffs`, or the only one.
-fn pick<'a>(diffs: &'a [Value], target: Option<&str>) -> Result<&'a Value, Fail> {
-    match target {
-        None => match diffs.len() {
-            0 => Err(Fail::Failed("no pending diffs".into())),
-            1 => Ok(&diffs[0]),
-            n => Err(Fail::Failed(format!(
-                "{n} diffs are pending; name one:\n{}",
-                diffs
-                    .iter()
-                    .map(|d| format!("  {}  {}", d["id"].as_str().unwrap_or(""), file_of(d)))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            ))),
-        },
-        Some(t) => {
-            let cwd = control::current_dir().unwrap_or_default();
-            let as_path = crate::files::normalize(&cwd.join(t));
-            diffs
-                .iter()
-                .find(|d| {
-                    d["id"] == t
-                        || d["tab_name"] == t
-                        || Path::new(d["file"].as_str().unwrap_or("")) == as_path
-                })
-                .ok_or_else(|| Fail::Failed(format!("no pending diff named {t}")))
-        }
-    }
+/// The one diff `target` names, or the only one, by the server's rule (the same as accept's).
+fn find_diff(ctl: &mut Control, target: Option<&str>) -> Result<Value, Fail> {
+    let r = ctl.request(json!({"cmd": "diff.find", "target": target, "cwd": cwd_string()}))?;
+    Ok(r["diff"].clone())
 }
 
 fn file_of(d: &Value) -> String {
@@ -167,9 +139,7 @@ pub fn diff(args: &Args) -> Outcome {
             Ok(EXIT_OK)
         }
         "show" | "path" | "edit" => {
-            let r = ctl.request(json!({"cmd": "diff.list"}))?;
-            let diffs = r["diffs"].as_array().cloned().unwrap_or_default();
-            let d = pick(&diffs, target)?;
+            let d = &find_diff(&mut ctl, target)?;
             let dir = d["dir"].as_str().unwrap_or("");
             match action {
                 "path" => {
@@ -579,14 +549,13 @@ pub fn claude(args: &Args) -> Outcome {
     let cwd = control::current_dir()?;
     let (port, running) = match control::find_server(&config, None, &cwd) {
         Ok(lock) => (lock.port, None),
-        Err(Found::Several(m)) => return Err(Fail::Usage(m)),
-        Err(Found::None(_)) => {
+        Err(FindError::Several(m)) => return Err(Fail::Usage(m)),
+        Err(FindError::None(_)) => {
             // The server shares the terminal with Claude Code's interface: log errors only.
             let level = std::env::var("CCIDE_LOG_LEVEL").unwrap_or_else(|_| "error".into());
-            let serve = crate::cli::find("serve").expect("serve command");
-            let serve_args = Args::parse(serve, &["--log-level".into(), level])?;
-            let r = crate::serve::start(&serve_args)?;
-            (r.app.port, Some(r))
+            let serve_args = Args::parse(&super::serve::COMMAND, &["--log-level".into(), level])?;
+            let r = super::serve::start(&serve_args)?;
+            (r.sessions.state.port, Some(r))
         }
     };
     let program = std::env::var("CCIDE_CLAUDE")
@@ -614,7 +583,7 @@ pub fn claude(args: &Args) -> Outcome {
         Ok(c) => c,
         Err(e) => {
             if let Some(r) = running {
-                crate::serve::stop(r);
+                super::serve::stop(r);
             }
             return Err(Fail::Failed(format!(
                 "cannot run {program}: {e} (install Claude Code, or set CCIDE_CLAUDE to its path)"
@@ -638,7 +607,7 @@ pub fn claude(args: &Args) -> Outcome {
         .wait()
         .map_err(|e| Fail::Failed(format!("waiting for {program}: {e}")))?;
     if let Some(r) = running {
-        crate::serve::stop(r);
+        super::serve::stop(r);
     }
     use std::os::unix::process::ExitStatusExt;
     Ok(status
@@ -768,7 +737,7 @@ pub fn diagnostics(args: &Args) -> Outcome {
         }
         "import" => {
             let format = args.value("--format").unwrap_or_else(|| "auto".into());
-            if crate::checkparse::Format::from_name(&format).is_none() {
+            if crate::diagnostics::parse::Format::from_name(&format).is_none() {
                 return Err(Fail::Usage(format!(
                     "invalid value '{format}' for --format: expected auto, protocol, sarif, cargo, compiler or ruff"
                 )));
@@ -810,4 +779,60 @@ pub fn diagnostics(args: &Args) -> Outcome {
             "unknown diagnostics action '{other}': expected list, import or clear"
         ))),
     }
+}
+
+/// `ccide exec [list | approve [ID] | deny [ID]]`.
+pub fn exec(args: &Args) -> Outcome {
+    let action = args.operands.first().map_or("list", String::as_str);
+    let target = args.operands.get(1);
+    let list = matches!(action, "list" | "ls");
+    if !list && !matches!(action, "approve" | "deny") {
+        return Err(Fail::Usage(format!(
+            "unknown exec action '{action}': expected list, approve or deny"
+        )));
+    }
+    if let Some(extra) = args.operands.get(if list { 1 } else { 2 }) {
+        return Err(Fail::Usage(format!("unexpected argument '{extra}'")));
+    }
+    let json_out = args.switch("--json")?;
+    let mut ctl = connect(args)?;
+    let r = ctl.request(json!({"cmd": "exec", "action": action, "target": target}))?;
+    let answer = if list { &r["requests"] } else { &r["request"] };
+    if json_out {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(answer).unwrap_or_default()
+        );
+    } else if !list {
+        let word = if action == "approve" {
+            "approved"
+        } else {
+            "denied"
+        };
+        println!(
+            "{word} executeCode request {}",
+            answer["id"].as_str().unwrap_or("")
+        );
+    } else if let Some(requests) = answer.as_array().filter(|a| !a.is_empty()) {
+        for q in requests {
+            println!(
+                "request {} from client {}:",
+                q["id"].as_str().unwrap_or(""),
+                q["client"]
+            );
+            for line in q["code"].as_str().unwrap_or("").lines() {
+                println!("    {line}");
+            }
+            println!();
+        }
+        println!("run it with `ccide exec approve ID`, refuse it with `ccide exec deny ID`");
+    } else {
+        let mode = r["mode"].as_str().unwrap_or("");
+        if mode == "ask" {
+            println!("no executeCode requests are waiting");
+        } else {
+            println!("no executeCode requests are waiting (the server runs with --exec {mode})");
+        }
+    }
+    Ok(EXIT_OK)
 }

@@ -1,14 +1,24 @@
-//! The tool registry: every MCP tool is a plain function over the editor state, listed with
-//! its input schema, sorted by name. Seed 002's methods are also served as direct JSON-RPC
-//! methods.
+//! The MCP tools (ccide-protocol(7) §7): each is a plain function over the shared `State`,
+//! the call and its arguments, listed with its input schema, sorted by name. The workspace
+//! methods that editor plugins call directly (`readFile`, ...) are also served as direct
+//! JSON-RPC methods. Tools see the state, never the session's client list.
+
+mod diagnostics;
+mod diffs;
+mod editor;
+mod exec;
+mod format;
+mod workspace;
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::jsonrpc::{ErrorCode, RpcError};
-use crate::serve::App;
-use crate::server::{Call, Reply};
+use crate::rpc::call::{Call, Reply, schema};
+use crate::rpc::{ErrorCode, RpcError};
+use crate::state::State;
+
+type Run = fn(&Arc<State>, &Call, &Map<String, Value>) -> Reply;
 
 pub struct Tool {
     pub name: &'static str,
@@ -16,11 +26,11 @@ pub struct Tool {
     /// JSON Schema of the arguments.
     pub schema: fn() -> Value,
     /// Whether `tools/list` shows it (executeCode hides itself when disabled).
-    pub listed: fn(&App) -> bool,
-    pub run: fn(&Call, &Map<String, Value>) -> Reply,
+    pub listed: fn(&State) -> bool,
+    pub run: Run,
 }
 
-pub fn always(_: &App) -> bool {
+fn always(_: &State) -> bool {
     true
 }
 
@@ -31,14 +41,14 @@ const TOOLS: &[Tool] = &[
         description: "Whether a document has unsaved changes.",
         schema: || schema(&[("filePath", "string", "Path of the file")], &["filePath"]),
         listed: always,
-        run: crate::context::check_document_dirty,
+        run: editor::check_document_dirty,
     },
     Tool {
         name: "closeAllDiffTabs",
         description: "Close every pending diff opened through openDiff (each is answered as rejected).",
         schema: || schema(&[], &[]),
         listed: always,
-        run: crate::diffs::close_all_diff_tabs,
+        run: diffs::close_all_diff_tabs,
     },
     Tool {
         name: "close_tab",
@@ -54,28 +64,28 @@ const TOOLS: &[Tool] = &[
             )
         },
         listed: always,
-        run: crate::diffs::close_tab,
+        run: diffs::close_tab,
     },
     Tool {
         name: "executeCode",
         description: "Run Python code in a persistent kernel (one per connection; variables survive between calls). Output text, tracebacks and matplotlib figures as images.",
         schema: || schema(&[("code", "string", "The Python code to run")], &["code"]),
-        listed: crate::exec::listed,
-        run: crate::exec::execute_code,
+        listed: exec::listed,
+        run: exec::execute_code,
     },
     Tool {
         name: "getCurrentFile",
         description: "The active file, workspace-relative and absolute.",
         schema: || schema(&[], &[]),
         listed: always,
-        run: |c, a| crate::context::seed_tool(c, "getCurrentFile", a),
+        run: |s, c, a| workspace::as_tool(s, c, "getCurrentFile", a),
     },
     Tool {
         name: "getCurrentSelection",
         description: "The selection in the active editor.",
         schema: || schema(&[], &[]),
         listed: always,
-        run: crate::context::get_current_selection,
+        run: editor::get_current_selection,
     },
     Tool {
         name: "getDiagnostics",
@@ -91,49 +101,49 @@ const TOOLS: &[Tool] = &[
             )
         },
         listed: always,
-        run: crate::diagnostics::get_diagnostics,
+        run: diagnostics::get_diagnostics,
     },
     Tool {
         name: "getLatestSelection",
         description: "The most recent selection sent, in any file.",
         schema: || schema(&[], &[]),
         listed: always,
-        run: crate::context::get_latest_selection,
+        run: editor::get_latest_selection,
     },
     Tool {
         name: "getOpenEditors",
         description: "The open editor tabs.",
         schema: || schema(&[], &[]),
         listed: always,
-        run: crate::context::get_open_editors,
+        run: editor::get_open_editors,
     },
     Tool {
         name: "getOpenFiles",
         description: "The open files, workspace-relative and absolute.",
         schema: || schema(&[], &[]),
         listed: always,
-        run: |c, a| crate::context::seed_tool(c, "getOpenFiles", a),
+        run: |s, c, a| workspace::as_tool(s, c, "getOpenFiles", a),
     },
     Tool {
         name: "getWorkspaceFolders",
         description: "The workspace folders (the same as in the lock file).",
         schema: || schema(&[], &[]),
         listed: always,
-        run: crate::context::get_workspace_folders,
+        run: workspace::get_workspace_folders,
     },
     Tool {
         name: "getWorkspaceInfo",
         description: "Name, path and file count of the first workspace folder.",
         schema: || schema(&[], &[]),
         listed: always,
-        run: |c, a| crate::context::seed_tool(c, "getWorkspaceInfo", a),
+        run: |s, c, a| workspace::as_tool(s, c, "getWorkspaceInfo", a),
     },
     Tool {
         name: "get_all_opened_file_paths",
         description: "The paths of all open files, one per line.",
         schema: || schema(&[], &[]),
         listed: always,
-        run: crate::context::get_all_opened_file_paths,
+        run: editor::get_all_opened_file_paths,
     },
     Tool {
         name: "listFiles",
@@ -145,7 +155,7 @@ const TOOLS: &[Tool] = &[
             )
         },
         listed: always,
-        run: |c, a| crate::context::seed_tool(c, "listFiles", a),
+        run: |s, c, a| workspace::as_tool(s, c, "listFiles", a),
     },
     Tool {
         name: "openDiff",
@@ -171,7 +181,7 @@ const TOOLS: &[Tool] = &[
             )
         },
         listed: always,
-        run: crate::diffs::open_diff,
+        run: diffs::open_diff,
     },
     Tool {
         name: "openFile",
@@ -206,7 +216,7 @@ const TOOLS: &[Tool] = &[
             )
         },
         listed: always,
-        run: crate::context::open_file,
+        run: editor::open_file,
     },
     Tool {
         name: "open_files",
@@ -218,14 +228,14 @@ const TOOLS: &[Tool] = &[
             )
         },
         listed: always,
-        run: crate::context::open_files,
+        run: editor::open_files,
     },
     Tool {
         name: "readFile",
         description: "The text of a workspace file (workspace-relative path).",
         schema: || schema(&[("path", "string", "Workspace-relative path")], &["path"]),
         listed: always,
-        run: |c, a| crate::context::seed_tool(c, "readFile", a),
+        run: |s, c, a| workspace::as_tool(s, c, "readFile", a),
     },
     Tool {
         name: "reformat_file",
@@ -237,14 +247,14 @@ const TOOLS: &[Tool] = &[
             )
         },
         listed: always,
-        run: crate::format::reformat_file,
+        run: format::reformat_file,
     },
     Tool {
         name: "saveDocument",
         description: "Write a document's unsaved content to disk.",
         schema: || schema(&[("filePath", "string", "Path of the file")], &["filePath"]),
         listed: always,
-        run: crate::context::save_document,
+        run: editor::save_document,
     },
     Tool {
         name: "writeFile",
@@ -259,75 +269,20 @@ const TOOLS: &[Tool] = &[
             )
         },
         listed: always,
-        run: |c, a| crate::context::seed_tool(c, "writeFile", a),
+        run: |s, c, a| workspace::as_tool(s, c, "writeFile", a),
     },
 ];
 
-/// A JSON Schema object for `(name, type, description)` properties.
-pub fn schema(props: &[(&str, &str, &str)], required: &[&str]) -> Value {
-    let mut p = Map::new();
-    for (name, ty, description) in props {
-        let mut prop = json!({"description": description});
-        prop["type"] = match *ty {
-            "string[]" => {
-                prop["items"] = json!({"type": "string"});
-                "array".into()
-            }
-            t => t.into(),
-        };
-        p.insert(name.to_string(), prop);
-    }
-    json!({
-        "type": "object",
-        "properties": p,
-        "required": required,
-        "additionalProperties": false,
-        "$schema": "http://json-schema.org/draft-07/schema#",
-    })
-}
-
-/// A string argument; wrong types are -32602 with the argument's name.
-pub fn arg_str(
-    args: &Map<String, Value>,
-    name: &str,
-    required: bool,
-) -> Result<Option<String>, RpcError> {
-    match args.get(name) {
-        None | Some(Value::Null) if !required => Ok(None),
-        None | Some(Value::Null) => Err(RpcError::invalid_params(format!(
-            "missing required argument \"{name}\""
-        ))),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(RpcError::invalid_params(format!(
-            "argument \"{name}\" must be a string"
-        ))),
-    }
-}
-
-/// A tool result made of text items.
-pub fn tool_texts(items: &[&str]) -> Value {
-    json!({"content": items.iter().map(|t| json!({"type": "text", "text": t})).collect::<Vec<_>>()})
-}
-
-/// A tool result carrying one JSON document as text.
-pub fn tool_json(v: &Value) -> Value {
-    tool_texts(&[&v.to_string()])
-}
-
-/// A failure while running a tool: a result with isError, not a JSON-RPC error (PROTOCOL 3).
-pub fn tool_error(message: &str) -> Value {
-    json!({"content": [{"type": "text", "text": message}], "isError": true})
-}
-
-pub fn list(app: &Arc<App>) -> Vec<Value> {
+pub fn list(state: &State) -> Vec<Value> {
     TOOLS
         .iter()
-        .filter(|t| (t.listed)(app))
+        .filter(|t| (t.listed)(state))
         .map(|t| json!({"name": t.name, "description": t.description, "inputSchema": (t.schema)()}))
         .collect()
 }
 
-pub fn call(call: &Call, mut params: Value) -> Reply {
+/// `tools/call`: an unknown tool is -32602 `Unknown tool: NAME` (ccide-protocol(7) §3).
+pub fn call(state: &Arc<State>, call: &Call, mut params: Value) -> Reply {
     // Taken, not cloned: openDiff's arguments carry whole files.
     let args = match params.get_mut("arguments").map(Value::take) {
         Some(Value::Object(m)) => m,
@@ -344,16 +299,16 @@ pub fn call(call: &Call, mut params: Value) -> Reply {
         )));
     };
     match TOOLS.iter().find(|t| t.name == name) {
-        Some(t) => (t.run)(call, &args),
+        Some(t) => (t.run)(state, call, &args),
         None => Reply::Now(Err(RpcError::invalid_params(format!(
             "Unknown tool: {name}"
         )))),
     }
 }
 
-/// Methods that are not MCP: seed 002's direct calls, else "Method not found".
-pub fn direct_method(call: &Call, method: &str, params: Value) -> Reply {
-    let Some(f) = crate::context::seed_method(method) else {
+/// Methods that are not MCP: the workspace methods called directly, else "Method not found".
+pub fn direct_method(state: &State, method: &str, params: Value) -> Reply {
+    let Some(f) = workspace::direct(method) else {
         return Reply::Now(Err(RpcError::new(
             ErrorCode::MethodNotFound,
             "Method not found",
@@ -366,7 +321,7 @@ pub fn direct_method(call: &Call, method: &str, params: Value) -> Reply {
             return Reply::Now(Err(RpcError::invalid_params("params must be an object")));
         }
     };
-    Reply::Now(f(call.app, &args))
+    Reply::Now(f(state, &args))
 }
 
 #[cfg(test)]

@@ -1,0 +1,524 @@
+//! `ccide serve`: resolves the configuration, binds, announces the lock file, runs the threads
+//! and cleans up on every exit path.
+
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::cli::{Args, Command, Fail, Flag, Outcome, flag};
+use crate::diagnostics::checkers::{self, Checker, Checks};
+use crate::lockfile::{self, LockFile};
+use crate::rpc::clients::Clients;
+use crate::session::{self, Sessions};
+use crate::state::{self, State, WorkspaceChanges, exec};
+use crate::text::human_duration;
+use crate::transport::{self, Gate};
+
+pub const COMMAND: Command = Command {
+    name: "serve",
+    usage: "ccide serve [OPTIONS]",
+    about: "Run the IDE server for the workspace, announced to Claude Code by a lock file.",
+    details: "Listens on 127.0.0.1, writes <config>/ide/<port>.lock and serves Claude Code's IDE\nprotocol (MCP over WebSocket) until SIGINT, SIGTERM or SIGHUP, then removes the lock file.\nStart `claude --ide` (or use /ide) in the workspace to connect.",
+    flags: FLAGS,
+    run,
+    passthrough: false,
+};
+
+pub const FLAGS: &[Flag] = &[
+    Flag {
+        name: "--workspace",
+        value: Some("DIR"),
+        env: Some("CCIDE_WORKSPACE"),
+        repeat: true,
+        help: "A workspace folder (repeatable; the environment variable takes a ':'-separated list). Default: the current directory.",
+    },
+    flag(
+        "--ide-name",
+        Some("NAME"),
+        Some("CCIDE_IDE_NAME"),
+        "Name shown by Claude Code in /ide and /status. Default: 'ccide (<first workspace's name>)'.",
+    ),
+    flag(
+        "--port",
+        Some("N"),
+        Some("CCIDE_PORT"),
+        "Port to listen on. Default: the port of the last run with the same state directory, else any free port.",
+    ),
+    flag(
+        "--host",
+        Some("ADDR"),
+        Some("CCIDE_HOST"),
+        "Address to listen on. Default: 127.0.0.1. Anything else needs --allow-remote.",
+    ),
+    flag(
+        "--allow-remote",
+        None,
+        Some("CCIDE_ALLOW_REMOTE"),
+        "Permit a --host that is not a loopback address (the token is then the only protection).",
+    ),
+    flag(
+        "--config-dir",
+        Some("DIR"),
+        Some("CCIDE_CONFIG_DIR"),
+        "Claude Code's config directory; the lock file goes in DIR/ide. Default: $CLAUDE_CONFIG_DIR, else ~/.claude.",
+    ),
+    flag(
+        "--state-dir",
+        Some("DIR"),
+        Some("CCIDE_STATE_DIR"),
+        "Where port, token, pending diffs and the control socket live. Default: $STATE_DIRECTORY, else $XDG_STATE_HOME/ccide/<id>, else ~/.local/state/ccide/<id>.",
+    ),
+    flag(
+        "--ping-interval",
+        Some("SECS"),
+        Some("CCIDE_PING_INTERVAL"),
+        "Seconds between keepalive pings sent to each client. Default: 5.",
+    ),
+    flag(
+        "--ping-timeout",
+        Some("SECS"),
+        Some("CCIDE_PING_TIMEOUT"),
+        "Seconds a client has to answer a ping before it is disconnected. Default: 3.",
+    ),
+    flag(
+        "--max-connections",
+        Some("N"),
+        Some("CCIDE_MAX_CONNECTIONS"),
+        "Open WebSocket connections allowed at once; more are answered 503. Default: 64.",
+    ),
+    flag(
+        "--single-client",
+        None,
+        Some("CCIDE_SINGLE_CLIENT"),
+        "A newly connected Claude Code replaces the previous one (closed with code 4001).",
+    ),
+    flag(
+        "--mention-max-age",
+        Some("SECS"),
+        Some("CCIDE_MENTION_MAX_AGE"),
+        "Mentions made while no client is connected are delivered to the next one if not older than this. Default: 30.",
+    ),
+    Flag {
+        name: "--checker",
+        value: Some("PATTERN=COMMAND"),
+        env: None,
+        repeat: true,
+        help: "Run COMMAND to get diagnostics for files matching PATTERN (repeatable). '{file}' becomes the file's path; without it the command checks the whole project from the workspace root. A 'FORMAT:' prefix (sarif, cargo, compiler, ruff, protocol) forces the output format.",
+    },
+    flag(
+        "--no-default-checkers",
+        None,
+        Some("CCIDE_NO_DEFAULT_CHECKERS"),
+        "Do not use the built-in checkers (ruff or python3 -m py_compile, shellcheck or bash -n, cargo check).",
+    ),
+    flag(
+        "--diagnostics-wait",
+        Some("SECS"),
+        Some("CCIDE_DIAGNOSTICS_WAIT"),
+        "How long getDiagnostics without a uri waits for running checks of changed files. Default: 1.5.",
+    ),
+    flag(
+        "--checker-timeout",
+        Some("SECS"),
+        Some("CCIDE_CHECKER_TIMEOUT"),
+        "A checker running longer is killed. Default: 30.",
+    ),
+    Flag {
+        name: "--formatter",
+        value: Some("PATTERN=COMMAND"),
+        env: None,
+        repeat: true,
+        help: "Formatter for reformat_file on files matching PATTERN (repeatable), same rules as --checker. It runs on a temporary copy ('{file}'), rewriting it or printing the result; without '{file}' the text goes through stdin and stdout. Killed after 30 s. Built-ins when on PATH: rustfmt, gofmt, ruff format or black, prettier, clang-format, shfmt.",
+    },
+    flag(
+        "--exec",
+        Some("off|ask|on"),
+        Some("CCIDE_EXEC"),
+        "executeCode: off (not listed, refused), ask (each call waits for `ccide exec approve`), on (runs). Default: off.",
+    ),
+    flag(
+        "--exec-timeout",
+        Some("SECS"),
+        Some("CCIDE_EXEC_TIMEOUT"),
+        "Per-call limit for executeCode; the Python kernel is restarted after it. Default: 60.",
+    ),
+    flag(
+        "--exec-approval-timeout",
+        Some("SECS"),
+        Some("CCIDE_EXEC_APPROVAL_TIMEOUT"),
+        "With --exec ask, a call not approved within this time is denied. Default: 300.",
+    ),
+    flag(
+        "--log-level",
+        Some("LEVEL"),
+        Some("CCIDE_LOG_LEVEL"),
+        "error, warn, info or debug. Default: info.",
+    ),
+];
+
+struct Options {
+    workspaces: Vec<PathBuf>,
+    ide_name: String,
+    port: Option<u16>,
+    host: IpAddr,
+    config_dir: PathBuf,
+    state_dir: PathBuf,
+    session: session::Config,
+    max_connections: usize,
+    mention_max_age: Duration,
+    exec: exec::Settings,
+    formatters: Vec<String>,
+    checks: Checks,
+}
+
+fn seconds(args: &Args, name: &str, default: f64) -> Result<Duration, Fail> {
+    let v = args
+        .parsed::<f64>(name, "a number of seconds")?
+        .unwrap_or(default);
+    if !(v > 0.0 && v <= 86_400.0) {
+        return Err(Fail::Usage(format!(
+            "invalid value for {name} (or its variable): expected a number of seconds between 0 and 86400"
+        )));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn options(args: &Args) -> Result<Options, Fail> {
+    if let Some(extra) = args.operands.first() {
+        return Err(Fail::Usage(format!(
+            "unexpected argument '{extra}' (workspaces are given with --workspace DIR)"
+        )));
+    }
+    let level = args.value("--log-level").unwrap_or_else(|| "info".into());
+    let level = crate::log::Level::parse(&level).ok_or_else(|| {
+        Fail::Usage(format!(
+            "invalid value '{level}' for --log-level: expected error, warn, info or debug"
+        ))
+    })?;
+    crate::log::init(level);
+    let mut dirs = args.values("--workspace");
+    if dirs.is_empty() {
+        dirs.push(".".into());
+    }
+    let mut workspaces: Vec<PathBuf> = Vec::new();
+    for d in &dirs {
+        let canon = crate::files::canonical_dir(std::path::Path::new(d))
+            .map_err(|e| Fail::Usage(format!("invalid value for --workspace: {e}")))?;
+        if !workspaces.contains(&canon) {
+            workspaces.push(canon);
+        }
+    }
+    let ide_name = args.value("--ide-name").unwrap_or_else(|| {
+        let base = workspaces[0]
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "/".into());
+        format!("ccide ({base})")
+    });
+    let port = args.parsed::<u16>("--port", "a port number from 1 to 65535")?;
+    if port == Some(0) {
+        return Err(Fail::Usage(
+            "invalid value '0' for --port: expected a port number from 1 to 65535 (omit --port for any free port)".into(),
+        ));
+    }
+    let host = args
+        .parsed::<IpAddr>("--host", "an IP address such as 127.0.0.1 or ::1")?
+        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    if !host.is_loopback() {
+        if !args.switch("--allow-remote")? {
+            return Err(Fail::Usage(format!(
+                "--host {host} is not a loopback address: anyone who can reach it could try the token. Add --allow-remote if you mean it."
+            )));
+        }
+        crate::warn!(
+            "listening on {host}, reachable from other machines: only the token protects this server"
+        );
+    }
+    let interval = seconds(args, "--ping-interval", 5.0)?;
+    let timeout = seconds(args, "--ping-timeout", 3.0)?;
+    let max_connections = args
+        .parsed::<usize>("--max-connections", "a whole number of at least 1")?
+        .unwrap_or(64);
+    if max_connections == 0 {
+        return Err(Fail::Usage(
+            "invalid value '0' for --max-connections: expected a whole number of at least 1".into(),
+        ));
+    }
+    let single_client = args.switch("--single-client")?;
+    let checks = {
+        let mut checkers = Vec::new();
+        for spec in args.values("--checker") {
+            checkers.push(
+                Checker::parse(&spec)
+                    .map_err(|e| Fail::Usage(format!("invalid value for --checker: {e}")))?,
+            );
+        }
+        if !args.switch("--no-default-checkers")? {
+            checkers.extend(checkers::defaults(&workspaces[0]));
+        }
+        Checks::new(
+            checkers,
+            seconds(args, "--diagnostics-wait", 1.5)?,
+            seconds(args, "--checker-timeout", 30.0)?,
+        )
+    };
+    let config_dir = lockfile::config_dir(args.value("--config-dir").as_deref())?;
+    let state_dir = lockfile::state_dir(args.value("--state-dir").as_deref(), &workspaces)?;
+    // `ccide workspace add/remove` changes persist on top of the command line's folders.
+    let changes = WorkspaceChanges::load(&state_dir);
+    for added in &changes.added {
+        if added.is_dir() && !workspaces.contains(added) {
+            workspaces.push(added.clone());
+        }
+    }
+    if workspaces.iter().any(|w| !changes.removed.contains(w)) {
+        workspaces.retain(|w| !changes.removed.contains(w));
+    }
+    Ok(Options {
+        workspaces,
+        ide_name,
+        port,
+        host,
+        config_dir,
+        state_dir,
+        session: session::Config {
+            ping_interval: interval,
+            ping_timeout: timeout,
+            single_client,
+        },
+        max_connections,
+        mention_max_age: seconds(args, "--mention-max-age", 30.0)?,
+        exec: exec::Settings {
+            mode: match args.value("--exec").as_deref().unwrap_or("off") {
+                "off" => exec::Mode::Off,
+                "ask" => exec::Mode::Ask,
+                "on" => exec::Mode::On,
+                other => {
+                    return Err(Fail::Usage(format!(
+                        "invalid value '{other}' for --exec: expected off, ask or on"
+                    )));
+                }
+            },
+            timeout: seconds(args, "--exec-timeout", 60.0)?,
+            approval_timeout: seconds(args, "--exec-approval-timeout", 300.0)?,
+        },
+        formatters: args.values("--formatter"),
+        checks,
+    })
+}
+
+fn bind(s: &Options, remembered: Option<u16>) -> Result<TcpListener, String> {
+    if let Some(p) = s.port {
+        return TcpListener::bind((s.host, p)).map_err(|e| {
+            format!(
+                "cannot listen on {}:{p} (--port): {e}. Choose another port or omit --port.",
+                s.host
+            )
+        });
+    }
+    if let Some(p) = remembered {
+        match TcpListener::bind((s.host, p)) {
+            Ok(l) => return Ok(l),
+            Err(e) => crate::warn!(
+                "port {p} from the last run is not available ({e}); moving to a new port, so a Claude Code that was connected must reconnect with /ide"
+            ),
+        }
+    }
+    TcpListener::bind((s.host, 0)).map_err(|e| format!("cannot listen on {}: {e}", s.host))
+}
+
+/// A started server: what `stop` needs to clean up.
+pub struct Started {
+    pub sessions: Arc<Sessions>,
+    lock: LockFile,
+}
+
+pub fn run(args: &Args) -> Outcome {
+    // Before any thread exists, so that every thread inherits the mask and only `sigwait`
+    // below ever takes these signals.
+    crate::sys::block_termination_signals();
+    let started = start(args)?;
+    let signal = crate::sys::signal_name(crate::sys::wait_termination_signal());
+    crate::info!("{signal} received; shutting down");
+    stop(started);
+    Ok(crate::cli::EXIT_OK)
+}
+
+/// Binds, announces the lock file and starts the threads. The caller must have blocked the
+/// termination signals first.
+pub fn start(args: &Args) -> Result<Started, Fail> {
+    crate::sys::restrict_umask();
+    let o = options(args)?;
+    crate::files::private_dir(&o.state_dir, "state directory")?;
+    let identity = lockfile::load_identity(&o.state_dir)?;
+    let listener = bind(&o, identity.port)?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the listening address: {e}"))?
+        .port();
+    lockfile::save_identity(&o.state_dir, port, &identity.token)?;
+    if let Some(old) = identity.port.filter(|p| *p != port) {
+        remove_own_stale_lock(&o, old, &identity.token);
+    }
+    let clients = Arc::new(Clients::default());
+    let state = Arc::new(State::open(
+        state::Config {
+            workspaces: o.workspaces.clone(),
+            ide_name: o.ide_name.clone(),
+            state_dir: o.state_dir.clone(),
+            config_dir: o.config_dir.clone(),
+            port,
+            token: identity.token.clone(),
+            mention_max_age: o.mention_max_age,
+            exec: o.exec,
+            formatters: o.formatters,
+            checks: o.checks,
+        },
+        clients.clone(),
+    )?);
+    let control = crate::control::bind(&state.control_path)?;
+    let sessions = Arc::new(Sessions::new(state.clone(), clients, o.session));
+    let gate = Gate {
+        token: identity.token.clone(),
+        extra_hosts: if o.host.is_loopback() {
+            Vec::new()
+        } else {
+            vec![o.host.to_string()]
+        },
+        any_ip_host: o.host.is_unspecified(),
+        max_connections: o.max_connections,
+        handshake_timeout: Duration::from_secs(5),
+        stopping: sessions.stopping.clone(),
+    };
+    let on_open_sessions = sessions.clone();
+    let on_open: Arc<transport::OnOpen> =
+        Arc::new(move |outbox, peer| on_open_sessions.open(outbox, peer));
+    spawn("acceptor", move || {
+        transport::run_acceptor(listener, gate, on_open)
+    })?;
+    let control_state = state.clone();
+    spawn("control", move || {
+        crate::control::run(control_state, control)
+    })?;
+    let drop_dir = o.state_dir.join("diagnostics");
+    crate::files::private_dir(&drop_dir, "diagnostics drop directory")?;
+    let diagnostics = state.diagnostics.clone();
+    spawn("imports", move || {
+        crate::diagnostics::watch_drop_dir(&diagnostics, &drop_dir)
+    })?;
+    let timer_sessions = sessions.clone();
+    let mut watchdog = Watchdog::from_env();
+    spawn("keepalive", move || {
+        timer_sessions.run_timer(|now| watchdog.tick(now))
+    })?;
+    let lock = state.announce()?;
+    crate::info!(
+        "listening on {}:{port} for {} (lock file {})",
+        o.host,
+        o.workspaces
+            .iter()
+            .map(|w| w.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        lock.path.display()
+    );
+    log_tools(&state);
+    crate::sys::sd_notify("READY=1");
+    Ok(Started { sessions, lock })
+}
+
+/// Says at start what the model may run and which tools will be used, for whoever reads the log.
+fn log_tools(state: &State) {
+    let e = &state.exec.settings;
+    match e.mode {
+        exec::Mode::Off => {
+            crate::info!("executeCode is off (enable with --exec ask or --exec on)")
+        }
+        mode => crate::info!(
+            "executeCode is {} (per-call limit {}, approval limit {})",
+            if mode == exec::Mode::Ask { "ask" } else { "on" },
+            human_duration(e.timeout),
+            human_duration(e.approval_timeout)
+        ),
+    }
+    for c in &state.diagnostics.checks.checkers {
+        crate::debug!("checker for {}: {}", c.pattern, c.words.join(" "));
+    }
+    for f in &state.formatters {
+        crate::debug!("formatter {f}");
+    }
+}
+
+/// Removes the lock file and the control socket and says goodbye to the clients.
+pub fn stop(r: Started) {
+    crate::sys::sd_notify("STOPPING=1");
+    // First refuse new upgrades: the CLI reconnects within milliseconds of a 1001, and a
+    // connection accepted now would die with the process while the CLI believes it is live.
+    r.sessions.stopping.store(true, Ordering::SeqCst);
+    r.lock.remove();
+    let _ = std::fs::remove_file(&r.sessions.state.control_path);
+    // 1001 "going away" lets the CLI reconnect to a restarted server on the same port.
+    let clients = r.sessions.clients.all();
+    for c in &clients {
+        c.outbox.close(1001, "ccide is shutting down");
+    }
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while clients.iter().any(|c| !c.outbox.is_ended()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), Fail> {
+    crate::proc::spawn_thread(name, f)
+        .map(|_| ())
+        .map_err(|e| Fail::Failed(format!("cannot start the {name} thread: {e}")))
+}
+
+/// After a move to a new port, the lock of our previous port is stale if it carries our token
+/// and its process is gone (a kill -9 left it): remove it so the CLI does not try it.
+fn remove_own_stale_lock(s: &Options, old_port: u16, token: &str) {
+    let path = s.config_dir.join("ide").join(format!("{old_port}.lock"));
+    let Some(v) = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+    else {
+        return;
+    };
+    let ours = v["authToken"].as_str() == Some(token);
+    if ours && !crate::sys::process_alive(v["pid"].as_i64().unwrap_or(0)) {
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// `WATCHDOG=1` at half of `$WATCHDOG_USEC`, when systemd asks for it (and for this pid).
+struct Watchdog {
+    every: Option<Duration>,
+    next: std::time::Instant,
+}
+
+impl Watchdog {
+    fn from_env() -> Watchdog {
+        let for_us = std::env::var("WATCHDOG_PID")
+            .map_or(true, |p| p.trim() == std::process::id().to_string());
+        let every = std::env::var("WATCHDOG_USEC")
+            .ok()
+            .and_then(|u| u.trim().parse::<u64>().ok())
+            .filter(|u| *u > 0 && for_us)
+            .map(|u| Duration::from_micros(u) / 2);
+        Watchdog {
+            every,
+            next: std::time::Instant::now(),
+        }
+    }
+
+    fn tick(&mut self, now: std::time::Instant) {
+        if let Some(every) = self.every
+            && now >= self.next
+        {
+            crate::sys::sd_notify("WATCHDOG=1");
+            self.next = now + every;
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! Child processes: the one way ccide runs a program it did not write (checkers, formatters)
+//! with a time limit and a bounded capture, and kills a process group.
+//!
+//! Output goes to unlinked files, not pipes: no thread is needed to drain them, and a
+//! background process the command leaves behind (daemonising linters do this) cannot hold
+//! the answer up by keeping a pipe open. When the command ends, whatever is left of its
+//! process group is killed.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Stack of every thread ccide starts. JSON from clients and tools is parsed recursively (up to
+/// serde_json's 128 levels), which needs more than 256 KiB in a debug build; untouched stack
+/// pages cost no memory, so idle connections stay small.
+pub const THREAD_STACK: usize = 1 << 20;
+
+/// Starts a named thread with ccide's stack size.
+pub fn spawn_thread(
+    name: &str,
+    f: impl FnOnce() + Send + 'static,
+) -> io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .stack_size(THREAD_STACK)
+        .spawn(f)
+}
+
+pub struct Ran {
+    /// None: killed after the time limit.
+    pub status: Option<ExitStatus>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Output beyond `max_output` was dropped.
+    pub truncated: bool,
+}
+
+/// Runs a command in its own process group without a shell, `input` (or nothing) on stdin.
+/// The whole group is killed after `limit`, and what the command left running is killed when
+/// it ends. At most `max_output` bytes of each stream are kept; output goes to unlinked files
+/// in `scratch`.
+pub fn run(
+    mut cmd: Command,
+    input: Option<&[u8]>,
+    scratch: &Path,
+    limit: Duration,
+    max_output: u64,
+) -> io::Result<Ran> {
+    let mut out = scratch_file(scratch)?;
+    let mut err = scratch_file(scratch)?;
+    let stdin = match input {
+        Some(bytes) => {
+            let mut f = scratch_file(scratch)?;
+            f.write_all(bytes)?;
+            f.seek(SeekFrom::Start(0))?;
+            Stdio::from(f)
+        }
+        None => Stdio::null(),
+    };
+    cmd.stdin(stdin)
+        .stdout(out.try_clone()?)
+        .stderr(err.try_clone()?)
+        .process_group(0);
+    crate::sys::unblock_all_signals_in_child(&mut cmd);
+    let mut child = cmd.spawn()?;
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break Some(s);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // The group outlives its leader while a background child runs: end it too.
+    kill_group(child.id());
+    if status.is_none() {
+        let _ = child.wait();
+    }
+    let mut truncated = false;
+    let mut read = |f: &mut File| -> io::Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        f.seek(SeekFrom::Start(0))?;
+        f.take(max_output).read_to_end(&mut buf)?;
+        truncated |= f.metadata()?.len() > max_output;
+        Ok(buf)
+    };
+    Ok(Ran {
+        status,
+        stdout: read(&mut out)?,
+        stderr: read(&mut err)?,
+        truncated,
+    })
+}
+
+/// A new file in `dir`, already unlinked: gone as soon as it is closed.
+fn scratch_file(dir: &Path) -> io::Result<File> {
+    let (path, f) = new_file(dir, "scratch", "")?;
+    std::fs::remove_file(&path)?;
+    Ok(f)
+}
+
+/// Creates `dir/.STEM.ccide-PID-N.EXT`, private and new.
+pub fn new_file(dir: &Path, stem: &str, ext: &str) -> io::Result<(PathBuf, File)> {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let path = dir.join(format!(
+        ".{stem}.ccide-{}-{}{ext}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    Ok((path, f))
+}
+
+/// SIGKILL to a process group we created (`process_group(0)` makes its id the child's pid).
+pub fn kill_group(pid: u32) {
+    let _ = crate::sys::kill(-(pid as i32), crate::sys::SIGKILL);
+}
+
+/// Whether `program` is an executable file in a directory of `$PATH`.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(d.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Command {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", script]);
+        cmd
+    }
+
+    #[test]
+    fn a_command_over_the_limit_is_killed_with_its_children() {
+        let started = Instant::now();
+        // Only a group kill ends the background sleep too.
+        let tmp = std::env::temp_dir();
+        let ran = run(
+            sh("echo hi; sleep 20 & sleep 20"),
+            None,
+            &tmp,
+            Duration::from_millis(300),
+            1 << 20,
+        )
+        .unwrap();
+        assert!(ran.status.is_none());
+        assert!(started.elapsed() < Duration::from_secs(5));
+
+        let ran = run(
+            sh("tr a-z A-Z; echo oops >&2; exit 3"),
+            Some(b"abc\n"),
+            &tmp,
+            Duration::from_secs(10),
+            1 << 20,
+        )
+        .unwrap();
+        assert_eq!(ran.status.and_then(|s| s.code()), Some(3));
+        assert_eq!(
+            (&ran.stdout[..], &ran.stderr[..], ran.truncated),
+            (&b"ABC\n"[..], &b"oops\n"[..], false)
+        );
+    }
+
+    #[test]
+    fn a_leftover_background_child_neither_holds_the_answer_nor_survives() {
+        let tmp = std::env::temp_dir();
+        let pidfile = tmp.join(format!("ccide-proc-test-{}", std::process::id()));
+        let started = Instant::now();
+        let ran = run(
+            sh(&format!(
+                "sleep 30 & echo $! > {}; echo done",
+                pidfile.display()
+            )),
+            None,
+            &tmp,
+            Duration::from_secs(20),
+            1 << 20,
+        )
+        .unwrap();
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(ran.stdout, b"done\n");
+        let pid: i64 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let _ = std::fs::remove_file(&pidfile);
+        let end = Instant::now() + Duration::from_secs(10);
+        // Killed, then reaped by init: wait for it to vanish.
+        while crate::sys::process_alive(pid)
+            && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| !s.contains(") Z "))
+        {
+            assert!(Instant::now() < end, "leftover {pid} still runs");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn output_beyond_the_bound_is_dropped() {
+        let tmp = std::env::temp_dir();
+        let ran = run(
+            sh("head -c 100000 /dev/zero"),
+            None,
+            &tmp,
+            Duration::from_secs(10),
+            1000,
+        )
+        .unwrap();
+        assert_eq!((ran.stdout.len(), ran.truncated), (1000, true));
+    }
+}

@@ -1,0 +1,155 @@
+//! One request being answered: the per-call context handed to method handlers, the promise of
+//! a later answer, and the shapes of MCP tool results and arguments.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Map, Value, json};
+
+use super::clients::Client;
+use super::{RequestId, RpcError};
+
+/// What a method handler gives back.
+pub enum Reply {
+    Now(Result<Value, RpcError>),
+    /// The handler kept a `Responder` and answers later.
+    Later,
+}
+
+/// The request being handled: who asked, and under which id.
+pub struct Call<'a> {
+    pub client: &'a Arc<Client>,
+    pub id: &'a RequestId,
+}
+
+impl Call<'_> {
+    /// Promises an answer later; the call is then owed one until answered or cancelled.
+    pub fn defer(&self) -> Responder {
+        let done = Arc::new(AtomicBool::new(false));
+        self.client
+            .state
+            .lock()
+            .unwrap()
+            .inflight
+            .push((self.id.clone(), done.clone()));
+        Responder {
+            client: self.client.clone(),
+            id: self.id.clone(),
+            done,
+        }
+    }
+}
+
+/// The promise of one answer to a request that finishes later (openDiff, slow tools).
+/// Answering twice, or after `notifications/cancelled`, sends nothing.
+pub struct Responder {
+    pub client: Arc<Client>,
+    pub id: RequestId,
+    pub(super) done: Arc<AtomicBool>,
+}
+
+impl Responder {
+    pub fn reply(&self, r: Result<Value, RpcError>) -> bool {
+        if self.done.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        self.client
+            .state
+            .lock()
+            .unwrap()
+            .inflight
+            .retain(|(id, _)| *id != self.id);
+        self.client.send(&super::response(&self.id, r))
+    }
+
+    /// False once answered, cancelled, or the connection has ended.
+    pub fn is_open(&self) -> bool {
+        !self.done.load(Ordering::SeqCst) && !self.client.outbox.is_ended()
+    }
+}
+
+/// Answers a deferred call from a new thread with what `work` returns (None: no answer), so
+/// that a slow tool never holds up its connection (which must keep answering pings).
+pub fn answer_later(
+    responder: Arc<Responder>,
+    work: Box<dyn FnOnce() -> Option<Value> + Send>,
+) -> Reply {
+    let r = responder.clone();
+    let started = crate::proc::spawn_thread("answer", move || {
+        if let Some(v) = work() {
+            r.reply(Ok(v));
+        }
+    });
+    if let Err(e) = started {
+        responder.reply(Ok(tool_error(&format!("cannot start a thread: {e}"))));
+    }
+    Reply::Later
+}
+
+/// A JSON Schema object for `(name, type, description)` properties.
+pub fn schema(props: &[(&str, &str, &str)], required: &[&str]) -> Value {
+    let mut p = Map::new();
+    for (name, ty, description) in props {
+        let mut prop = json!({"description": description});
+        prop["type"] = match *ty {
+            "string[]" => {
+                prop["items"] = json!({"type": "string"});
+                "array".into()
+            }
+            t => t.into(),
+        };
+        p.insert(name.to_string(), prop);
+    }
+    json!({
+        "type": "object",
+        "properties": p,
+        "required": required,
+        "additionalProperties": false,
+        "$schema": "http://json-schema.org/draft-07/schema#",
+    })
+}
+
+/// A string argument; wrong types are -32602 with the argument's name.
+pub fn arg_str(
+    args: &Map<String, Value>,
+    name: &str,
+    required: bool,
+) -> Result<Option<String>, RpcError> {
+    match args.get(name) {
+        None | Some(Value::Null) if !required => Ok(None),
+        None | Some(Value::Null) => Err(RpcError::invalid_params(format!(
+            "missing required argument \"{name}\""
+        ))),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(RpcError::invalid_params(format!(
+            "argument \"{name}\" must be a string"
+        ))),
+    }
+}
+
+/// A boolean argument with its default.
+pub fn arg_bool(args: &Map<String, Value>, name: &str, default: bool) -> Result<bool, RpcError> {
+    match args.get(name) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(RpcError::invalid_params(format!(
+            "argument \"{name}\" must be a boolean"
+        ))),
+    }
+}
+
+/// A tool result made of text items.
+pub fn tool_texts(items: &[&str]) -> Value {
+    json!({"content": items.iter().map(|t| json!({"type": "text", "text": t})).collect::<Vec<_>>()})
+}
+
+/// A tool result carrying one JSON document as text.
+pub fn tool_json(v: &Value) -> Value {
+    tool_texts(&[&v.to_string()])
+}
+
+/// A failure while running a tool: a result with isError, not a JSON-RPC error
+/// (ccide-protocol(7) §3).
+pub fn tool_error(message: &str) -> Value {
+    json!({"content": [{"type": "text", "text": message}], "isError": true})
+}

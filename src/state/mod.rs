@@ -1,0 +1,370 @@
+//! The shared state of a server: the workspace folders, the editor model, pending diffs,
+//! executeCode approvals and kernels, the diagnostics, the event stream, and the identity the
+//! lock file announces. Tools, the session and the control socket work through it; it knows
+//! nothing of them. It is built from a `Config` without a port or a lock file, so tests build
+//! one in a temporary directory.
+
+pub mod diffs;
+pub mod editor;
+pub mod events;
+pub mod exec;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+
+use crate::diagnostics::Diagnostics;
+use crate::diagnostics::checkers::Checks;
+use crate::lockfile::{LockContent, LockFile};
+use crate::rpc::clients::{ClientInfo, Clients};
+use crate::workspaces::Workspaces;
+use diffs::Diffs;
+use editor::Editor;
+use events::Events;
+use exec::Exec;
+
+/// readFile and the editor tools refuse files above this size.
+pub const MAX_READ: u64 = 16 << 20;
+
+/// What a state is made of; `ccide serve` fills it from its flags.
+pub struct Config {
+    pub workspaces: Vec<PathBuf>,
+    pub ide_name: String,
+    pub state_dir: PathBuf,
+    /// Where the lock file goes (`<config>/ide/<port>.lock`).
+    pub config_dir: PathBuf,
+    pub port: u16,
+    pub token: String,
+    pub mention_max_age: Duration,
+    pub exec: exec::Settings,
+    pub formatters: Vec<String>,
+    pub checks: Checks,
+}
+
+pub struct State {
+    pub workspaces: Arc<Workspaces>,
+    pub editor: Editor,
+    pub diffs: Diffs,
+    pub exec: Arc<Exec>,
+    pub diagnostics: Arc<Diagnostics>,
+    pub events: Arc<Events>,
+    /// `--formatter PATTERN=COMMAND` as given, in order.
+    pub formatters: Vec<String>,
+    pub ide_name: String,
+    pub port: u16,
+    pub state_dir: PathBuf,
+    pub control_path: PathBuf,
+    pub started: SystemTime,
+    config_dir: PathBuf,
+    token: String,
+    /// Only for broadcast and the status listing: who is connected is the session's business.
+    clients: Arc<Clients>,
+}
+
+impl State {
+    /// Opens the state directory (pending diffs of a previous run are removed, the editor
+    /// model and diagnostics are loaded) for a server whose clients are `clients`.
+    pub fn open(c: Config, clients: Arc<Clients>) -> Result<State, String> {
+        let workspaces = Arc::new(Workspaces::new(c.workspaces));
+        let events = Arc::new(Events::default());
+        Ok(State {
+            diffs: Diffs::open(&c.state_dir, events.clone())?,
+            editor: Editor::open(&c.state_dir, c.mention_max_age),
+            exec: Arc::new(Exec::new(c.exec, events.clone())),
+            diagnostics: Arc::new(Diagnostics::new(
+                &c.state_dir,
+                c.checks,
+                workspaces.clone(),
+                clients.clone(),
+            )),
+            workspaces,
+            events,
+            formatters: c.formatters,
+            ide_name: c.ide_name,
+            port: c.port,
+            control_path: c.state_dir.join("control.sock"),
+            state_dir: c.state_dir,
+            started: SystemTime::now(),
+            config_dir: c.config_dir,
+            token: c.token,
+            clients,
+        })
+    }
+
+    /// A path from a client or command, confined to the workspace folders.
+    pub fn resolve(&self, raw: &str) -> Result<PathBuf, String> {
+        self.workspaces.resolve(raw)
+    }
+
+    /// Sends a notification to every initialized client; returns how many got it.
+    pub fn broadcast(&self, method: &str, params: Value) -> usize {
+        self.clients.broadcast(method, params)
+    }
+
+    pub fn client_infos(&self) -> Vec<ClientInfo> {
+        self.clients.all().iter().map(|c| c.info()).collect()
+    }
+
+    /// Writes the lock file that announces this server (again, with the same port and token,
+    /// when the folders change).
+    pub fn announce(&self) -> Result<LockFile, String> {
+        LockFile::write(
+            &self.config_dir,
+            &LockContent {
+                port: self.port,
+                workspaces: &self.workspaces.list(),
+                ide_name: &self.ide_name,
+                token: &self.token,
+                control: &self.control_path,
+                state: &self.state_dir,
+            },
+        )
+    }
+
+    pub fn status(&self) -> Value {
+        let clients: Vec<Value> = self
+            .client_infos()
+            .iter()
+            .map(|i| {
+                json!({
+                    "id": i.id, "pid": i.pid, "name": i.name, "version": i.version,
+                    "initialized": i.initialized, "since": crate::text::unix_secs(i.since),
+                })
+            })
+            .collect();
+        json!({
+            "pid": std::process::id(),
+            "port": self.port,
+            "ide_name": self.ide_name,
+            "workspaces": self.workspaces.list(),
+            "state_dir": self.state_dir,
+            "started": crate::text::unix_secs(self.started),
+            "uptime_secs": self.started.elapsed().map(|d| d.as_secs()).unwrap_or(0),
+            "clients": clients,
+            "diffs": self.diffs.list(),
+            "tabs": self.editor.tabs().iter().map(|t| json!({"path": t.path, "active": t.active, "preview": t.preview})).collect::<Vec<_>>(),
+            "selection": self.editor.selection(),
+            "documents": self.editor.documents().iter().map(|(p, n)| json!({"path": p, "bytes": n})).collect::<Vec<_>>(),
+        })
+    }
+
+    /// Sets the selection and tells every client.
+    pub fn select(&self, payload: Value) -> usize {
+        self.editor.set_selection(payload.clone());
+        self.broadcast("selection_changed", payload)
+    }
+
+    /// Broadcasts a mention, or queues it for the next client when none is connected.
+    pub fn mention(&self, payload: Value) -> usize {
+        let n = self.broadcast("at_mentioned", payload.clone());
+        if n == 0 {
+            self.editor.queue_mention(payload);
+        }
+        n
+    }
+
+    /// The text a file shows in the editor: its unsaved content, else what is on disk.
+    pub fn current_text(&self, path: &Path) -> Result<String, String> {
+        match self.editor.document(path) {
+            Some(d) => Ok(d),
+            None => read_text(path),
+        }
+    }
+
+    /// Adds or removes a workspace folder, persists the change and rewrites the lock file with
+    /// the same port and token (as the VS Code extension does when folders change).
+    pub fn change_workspace(&self, add: bool, raw: &Path) -> Result<Vec<PathBuf>, String> {
+        let dir = match crate::files::canonical_dir(raw) {
+            Ok(d) => d,
+            Err(_) if !add => raw.to_path_buf(),
+            Err(e) => return Err(e),
+        };
+        let changed = self.workspaces.change(|ws| -> Result<bool, String> {
+            let mut changes = WorkspaceChanges::load(&self.state_dir);
+            if add {
+                if ws.contains(&dir) {
+                    return Ok(false);
+                }
+                ws.push(dir.clone());
+                changes.removed.retain(|p| *p != dir);
+                changes.added.push(dir.clone());
+            } else {
+                if !ws.contains(&dir) {
+                    return Err(format!(
+                        "{} is not a workspace folder of this server",
+                        dir.display()
+                    ));
+                }
+                if ws.len() == 1 {
+                    return Err(format!(
+                        "{} is the only workspace folder; a server needs one",
+                        dir.display()
+                    ));
+                }
+                ws.retain(|w| *w != dir);
+                changes.added.retain(|p| *p != dir);
+                changes.removed.push(dir.clone());
+            }
+            changes.save(&self.state_dir)?;
+            Ok(true)
+        })?;
+        if changed {
+            crate::sys::sd_notify("RELOADING=1");
+            let written = self.announce();
+            crate::sys::sd_notify("READY=1");
+            written?;
+            crate::info!(
+                "workspace folder {} {}",
+                dir.display(),
+                if add { "added" } else { "removed" }
+            );
+        }
+        Ok(self.workspaces.list())
+    }
+}
+
+/// A workspace file as text, refusing what would block (a FIFO) or is too big.
+pub fn read_text(path: &Path) -> Result<String, String> {
+    let meta = std::fs::metadata(path).map_err(|e| not_found_or(path, e))?;
+    if meta.is_dir() {
+        return Err(format!("{} is a directory", path.display()));
+    }
+    // A FIFO or device would block the connection forever.
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    if meta.len() > MAX_READ {
+        return Err(format!(
+            "{} is {} bytes, above the {} MiB limit for reading",
+            path.display(),
+            meta.len(),
+            MAX_READ >> 20
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| not_found_or(path, e))?;
+    String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", path.display()))
+}
+
+fn not_found_or(path: &Path, e: std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        format!("File not found: {}", path.display())
+    } else {
+        format!("cannot read {}: {e}", path.display())
+    }
+}
+
+/// The folders `ccide workspace add/remove` changed, kept in the state directory.
+#[derive(Default)]
+pub struct WorkspaceChanges {
+    pub added: Vec<PathBuf>,
+    pub removed: Vec<PathBuf>,
+}
+
+impl WorkspaceChanges {
+    fn path(state: &Path) -> PathBuf {
+        state.join("workspaces.json")
+    }
+
+    pub fn load(state: &Path) -> WorkspaceChanges {
+        let v: Value = std::fs::read(Self::path(state))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let list = |k: &str| -> Vec<PathBuf> {
+            v[k].as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.as_str().map(PathBuf::from))
+                .collect()
+        };
+        WorkspaceChanges {
+            added: list("added"),
+            removed: list("removed"),
+        }
+    }
+
+    fn save(&self, state: &Path) -> Result<(), String> {
+        let body = json!({"added": self.added, "removed": self.removed}).to_string();
+        crate::files::write_atomic(&Self::path(state), body.as_bytes(), 0o600)
+            .map_err(|e| format!("cannot save {}: {e}", Self::path(state).display()))
+    }
+}
+
+/// A state in a fresh temporary directory holding `ws/` (the workspace), for tests without
+/// a socket. The directory is removed when the returned guard drops.
+#[cfg(test)]
+pub mod testing {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    pub struct TestState {
+        pub state: Arc<State>,
+        pub clients: Arc<Clients>,
+        pub root: PathBuf,
+    }
+
+    impl TestState {
+        pub fn ws(&self) -> PathBuf {
+            self.root.join("ws")
+        }
+
+        /// Writes a workspace file and returns its path.
+        pub fn write(&self, rel: &str, content: &str) -> PathBuf {
+            let p = self.ws().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, content).unwrap();
+            p
+        }
+    }
+
+    impl Drop for TestState {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+
+    pub fn state_with(exec_mode: exec::Mode) -> TestState {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let root = std::env::temp_dir().join(format!(
+            "ccide-unit-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("ws")).unwrap();
+        let root = std::fs::canonicalize(&root).unwrap();
+        crate::files::private_dir(&root.join("state"), "state directory").unwrap();
+        let clients = Arc::new(Clients::default());
+        let state = State::open(
+            Config {
+                workspaces: vec![root.join("ws")],
+                ide_name: "ccide (test)".into(),
+                state_dir: root.join("state"),
+                config_dir: root.join("config"),
+                port: 1,
+                token: "t".repeat(86),
+                mention_max_age: Duration::from_secs(30),
+                exec: exec::Settings {
+                    mode: exec_mode,
+                    timeout: Duration::from_secs(20),
+                    approval_timeout: Duration::from_secs(20),
+                },
+                formatters: Vec::new(),
+                checks: Checks::new(Vec::new(), Duration::from_secs(2), Duration::from_secs(20)),
+            },
+            clients.clone(),
+        )
+        .unwrap();
+        TestState {
+            state: Arc::new(state),
+            clients,
+            root,
+        }
+    }
+
+    pub fn state() -> TestState {
+        state_with(exec::Mode::Off)
+    }
+}

@@ -1,0 +1,195 @@
+//! The workspace folders and the one rule for which paths ccide may touch: a path from a
+//! client or a command is resolved (symlinks included) and must land inside a folder.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+/// The folders a server serves, canonical and in order (the first resolves relative paths).
+/// `ccide workspace add/remove` changes them while clients are connected, hence the lock.
+pub struct Workspaces {
+    folders: RwLock<Vec<PathBuf>>,
+}
+
+impl Workspaces {
+    /// `folders` must be canonical directories and not empty.
+    pub fn new(folders: Vec<PathBuf>) -> Workspaces {
+        assert!(!folders.is_empty(), "a server needs a workspace folder");
+        Workspaces {
+            folders: RwLock::new(folders),
+        }
+    }
+
+    pub fn list(&self) -> Vec<PathBuf> {
+        self.folders.read().unwrap().clone()
+    }
+
+    pub fn first(&self) -> PathBuf {
+        self.folders.read().unwrap()[0].clone()
+    }
+
+    /// Replaces the folders (after `ccide workspace add/remove`); `f` sees and edits the list
+    /// under the write lock, so two changes cannot interleave.
+    pub fn change<T>(&self, f: impl FnOnce(&mut Vec<PathBuf>) -> T) -> T {
+        f(&mut self.folders.write().unwrap())
+    }
+
+    /// The folder that holds `path` (the deepest, when folders nest).
+    pub fn holder(&self, path: &Path) -> Option<PathBuf> {
+        self.folders
+            .read()
+            .unwrap()
+            .iter()
+            .filter(|w| path.starts_with(w))
+            .max_by_key(|w| w.as_os_str().len())
+            .cloned()
+    }
+
+    pub fn contains(&self, path: &Path) -> bool {
+        self.holder(path).is_some()
+    }
+
+    /// `path` relative to the folder that holds it, or whole when none does.
+    pub fn rel(&self, path: &Path) -> String {
+        match self.holder(path) {
+            Some(w) => path
+                .strip_prefix(&w)
+                .unwrap_or(path)
+                .to_string_lossy()
+                .into_owned(),
+            None => path.to_string_lossy().into_owned(),
+        }
+    }
+
+    /// Writes a file inside the folders without following a symlink swapped in since
+    /// `resolve` (see `files::write_in_workspace`).
+    pub fn write(&self, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+        crate::files::write_in_workspace(path, &self.list(), bytes, mode)
+    }
+
+    /// Resolves a path a client or a command gave us to the real file it names, and refuses it
+    /// unless that file lies inside one of the folders. Relative paths start at the first
+    /// folder. Symlinks are resolved (the deepest existing ancestor for a file yet to be
+    /// created), so callers then read and write the resolved path, never a name that a
+    /// swapped-in symlink could redirect.
+    pub fn resolve(&self, raw: &str) -> Result<PathBuf, String> {
+        confine(raw, &self.folders.read().unwrap())
+    }
+}
+
+fn confine(raw: &str, workspaces: &[PathBuf]) -> Result<PathBuf, String> {
+    if raw.is_empty() {
+        return Err("empty path".into());
+    }
+    if raw.contains('\0') {
+        return Err(format!("path {raw:?} contains a NUL byte"));
+    }
+    let first = workspaces.first().ok_or("no workspace folder")?;
+    // Longer than the kernel accepts anyway; refusing early keeps the component-by-component
+    // resolution below from costing quadratic time on a hostile megabyte path.
+    const PATH_MAX: usize = 4096;
+    if first.as_os_str().len() + raw.len() >= PATH_MAX {
+        return Err(format!(
+            "a path of {} bytes is too long (the limit is {PATH_MAX})",
+            raw.len()
+        ));
+    }
+    let joined = first.join(raw);
+    let lexical = crate::files::normalize(&joined);
+    let resolved = resolve_existing_prefix(&lexical)
+        .map_err(|e| format!("cannot resolve {}: {e}", lexical.display()))?;
+    if workspaces.iter().any(|w| resolved.starts_with(w)) {
+        Ok(resolved)
+    } else {
+        let how = if resolved != lexical {
+            format!(" (it resolves to {})", resolved.display())
+        } else {
+            String::new()
+        };
+        Err(format!(
+            "{} is outside the workspace folders{how}; ccide only touches files under {}",
+            lexical.display(),
+            workspaces
+                .iter()
+                .map(|w| w.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+}
+
+/// Canonicalizes the longest existing prefix of `p` and appends the rest unchanged.
+fn resolve_existing_prefix(p: &Path) -> io::Result<PathBuf> {
+    let mut rest = Vec::new();
+    let mut cur = p.to_path_buf();
+    loop {
+        match fs::canonicalize(&cur) {
+            Ok(mut c) => {
+                for part in rest.iter().rev() {
+                    c.push(part);
+                }
+                return Ok(c);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let Some(name) = cur.file_name().map(|n| n.to_os_string()) else {
+                    return Err(e);
+                };
+                // A dangling symlink must not be followed later by a write to its name.
+                if fs::symlink_metadata(&cur).is_ok() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "it is a dangling symlink",
+                    ));
+                }
+                rest.push(name);
+                if !cur.pop() {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("ccide-ws-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        fs::canonicalize(&d).unwrap()
+    }
+
+    #[test]
+    fn paths_resolve_inside_and_are_refused_outside() {
+        let root = tmp("confine");
+        let ws = root.join("ws");
+        fs::create_dir_all(ws.join("sub")).unwrap();
+        fs::write(root.join("secret"), "x").unwrap();
+        std::os::unix::fs::symlink(root.join("secret"), ws.join("link")).unwrap();
+        std::os::unix::fs::symlink(&ws, root.join("alias")).unwrap();
+        let w = Workspaces::new(vec![ws.clone()]);
+        assert_eq!(w.resolve("sub/new.txt").unwrap(), ws.join("sub/new.txt"));
+        assert_eq!(w.resolve("sub/../a").unwrap(), ws.join("a"));
+        // An absolute path through a symlink to the workspace is the workspace.
+        let via = root.join("alias/sub/x");
+        assert_eq!(w.resolve(via.to_str().unwrap()).unwrap(), ws.join("sub/x"));
+        let e = w.resolve("link").unwrap_err();
+        assert!(e.contains("outside the workspace folders"), "{e}");
+        assert!(e.contains("resolves to"), "{e}");
+        assert!(w.resolve("../secret").is_err());
+        assert!(w.resolve("").is_err());
+        assert!(w.resolve("a\0b").is_err());
+        assert!(
+            w.resolve(&"a/".repeat(3000))
+                .unwrap_err()
+                .contains("too long")
+        );
+        assert_eq!(w.rel(&ws.join("sub/x")), "sub/x");
+        assert_eq!(w.holder(&root.join("secret")), None);
+        let _ = fs::remove_dir_all(&root);
+    }
+}
