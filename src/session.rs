@@ -307,6 +307,16 @@ impl Sessions {
         cv.notify_one();
     }
 
+    /// Sends the greetings due by `now`.
+    fn greet_due(&self, now: Instant) {
+        for c in self.clients.all() {
+            let due = c.state.lock().unwrap().greet_at.is_some_and(|t| t <= now);
+            if due {
+                self.greet(&c);
+            }
+        }
+    }
+
     /// What a newly initialized client gets once: the current selection (the CLI forgets it
     /// on every reconnect) unless one reached it since, and the mentions queued while nobody
     /// was connected.
@@ -361,12 +371,7 @@ impl Sessions {
                 *kicked = false;
             }
             let now = Instant::now();
-            for c in self.clients.all() {
-                let due = c.state.lock().unwrap().greet_at.is_some_and(|t| t <= now);
-                if due {
-                    self.greet(&c);
-                }
-            }
+            self.greet_due(now);
             if now < tick_at {
                 continue;
             }

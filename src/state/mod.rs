@@ -306,6 +306,19 @@ pub mod testing {
     }
 
     impl TestState {
+        /// A connected client whose outbox is an in-memory queue; `initialized` as after the
+        /// MCP handshake.
+        pub fn client(&self, initialized: bool) -> Arc<crate::rpc::clients::Client> {
+            self.clients.add(
+                crate::transport::Outbox::memory(),
+                "test".into(),
+                crate::rpc::clients::ClientState {
+                    initialized,
+                    ..Default::default()
+                },
+            )
+        }
+
         pub fn ws(&self) -> PathBuf {
             self.root.join("ws")
         }
@@ -366,5 +379,15 @@ pub mod testing {
 
     pub fn state() -> TestState {
         state_with(exec::Mode::Off)
+    }
+
+    /// What was sent to `client` so far, parsed, oldest first.
+    pub fn sent(client: &crate::rpc::clients::Client) -> Vec<Value> {
+        client
+            .outbox
+            .take_sent()
+            .iter()
+            .map(|t| serde_json::from_str(t).unwrap_or_else(|_| Value::String(t.clone())))
+            .collect()
     }
 }
