@@ -113,10 +113,12 @@ pub struct Args {
 impl Args {
     pub fn parse(command: &'static Command, argv: &[String]) -> Result<Args, Fail> {
         if command.passthrough {
+            // `--` only separates ccide's own `--help` from the program's: it is not passed on.
+            let rest = argv.split_first().filter(|(first, _)| *first == "--");
             return Ok(Args {
                 command,
                 values: Vec::new(),
-                operands: argv.to_vec(),
+                operands: rest.map_or(argv, |(_, r)| r).to_vec(),
             });
         }
         let mut values = Vec::new();

@@ -212,7 +212,9 @@ fn select(state: &State, req: &Value) -> Result<Value, String> {
         end_line: num(&r["end_line"]),
         end_col: num(&r["end_col"]),
     };
-    let content = state.current_text(&path)?;
+    // Only the lines up to the selection's end are read (a log may be gigabytes).
+    let last = range.end_line.max(range.start_line).unwrap_or(0);
+    let content = state.first_lines(&path, last)?;
     let payload = editor::selection_for(
         &content,
         &path,
@@ -220,7 +222,7 @@ fn select(state: &State, req: &Value) -> Result<Value, String> {
         req["text"].as_str().map(String::from),
     )?;
     let n = state.select(payload.clone());
-    Ok(json!({"ok": true, "clients": n, "selection": payload}))
+    Ok(json!({"ok": true, "clients": n.sent, "held": n.held, "selection": payload}))
 }
 
 fn mention(state: &State, req: &Value) -> Result<Value, String> {
@@ -237,7 +239,8 @@ fn mention(state: &State, req: &Value) -> Result<Value, String> {
     }
     let payload = editor::mention_payload(&path, start, num(&req["end"]))?;
     let n = state.mention(payload.clone());
-    Ok(json!({"ok": true, "clients": n, "queued": n == 0, "mention": payload}))
+    // Held for a client being set up, or queued for the next one: not yet delivered.
+    Ok(json!({"ok": true, "clients": n.sent, "held": n.held, "queued": n.sent == 0, "mention": payload}))
 }
 
 fn paths(state: &State, req: &Value) -> Result<Vec<PathBuf>, String> {

@@ -5,7 +5,8 @@
 //! Layers, lowest first; a module imports only from layers below its own (`tests/layers` in the
 //! unit tests checks this against the source):
 //!
-//! 1. Leaves: `sys` (every libc call and `unsafe` block), `log`, `text`, `pattern`, `textdiff`.
+//! 1. Leaves: `log`, `text`, `pattern`; then `sys` (every libc call and `unsafe` block) and
+//!    `textdiff`.
 //! 2. Services: `files` (atomic writes, paths, `file://`), `proc` (child processes, threads),
 //!    `workspaces` (the folders and the confinement rule), `lockfile` (discovery).
 //! 3. Protocols: `transport` (TCP, the upgrade, WebSocket frames) and `rpc` (JSON-RPC messages
@@ -160,9 +161,9 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         name: "claude",
-        usage: "ccide claude [ARGS...]",
+        usage: "ccide claude [ARGS...] [-- CLAUDE-ARGS...]",
         about: "Run Claude Code connected to this directory's server (serving one if none runs).",
-        details: "Runs `claude` (or $CCIDE_CLAUDE) with ARGS in the current directory, with\nCLAUDE_CODE_SSE_PORT set to the server's port, ENABLE_IDE_INTEGRATION=true and\n127.0.0.1,localhost,::1 added to no_proxy and NO_PROXY. Without a running server for the\ndirectory, one is served in this process until Claude Code exits. SIGTERM and SIGHUP are\nforwarded; the exit status is Claude Code's.",
+        details: "Runs `claude` (or $CCIDE_CLAUDE) with ARGS in the current directory, with\nCLAUDE_CODE_SSE_PORT set to the server's port, ENABLE_IDE_INTEGRATION=true and\n127.0.0.1,localhost,::1 added to no_proxy and NO_PROXY. Without a running server for the\ndirectory, one is served in this process until Claude Code exits. SIGTERM and SIGHUP are\nforwarded; the exit status is Claude Code's. Arguments after `--` go to Claude Code\nuntouched, so `ccide claude -- --help` shows Claude Code's own help.",
         flags: &[],
         run: commands::client::claude,
         passthrough: true,
@@ -330,4 +331,150 @@ fn run(argv: &[String]) -> i32 {
 fn usage(msg: &str) -> i32 {
     eprintln!("ccide: {msg}\nRun 'ccide --help' for the commands and their options.");
     EXIT_USAGE
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    /// Each top-level module's layer (see the architecture notes above); a module may import
+    /// only from strictly lower layers, so no two modules can import each other.
+    const LAYERS: &[(&str, u32)] = &[
+        ("log", 0),
+        ("text", 0),
+        ("pattern", 0),
+        ("sys", 1),
+        ("textdiff", 1),
+        ("files", 2),
+        ("proc", 2),
+        ("workspaces", 3),
+        ("lockfile", 3),
+        ("transport", 4),
+        ("rpc", 5),
+        ("diagnostics", 6),
+        ("state", 7),
+        ("tools", 8),
+        ("session", 9),
+        ("control", 9),
+        ("cli", 10),
+        ("commands", 11),
+        ("main", 12),
+    ];
+
+    fn layer(module: &str) -> u32 {
+        match module {
+            // The log macros live in `log`.
+            "info" | "warn" | "error" | "debug" => 0,
+            m => {
+                LAYERS
+                    .iter()
+                    .find(|(n, _)| *n == m)
+                    .unwrap_or_else(|| panic!("module {m} has no layer in LAYERS"))
+                    .1
+            }
+        }
+    }
+
+    /// Every `crate::NAME` a source file names, including `use crate::{a, b::c}` groups.
+    fn imports(text: &str) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for (i, _) in text.match_indices("crate::") {
+            let rest = &text[i + "crate::".len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                let end = group.find('}').unwrap_or(group.len());
+                for item in group[..end].split(',') {
+                    let name: String = item
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    if !name.is_empty() {
+                        out.insert(name);
+                    }
+                }
+                continue;
+            }
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                out.insert(name);
+            }
+        }
+        out
+    }
+
+    fn sources(dir: &Path, out: &mut Vec<(String, String)>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                sources(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push((
+                    p.display().to_string(),
+                    std::fs::read_to_string(&p).unwrap(),
+                ));
+            }
+        }
+    }
+
+    #[test]
+    fn modules_import_only_from_lower_layers() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        assert!(files.len() > 20);
+        let mut upward = Vec::new();
+        for (path, text) in &files {
+            let rel = Path::new(path).strip_prefix(&src).unwrap();
+            let module = rel
+                .components()
+                .next()
+                .unwrap()
+                .as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string();
+            // Test modules may reach anything (they build the layers they test).
+            let code = text
+                .split("\n#[cfg(test)]\nmod ")
+                .next()
+                .unwrap()
+                .split("\n#[cfg(test)]\npub mod ")
+                .next()
+                .unwrap();
+            for dep in imports(code) {
+                if dep != module && layer(&dep) >= layer(&module) {
+                    upward.push(format!("{path}: {module} imports {dep}"));
+                }
+            }
+        }
+        assert!(upward.is_empty(), "arrows that run up:\n{}", upward.join("\n"));
+    }
+
+    #[test]
+    fn imports_are_read_from_paths_groups_and_macros() {
+        let got = imports("use crate::{rpc::call::Call, state};\ncrate::info!(\"x\"); crate::files::f();");
+        let want: BTreeSet<String> = ["files", "info", "rpc", "state"].map(String::from).into();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn only_sys_holds_unsafe() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        let word = ["un", "safe"].concat();
+        for (path, text) in files {
+            if path.ends_with("/sys.rs") || path.ends_with("/main.rs") {
+                continue;
+            }
+            assert!(
+                !text.contains(&format!("{word} {{")) && !text.contains(&format!("{word} fn")),
+                "{path} holds {word} code"
+            );
+        }
+    }
 }

@@ -249,10 +249,6 @@ impl Sessions {
                         }
                     }
                 }
-                let i = client.info();
-                self.state.events.emit(json!({
-                    "event": "client_connected", "client": i.id, "name": i.name, "version": i.version,
-                }));
                 self.greet_after(client, GREET_AFTER_INITIALIZED);
             }
             "ide_connected" => {
@@ -317,28 +313,31 @@ impl Sessions {
         }
     }
 
-    /// What a newly initialized client gets once: the current selection (the CLI forgets it
-    /// on every reconnect) unless one reached it since, and the mentions queued while nobody
-    /// was connected.
+    /// Ends a client's setup, once: it gets the current selection (the CLI forgets it on every
+    /// reconnect), the mentions queued while nobody was connected, then those made during its
+    /// setup, in order; from now on it receives notifications, and `ccide events` says
+    /// `client_connected`. The selection and the mentions are sent under the client's lock, so
+    /// a broadcast cannot slip in between and arrive out of order.
     fn greet(&self, client: &Client) {
-        let saw_selection = {
+        {
             let mut s = client.state.lock().unwrap();
             s.greet_at = None;
-            if std::mem::replace(&mut s.greeted, true) {
+            if s.greeted || client.outbox.is_ended() {
                 return;
             }
-            s.saw_selection
-        };
-        if client.outbox.is_ended() {
-            return;
+            let editor = &self.state.editor;
+            if let Some(sel) = editor.selection() {
+                client.send(&rpc::notification("selection_changed", sel));
+            }
+            for m in editor.take_mentions().into_iter().chain(s.held_mentions.drain(..)) {
+                client.send(&rpc::notification("at_mentioned", m));
+            }
+            s.greeted = true;
         }
-        let editor = &self.state.editor;
-        if let Some(sel) = editor.selection().filter(|_| !saw_selection) {
-            client.send(&rpc::notification("selection_changed", sel));
-        }
-        for m in editor.take_mentions() {
-            client.send(&rpc::notification("at_mentioned", m));
-        }
+        let i = client.info();
+        self.state.events.emit(json!({
+            "event": "client_connected", "client": i.id, "name": i.name, "version": i.version,
+        }));
     }
 
     /// The timer thread (§8): a `ping` request to each client every interval; a client that

@@ -1,6 +1,33 @@
-//! Small pieces of text that several layers print: durations and epoch seconds.
+//! Small pieces of text that several layers print: durations, epoch seconds, and text from
+//! outside made safe to show.
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
+
+/// Text from outside (a client's name, a file name the model chose, code under review, a
+/// checker's output) as it may reach a log line or a terminal: every control character but
+/// tab is made visible (`\n`, `\r`, `\u{1b}`, ...), and so are the invisible bidirectional
+/// controls that can make code read differently from how it runs. So one record stays one
+/// line, no escape sequence reaches the terminal, and what a person approves is what runs.
+pub fn visible(s: &str) -> Cow<'_, str> {
+    let hidden = |c: char| {
+        (c.is_control() && c != '\t')
+            || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !s.chars().any(hidden) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if hidden(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
 
 /// `3 s` or `0.25 s`, with integer arithmetic only (float printing costs ~9 KB of binary).
 pub fn human_duration(d: Duration) -> String {
@@ -28,6 +55,15 @@ pub fn now_secs() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_made_visible() {
+        assert_eq!(visible("plain\ttab é"), "plain\ttab é");
+        assert_eq!(
+            visible("a\nb\rc\u{1b}[2Jd\u{7f}\u{9b}e\u{202e}f"),
+            "a\\nb\\rc\\u{1b}[2Jd\\u{7f}\\u{9b}e\\u{202e}f"
+        );
+    }
 
     #[test]
     fn durations_print_without_floats() {

@@ -39,6 +39,54 @@ pub struct Hunk {
     pub lines: Vec<(char, Vec<u8>)>,
 }
 
+/// A file as the CLI reads it before proposing an edit: a UTF-8 BOM is dropped, UTF-16LE
+/// (with its BOM) is decoded, and CRLF becomes LF. Its proposal is LF UTF-8 text, and it
+/// restores the line endings and the encoding when it writes, so this is what a review must
+/// compare the proposal with (ccide-protocol(7) §5.1).
+pub struct AsRead {
+    pub text: Vec<u8>,
+    /// The file has CRLF line endings.
+    pub crlf: bool,
+    /// The file's encoding when it is not plain UTF-8: "UTF-8 with BOM" or "UTF-16LE".
+    pub encoding: Option<&'static str>,
+}
+
+pub fn as_cli_reads(bytes: &[u8]) -> AsRead {
+    let (decoded, encoding) = if let Some(rest) = bytes.strip_prefix(b"\xEF\xBB\xBF") {
+        (rest.to_vec(), Some("UTF-8 with BOM"))
+    } else if let Some(rest) = bytes.strip_prefix(b"\xFF\xFE") {
+        let units: Vec<u16> = rest
+            .chunks(2)
+            .map(|c| u16::from_le_bytes([c[0], *c.get(1).unwrap_or(&0)]))
+            .collect();
+        (
+            String::from_utf16_lossy(&units).into_bytes(),
+            Some("UTF-16LE"),
+        )
+    } else {
+        (bytes.to_vec(), None)
+    };
+    let crlf = decoded.windows(2).any(|w| w == b"\r\n");
+    let text = if crlf {
+        let mut out = Vec::with_capacity(decoded.len());
+        let mut it = decoded.iter().peekable();
+        while let Some(&b) = it.next() {
+            if b == b'\r' && it.peek() == Some(&&b'\n') {
+                continue;
+            }
+            out.push(b);
+        }
+        out
+    } else {
+        decoded
+    };
+    AsRead {
+        text,
+        crlf,
+        encoding,
+    }
+}
+
 /// Lines of `text`, each keeping its terminator.
 pub fn lines(text: &[u8]) -> Vec<&[u8]> {
     text.split_inclusive(|&b| b == b'\n').collect()
@@ -80,7 +128,17 @@ pub fn hunks(old: &[u8], new: &[u8], context: usize) -> Vec<Hunk> {
 /// style, with `\ No newline at end of file` after a line lacking its terminator. With `color`,
 /// headers are bold, `@@` lines cyan, `-` lines red and `+` lines green. Empty when the inputs
 /// are equal.
-pub fn unified(old: &[u8], new: &[u8], a_label: &str, b_label: &str, color: bool) -> Vec<u8> {
+/// A unified diff. `terminal`: for a person's terminal, colour (when `color`) and every line's
+/// control characters made visible, so a lone CR or an escape sequence in a proposal cannot
+/// hide what will be written; otherwise the lines' bytes as they are.
+pub fn unified(
+    old: &[u8],
+    new: &[u8],
+    a_label: &str,
+    b_label: &str,
+    terminal: bool,
+    color: bool,
+) -> Vec<u8> {
     const BOLD: &[u8] = b"\x1b[1m";
     const CYAN: &[u8] = b"\x1b[36m";
     const RED: &[u8] = b"\x1b[31m";
@@ -127,7 +185,13 @@ pub fn unified(old: &[u8], new: &[u8], a_label: &str, b_label: &str, color: bool
             buf.clear();
             // Every kind char is ASCII, so the cast cannot truncate.
             buf.push(*kind as u8);
-            buf.extend_from_slice(body);
+            if terminal {
+                buf.extend_from_slice(
+                    crate::text::visible(&String::from_utf8_lossy(body)).as_bytes(),
+                );
+            } else {
+                buf.extend_from_slice(body);
+            }
             put(&mut out, code, &buf);
             if !terminated {
                 put(&mut out, None, b"\\ No newline at end of file");
@@ -1022,8 +1086,8 @@ mod tests {
         assert!(diff_lines(&[], &[]).is_empty());
         assert_eq!(stat(text, text), (0, 0));
         assert!(hunks(text, text, 3).is_empty());
-        assert!(unified(text, text, "a", "b", false).is_empty());
-        assert!(unified(b"", b"", "a", "b", true).is_empty());
+        assert!(unified(text, text, "a", "b", false, false).is_empty());
+        assert!(unified(b"", b"", "a", "b", false, true).is_empty());
     }
 
     #[test]
@@ -1221,7 +1285,7 @@ mod tests {
             ),
         ];
         for &(name, old, new, expected) in cases {
-            let got = unified(old, new, "a", "b", false);
+            let got = unified(old, new, "a", "b", false, false);
             assert_eq!(
                 String::from_utf8_lossy(&got),
                 String::from_utf8_lossy(expected),
@@ -1256,7 +1320,7 @@ mod tests {
 
     #[test]
     fn colored_output() {
-        let got = unified(b"a\nb\nc", b"a\nB\r\nc", "old", "new", true);
+        let got = unified(b"a\nb\nc", b"a\nB\r\nc", "old", "new", false, true);
         let expected: &[u8] = b"\x1b[1m--- old\x1b[0m\n\x1b[1m+++ new\x1b[0m\n\
             \x1b[36m@@ -1,3 +1,3 @@\x1b[0m\n a\n\x1b[31m-b\x1b[0m\n\x1b[32m+B\r\x1b[0m\n c\n\
             \\ No newline at end of file\n";
@@ -1264,7 +1328,7 @@ mod tests {
             String::from_utf8_lossy(&got),
             String::from_utf8_lossy(expected)
         );
-        let got = unified(b"a", b"b", "old", "new", true);
+        let got = unified(b"a", b"b", "old", "new", false, true);
         let expected: &[u8] = b"\x1b[1m--- old\x1b[0m\n\x1b[1m+++ new\x1b[0m\n\
             \x1b[36m@@ -1 +1 @@\x1b[0m\n\x1b[31m-a\x1b[0m\n\\ No newline at end of file\n\
             \x1b[32m+b\x1b[0m\n\\ No newline at end of file\n";
@@ -1293,7 +1357,7 @@ mod tests {
                 assert_eq!(apply_hunks(&old, &hunks(&old, &new, context)), new);
             }
             assert_eq!(
-                apply_unified(&old, &unified(&old, &new, "a", "b", false)),
+                apply_unified(&old, &unified(&old, &new, "a", "b", false, false)),
                 new
             );
         }
@@ -1365,8 +1429,27 @@ mod tests {
         let h = hunks(&old, &new, 3);
         assert_eq!(apply_hunks(&old, &h), new);
         assert_eq!(
-            apply_unified(&old, &unified(&old, &new, "a", "b", false)),
+            apply_unified(&old, &unified(&old, &new, "a", "b", false, false)),
             new
         );
+    }
+
+    #[test]
+    fn files_are_compared_as_the_cli_reads_them() {
+        let lf = b"a\nb\nc\n";
+        let r = as_cli_reads(b"a\r\nb\r\nc\r\n");
+        assert_eq!((r.text.as_slice(), r.crlf, r.encoding), (&lf[..], true, None));
+        let r = as_cli_reads(b"\xEF\xBB\xBFa\nb\nc\n");
+        assert_eq!((r.text.as_slice(), r.crlf, r.encoding), (&lf[..], false, Some("UTF-8 with BOM")));
+        let utf16: Vec<u8> = [0xFF, 0xFE]
+            .into_iter()
+            .chain("a\r\nb\r\nc\r\n".encode_utf16().flat_map(u16::to_le_bytes))
+            .collect();
+        let r = as_cli_reads(&utf16);
+        assert_eq!((r.text.as_slice(), r.crlf, r.encoding), (&lf[..], true, Some("UTF-16LE")));
+        // A one-line edit to a CRLF file is one line, not the whole file.
+        assert_eq!(stat(&as_cli_reads(b"a\r\nb\r\nc\r\n").text, b"a\nB\nc\n"), (1, 1));
+        // A lone CR is content, not a line ending.
+        assert_eq!(as_cli_reads(b"a\rb\n").text, b"a\rb\n");
     }
 }

@@ -57,19 +57,45 @@ fn use_color() -> bool {
         && std::env::var("TERM").is_ok_and(|t| t != "dumb")
 }
 
+/// A pending diff's two sides as the review compares them: the original as the CLI reads
+/// it (decoded, LF), and the proposal.
 struct DiffFiles {
-    original: Vec<u8>,
+    original: crate::textdiff::AsRead,
     proposed: Vec<u8>,
 }
 
-fn read_diff(d: &Value) -> Result<DiffFiles, Fail> {
+impl DiffFiles {
+    fn stat(&self) -> (usize, usize) {
+        crate::textdiff::stat(&self.original.text, &self.proposed)
+    }
+
+    /// What the CLI restores when it writes, which the review does not show as changes.
+    fn restored(&self) -> Option<String> {
+        let o = &self.original;
+        let mut what = Vec::new();
+        if o.crlf {
+            what.push("CRLF line endings".to_string());
+        }
+        if let Some(e) = o.encoding {
+            what.push(format!("the {e} encoding"));
+        }
+        (!what.is_empty()).then(|| {
+            format!(
+                "note: the file has {}; the proposal is LF UTF-8 text, and Claude Code restores them when it writes",
+                what.join(" and ")
+            )
+        })
+    }
+}
+
+fn read_diff(d: &Value) -> Result<DiffFiles, String> {
     let dir = PathBuf::from(d["dir"].as_str().unwrap_or(""));
     let read = |name: &str| {
         std::fs::read(dir.join(name))
-            .map_err(|e| Fail::Failed(format!("cannot read {}: {e}", dir.join(name).display())))
+            .map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()))
     };
     Ok(DiffFiles {
-        original: read("original")?,
+        original: crate::textdiff::as_cli_reads(&read("original")?),
         proposed: read("proposed")?,
     })
 }
@@ -80,8 +106,10 @@ fn find_diff(ctl: &mut Control, target: Option<&str>) -> Result<Value, Fail> {
     Ok(r["diff"].clone())
 }
 
+/// The diff's file for people: relative when under the current directory, and with the
+/// control characters of a name the model chose made visible.
 fn file_of(d: &Value) -> String {
-    display_path(Path::new(d["file"].as_str().unwrap_or("")))
+    crate::text::visible(&display_path(Path::new(d["file"].as_str().unwrap_or("")))).into_owned()
 }
 
 pub fn diff(args: &Args) -> Outcome {
@@ -104,12 +132,16 @@ pub fn diff(args: &Args) -> Outcome {
             let diffs = r["diffs"].as_array().cloned().unwrap_or_default();
             if json_out {
                 let mut out = Vec::new();
-                for d in diffs {
-                    let f = read_diff(&d)?;
-                    let (added, removed) = crate::textdiff::stat(&f.original, &f.proposed);
-                    let mut d = d;
-                    d["added"] = added.into();
-                    d["removed"] = removed.into();
+                for mut d in diffs {
+                    // One broken diff must not hide the others: it is listed with its error.
+                    match read_diff(&d) {
+                        Ok(f) => {
+                            let (added, removed) = f.stat();
+                            d["added"] = added.into();
+                            d["removed"] = removed.into();
+                        }
+                        Err(e) => d["error"] = e.into(),
+                    }
                     out.push(d);
                 }
                 print_json(&Value::Array(out));
@@ -120,23 +152,32 @@ pub fn diff(args: &Args) -> Outcome {
                 return Ok(EXIT_OK);
             }
             println!("{:<4} {:<5} {:<13} FILE", "ID", "AGE", "CHANGE");
+            let mut broken = false;
             for d in &diffs {
-                let f = read_diff(d)?;
-                let (added, removed) = crate::textdiff::stat(&f.original, &f.proposed);
-                let new = if d["new_file"] == true {
-                    " (new file)"
-                } else {
-                    ""
+                let (change, note) = match read_diff(d) {
+                    Ok(f) => {
+                        let (added, removed) = f.stat();
+                        let new = if d["new_file"] == true {
+                            " (new file)"
+                        } else {
+                            ""
+                        };
+                        (format!("+{added} -{removed}"), new.to_string())
+                    }
+                    Err(e) => {
+                        broken = true;
+                        ("broken".to_string(), format!(" ({})", crate::text::visible(&e)))
+                    }
                 };
                 println!(
-                    "{:<4} {:<5} {:<13} {}{new}",
+                    "{:<4} {:<5} {:<13} {}{note}",
                     d["id"].as_str().unwrap_or(""),
                     age(d["created"].as_u64().unwrap_or(0)),
-                    format!("+{added} -{removed}"),
+                    change,
                     file_of(d)
                 );
             }
-            Ok(EXIT_OK)
+            Ok(if broken { EXIT_FAILURE } else { EXIT_OK })
         }
         "show" | "path" | "edit" => {
             let d = &find_diff(&mut ctl, target)?;
@@ -148,7 +189,7 @@ pub fn diff(args: &Args) -> Outcome {
                 }
                 "edit" => edit(&Path::new(dir).join("proposed")),
                 _ => {
-                    let f = read_diff(d)?;
+                    let f = read_diff(d).map_err(Fail::Failed)?;
                     let name = file_of(d);
                     let a = if d["new_file"] == true {
                         "/dev/null".to_string()
@@ -156,19 +197,24 @@ pub fn diff(args: &Args) -> Outcome {
                         format!("a/{name}")
                     };
                     let b = format!("b/{name}");
+                    let original = &f.original.text;
                     if json_out {
                         let text =
-                            crate::textdiff::unified(&f.original, &f.proposed, &a, &b, false);
-                        let (added, removed) = crate::textdiff::stat(&f.original, &f.proposed);
+                            crate::textdiff::unified(original, &f.proposed, &a, &b, false, false);
+                        let (added, removed) = f.stat();
                         let mut d = d.clone();
                         d["added"] = added.into();
                         d["removed"] = removed.into();
                         d["diff"] = String::from_utf8_lossy(&text).into_owned().into();
+                        d["restored"] = json!({"crlf": f.original.crlf, "encoding": f.original.encoding});
                         print_json(&d);
                     } else {
                         let text =
-                            crate::textdiff::unified(&f.original, &f.proposed, &a, &b, use_color());
+                            crate::textdiff::unified(original, &f.proposed, &a, &b, true, use_color());
                         let mut out = std::io::stdout().lock();
+                        if let Some(note) = f.restored() {
+                            let _ = writeln!(out, "{note}");
+                        }
                         let _ = out.write_all(&text);
                         if text.is_empty() {
                             let _ = writeln!(out, "no changes: the proposal equals the original");
@@ -322,12 +368,29 @@ fn read_stdin() -> Result<String, Fail> {
     Ok(s)
 }
 
-fn delivered(n: u64) -> String {
-    match n {
-        0 => "no client connected".into(),
+/// What `select` and `mention` tell the user: clients reached, and those still connecting,
+/// which get it once their setup settles (ccide-protocol(7) §3.3).
+fn delivered(r: &Value) -> String {
+    let (sent, held) = (
+        r["clients"].as_u64().unwrap_or(0),
+        r["held"].as_u64().unwrap_or(0),
+    );
+    let sent = match sent {
+        0 if held == 0 => return "no client connected".into(),
+        0 => String::new(),
         1 => "sent to 1 client".into(),
         n => format!("sent to {n} clients"),
-    }
+    };
+    let held = match held {
+        0 => String::new(),
+        1 => "1 client still connecting gets it when ready".into(),
+        n => format!("{n} clients still connecting get it when ready"),
+    };
+    [sent, held]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 pub fn select(args: &Args) -> Outcome {
@@ -353,13 +416,13 @@ pub fn select(args: &Args) -> Outcome {
         eprintln!(
             "selected {} ({})",
             file,
-            delivered(r["clients"].as_u64().unwrap_or(0))
+            delivered(&r)
         );
     } else {
         eprintln!(
             "selected {lines} line(s) of {} ({})",
             file,
-            delivered(r["clients"].as_u64().unwrap_or(0))
+            delivered(&r)
         );
     }
     Ok(EXIT_OK)
@@ -382,12 +445,12 @@ pub fn mention(args: &Args) -> Outcome {
         "cmd": "mention", "path": absolute(&file)?,
         "start": range["start_line"], "end": range["end_line"],
     }))?;
-    if r["queued"] == true {
+    if r["queued"] == true && r["held"] == 0 {
         eprintln!("mentioned {file}: no client connected, queued for the next one");
     } else {
         eprintln!(
             "mentioned {file} ({})",
-            delivered(r["clients"].as_u64().unwrap_or(0))
+            delivered(&r)
         );
     }
     Ok(EXIT_OK)

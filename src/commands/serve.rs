@@ -92,7 +92,7 @@ pub const FLAGS: &[Flag] = &[
         "--single-client",
         None,
         Some("CCIDE_SINGLE_CLIENT"),
-        "A newly connected Claude Code replaces the previous one (closed with code 4001).",
+        "A newly connected Claude Code replaces the previous one (closed with code 4001). Claude Code 2.1.112 and earlier ignore code 4001 and reconnect at once, so two of them would take the server from each other: use it with newer versions only.",
     ),
     flag(
         "--mention-max-age",

@@ -21,12 +21,13 @@ pub struct Client {
 #[derive(Default)]
 pub struct ClientState {
     pub initialized: bool,
-    /// Whether the selection and queued mentions were sent after the handshake.
+    /// Whether its setup has settled and the greeting went out: from then on it receives
+    /// notifications (the CLI drops those that arrive earlier, ccide-protocol(7) §3.3).
     pub greeted: bool,
     /// When the greeting is due, once scheduled.
     pub greet_at: Option<Instant>,
-    /// A selection_changed reached it since it initialized (the greeting then skips it).
-    pub saw_selection: bool,
+    /// Mentions made while it was being set up, delivered in order with the greeting.
+    pub held_mentions: Vec<Value>,
     pub pid: Option<i64>,
     pub name: String,
     pub version: String,
@@ -45,6 +46,7 @@ pub struct ClientInfo {
     pub version: String,
     pub since: SystemTime,
     pub initialized: bool,
+    pub ready: bool,
 }
 
 impl Client {
@@ -61,8 +63,16 @@ impl Client {
             version: s.version.clone(),
             since: self.since,
             initialized: s.initialized,
+            ready: s.greeted,
         }
     }
+}
+
+/// Who a broadcast reached: `sent` now, `held` for clients still being set up.
+#[derive(Default, Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Reach {
+    pub sent: usize,
+    pub held: usize,
 }
 
 /// Every connected client of a server.
@@ -94,22 +104,33 @@ impl Clients {
         self.list.lock().unwrap().retain(|c| c.id != id);
     }
 
-    /// Sends a notification to every initialized client; returns how many got it.
-    pub fn broadcast(&self, method: &str, params: Value) -> usize {
-        let text: tungstenite::Utf8Bytes = super::notification(method, params).to_string().into();
+    /// Sends a notification to every client whose setup has settled. A client still being set
+    /// up would drop it: it gets the current selection and the mentions held for it with its
+    /// greeting instead, and counts as `held`, not as reached.
+    pub fn broadcast(&self, method: &str, params: Value) -> Reach {
+        let mention = method == "at_mentioned";
         let selection = method == "selection_changed";
-        let mut n = 0;
+        let text: tungstenite::Utf8Bytes = super::notification(method, params.clone())
+            .to_string()
+            .into();
+        let mut reach = Reach::default();
         for c in self.all() {
             let mut s = c.state.lock().unwrap();
             if !s.initialized {
                 continue;
             }
-            s.saw_selection |= selection;
+            if !s.greeted {
+                if mention {
+                    s.held_mentions.push(params.clone());
+                }
+                reach.held += usize::from(mention || selection);
+                continue;
+            }
             drop(s);
             if c.outbox.send(text.clone()) {
-                n += 1;
+                reach.sent += 1;
             }
         }
-        n
+        reach
     }
 }

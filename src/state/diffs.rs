@@ -179,9 +179,12 @@ impl Diffs {
         {
             return Ok(i);
         }
+        // The path as written, or as it resolves (a name through a symlink to the workspace
+        // names the file the diff changes, as `select` resolves it).
         let as_path = crate::files::normalize(&cwd.join(t));
+        let resolved = resolve_existing(&as_path);
         let by_path: Vec<usize> = (0..pending.len())
-            .filter(|&i| pending[i].path == as_path)
+            .filter(|&i| pending[i].path == as_path || Some(&pending[i].path) == resolved.as_ref())
             .collect();
         match by_path.len() {
             1 => return Ok(by_path[0]),
@@ -248,7 +251,8 @@ impl Diffs {
     }
 
     /// Stores a client's proposal and keeps `responder` to answer it when the user settles it.
-    /// A pending diff of the same tab name is closed first (the VS Code extension does the same).
+    /// A pending diff of the same client and tab name is closed first (the VS Code extension
+    /// does the same).
     pub fn propose(&self, p: Proposal, responder: Responder) -> Result<Value, String> {
         if std::fs::metadata(&p.path).is_ok_and(|m| !m.is_file()) {
             return Err(format!("{} is not a regular file", p.path.display()));
@@ -258,7 +262,7 @@ impl Diffs {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), true),
             Err(e) => return Err(format!("cannot read {}: {e}", p.path.display())),
         };
-        self.close_where(|d| d.tab_name == p.tab_name);
+        self.close_where(p.client, |d| d.tab_name == p.tab_name);
         let mut inner = self.inner.lock().unwrap();
         let id = inner.next_id;
         inner.next_id += 1;
@@ -283,8 +287,8 @@ impl Diffs {
         }
         let d = PendingDiff {
             id,
-            tab_name: p.tab_name,
-            path: p.path,
+            tab_name: p.tab_name.clone(),
+            path: p.path.clone(),
             new_file,
             client: p.client,
             created,
@@ -296,20 +300,31 @@ impl Diffs {
             d.path.display()
         );
         let desc = d.describe();
-        let mut event = desc.clone();
-        event["event"] = "diff_opened".into();
-        self.events.emit(event);
+        if self.events.listening() {
+            // Counted as the review counts them: against the original as the CLI reads it.
+            let (added, removed) = crate::textdiff::stat(
+                &crate::textdiff::as_cli_reads(&original).text,
+                p.contents.as_bytes(),
+            );
+            let mut event = desc.clone();
+            event["event"] = "diff_opened".into();
+            event["added"] = added.into();
+            event["removed"] = removed.into();
+            self.events.emit(event);
+        }
         inner.pending.push(d);
         Ok(desc)
     }
 
-    /// Settles as closed (answered DIFF_REJECTED) every pending diff matching `pred`.
-    pub fn close_where(&self, pred: impl Fn(&PendingDiff) -> bool) -> usize {
+    /// Settles as closed (answered DIFF_REJECTED) the pending diffs of `client` matching
+    /// `pred`. A client closes only its own: the CLI calls closeAllDiffTabs at every prompt,
+    /// and two CLIs share one server (ccide-protocol(7) §5.3).
+    pub fn close_where(&self, client: u64, pred: impl Fn(&PendingDiff) -> bool) -> usize {
         let mut inner = self.inner.lock().unwrap();
         self.prune(&mut inner);
         let (matching, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut inner.pending)
             .into_iter()
-            .partition(|d| pred(d));
+            .partition(|d| d.client == client && pred(d));
         inner.pending = rest;
         let n = matching.len();
         for d in matching {
@@ -356,7 +371,15 @@ impl Diffs {
             How::Abandoned => {}
         }
         let _ = std::fs::remove_dir_all(&d.dir);
-        crate::info!("diff {} for {} {}", d.id, d.path.display(), how.word());
+        match how {
+            How::Closed => crate::info!(
+                "diff {} for {} closed by client #{}",
+                d.id,
+                d.path.display(),
+                d.client
+            ),
+            _ => crate::info!("diff {} for {} {}", d.id, d.path.display(), how.word()),
+        }
         self.events.emit(json!({
             "event": "diff_settled", "id": d.id.to_string(), "how": how.word(),
             "tab_name": d.tab_name, "file": d.path,
@@ -370,4 +393,12 @@ impl Diffs {
             inner.settled.remove(0);
         }
     }
+}
+
+/// `p` with symlinks resolved: the file itself, or its directory when it does not exist yet.
+fn resolve_existing(p: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(p).ok().or_else(|| {
+        let parent = std::fs::canonicalize(p.parent()?).ok()?;
+        Some(parent.join(p.file_name()?))
+    })
 }

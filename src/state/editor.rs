@@ -329,7 +329,12 @@ pub fn selection_for(
     if sl == 0 || r.end_line == Some(0) || r.start_col == Some(0) || r.end_col == Some(0) {
         return Err("lines and columns count from 1".into());
     }
-    let ls = lines(content);
+    // An empty file shows one empty line, with the cursor at 1:1, as every editor does.
+    let ls = if content.is_empty() {
+        vec![""]
+    } else {
+        lines(content)
+    };
     let line_len = |line: usize| -> Result<usize, String> {
         ls.get(line - 1).map(|l| l.chars().count()).ok_or_else(|| {
             format!(

@@ -18,15 +18,17 @@ use serde_json::{Value, json};
 use crate::diagnostics::Diagnostics;
 use crate::diagnostics::checkers::Checks;
 use crate::lockfile::{LockContent, LockFile};
-use crate::rpc::clients::{ClientInfo, Clients};
+use crate::rpc::clients::{ClientInfo, Clients, Reach};
 use crate::workspaces::Workspaces;
 use diffs::Diffs;
 use editor::Editor;
 use events::Events;
 use exec::Exec;
 
-/// readFile and the editor tools refuse files above this size.
+/// readFile refuses files above this size: its answer must fit the CLI's 16 MiB message cap.
 pub const MAX_READ: u64 = 16 << 20;
+/// What openFile reads at most to search a file for its startText.
+pub const MAX_SEARCH: u64 = 1 << 30;
 
 /// What a state is made of; `ccide serve` fills it from its flags.
 pub struct Config {
@@ -98,8 +100,8 @@ impl State {
         self.workspaces.resolve(raw)
     }
 
-    /// Sends a notification to every initialized client; returns how many got it.
-    pub fn broadcast(&self, method: &str, params: Value) -> usize {
+    /// Sends a notification to every client that can receive one (see `Clients::broadcast`).
+    pub fn broadcast(&self, method: &str, params: Value) -> Reach {
         self.clients.broadcast(method, params)
     }
 
@@ -130,7 +132,8 @@ impl State {
             .map(|i| {
                 json!({
                     "id": i.id, "pid": i.pid, "name": i.name, "version": i.version,
-                    "initialized": i.initialized, "since": crate::text::unix_secs(i.since),
+                    "initialized": i.initialized, "ready": i.ready,
+                    "since": crate::text::unix_secs(i.since),
                 })
             })
             .collect();
@@ -150,27 +153,72 @@ impl State {
         })
     }
 
-    /// Sets the selection and tells every client.
-    pub fn select(&self, payload: Value) -> usize {
+    /// Sets the selection and tells every client (a client being set up gets it with its
+    /// greeting).
+    pub fn select(&self, payload: Value) -> Reach {
         self.editor.set_selection(payload.clone());
         self.broadcast("selection_changed", payload)
     }
 
     /// Broadcasts a mention, or queues it for the next client when none is connected.
-    pub fn mention(&self, payload: Value) -> usize {
-        let n = self.broadcast("at_mentioned", payload.clone());
-        if n == 0 {
+    pub fn mention(&self, payload: Value) -> Reach {
+        let reach = self.broadcast("at_mentioned", payload.clone());
+        if reach == Reach::default() {
             self.editor.queue_mention(payload);
         }
-        n
+        reach
     }
 
-    /// The text a file shows in the editor: its unsaved content, else what is on disk.
-    pub fn current_text(&self, path: &Path) -> Result<String, String> {
+    /// The text a file shows in the editor: its unsaved content, else what is on disk, up to
+    /// `limit` bytes (what is read to search it; answers that carry it use `MAX_READ`).
+    pub fn current_text(&self, path: &Path, limit: u64) -> Result<String, String> {
         match self.editor.document(path) {
             Some(d) => Ok(d),
-            None => read_text(path),
+            None => read_text(path, limit),
         }
+    }
+
+    /// The first `n` lines the editor shows for a file (all when it has fewer), read from
+    /// disk only as far as needed: selecting a few lines of a 2 GB log reads a few lines.
+    pub fn first_lines(&self, path: &Path, n: usize) -> Result<String, String> {
+        if let Some(d) = self.editor.document(path) {
+            return Ok(d);
+        }
+        let file = open_regular(path)?;
+        let mut r = std::io::BufReader::new(file);
+        let mut bytes = Vec::new();
+        for _ in 0..n {
+            match std::io::BufRead::read_until(&mut r, b'\n', &mut bytes) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            }
+        }
+        String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", path.display()))
+    }
+
+    /// How many lines the editor shows for a file (as `editor::lines` counts), counted
+    /// without holding the file in memory; 0 when it cannot be read.
+    pub fn line_count(&self, path: &Path) -> usize {
+        if let Some(d) = self.editor.document(path) {
+            return editor::lines(&d).len();
+        }
+        let Ok(mut file) = open_regular(path) else {
+            return 0;
+        };
+        let mut buf = vec![0u8; 64 << 10];
+        let (mut newlines, mut last) = (0, b'\n');
+        loop {
+            match std::io::Read::read(&mut file, &mut buf) {
+                Ok(0) => break,
+                Ok(k) => {
+                    newlines += buf[..k].iter().filter(|&&b| b == b'\n').count();
+                    last = buf[k - 1];
+                }
+                Err(_) => return 0,
+            }
+        }
+        newlines + usize::from(last != b'\n')
     }
 
     /// Adds or removes a workspace folder, persists the change and rewrites the lock file with
@@ -225,8 +273,8 @@ impl State {
     }
 }
 
-/// A workspace file as text, refusing what would block (a FIFO) or is too big.
-pub fn read_text(path: &Path) -> Result<String, String> {
+/// Opens a regular file, refusing what would block (a FIFO, a device) or is a directory.
+fn open_regular(path: &Path) -> Result<std::fs::File, String> {
     let meta = std::fs::metadata(path).map_err(|e| not_found_or(path, e))?;
     if meta.is_dir() {
         return Err(format!("{} is a directory", path.display()));
@@ -235,15 +283,23 @@ pub fn read_text(path: &Path) -> Result<String, String> {
     if !meta.is_file() {
         return Err(format!("{} is not a regular file", path.display()));
     }
-    if meta.len() > MAX_READ {
+    std::fs::File::open(path).map_err(|e| not_found_or(path, e))
+}
+
+/// A workspace file as text, refusing what would block (a FIFO) or is above `limit` bytes.
+pub fn read_text(path: &Path, limit: u64) -> Result<String, String> {
+    let file = open_regular(path)?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if len > limit {
         return Err(format!(
-            "{} is {} bytes, above the {} MiB limit for reading",
+            "{} is {len} bytes, above the {} MiB limit for reading",
             path.display(),
-            meta.len(),
-            MAX_READ >> 20
+            limit >> 20
         ));
     }
-    let bytes = std::fs::read(path).map_err(|e| not_found_or(path, e))?;
+    let mut bytes = Vec::with_capacity(len as usize);
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, limit + 1), &mut bytes)
+        .map_err(|e| not_found_or(path, e))?;
     String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", path.display()))
 }
 

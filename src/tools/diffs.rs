@@ -52,9 +52,9 @@ fn display_name(p: &Path) -> String {
 
 /// close_tab: the user answered in the terminal; a pending diff of that name is settled as
 /// rejected (the CLI ignores that late answer). Always TAB_CLOSED.
-pub fn close_tab(state: &Arc<State>, _call: &Call, args: &Map<String, Value>) -> Reply {
+pub fn close_tab(state: &Arc<State>, call: &Call, args: &Map<String, Value>) -> Reply {
     let name = tri!(arg_str(args, "tab_name", true)).unwrap_or_default();
-    state.diffs.close_where(|d| d.tab_name == name);
+    state.diffs.close_where(call.client.id, |d| d.tab_name == name);
     // close_tab also takes a file path, closing that editor tab (ccide-protocol(7) §7).
     if let Ok(p) = state.resolve(&name) {
         state.editor.close_tab(&p, false);
@@ -62,8 +62,9 @@ pub fn close_tab(state: &Arc<State>, _call: &Call, args: &Map<String, Value>) ->
     Reply::Now(Ok(tool_texts(&["TAB_CLOSED"])))
 }
 
-/// closeAllDiffTabs: called at every prompt; touches only ccide's own pending diffs.
-pub fn close_all_diff_tabs(state: &Arc<State>, _call: &Call, _args: &Map<String, Value>) -> Reply {
-    let n = state.diffs.close_where(|_| true);
+/// closeAllDiffTabs: called at every prompt; closes only the calling client's pending diffs
+/// (another CLI's proposal stays pending for its user).
+pub fn close_all_diff_tabs(state: &Arc<State>, call: &Call, _args: &Map<String, Value>) -> Reply {
+    let n = state.diffs.close_where(call.client.id, |_| true);
     Reply::Now(Ok(tool_texts(&[&format!("CLOSED_{n}_DIFF_TABS")])))
 }

@@ -27,9 +27,7 @@ fn done(v: Value) -> Reply {
 
 fn editor_json(state: &State, path: &Path) -> Value {
     let dirty = state.editor.document(path).is_some();
-    let line_count = state
-        .current_text(path)
-        .map_or(0, |t| editor::lines(&t).len());
+    let line_count = state.line_count(path);
     json!({
         "success": true, "filePath": path, "fileUrl": file_url(path),
         "languageId": language_id(path), "lineCount": line_count,
@@ -48,8 +46,15 @@ pub fn open_file(state: &Arc<State>, _call: &Call, args: &Map<String, Value>) ->
         Ok(p) => p,
         Err(e) => return done(tool_error(&e)),
     };
-    let text = match state.current_text(&path) {
+    // Only a search needs the text; a large file (a log) opens without reading it all.
+    let limit = if start_text.is_some() {
+        crate::state::MAX_SEARCH
+    } else {
+        crate::state::MAX_READ
+    };
+    let text = match state.current_text(&path, limit) {
         Ok(t) => t,
+        Err(e) if start_text.is_none() && e.contains("limit for reading") => String::new(),
         Err(e) => return done(tool_error(&e)),
     };
     state.editor.open_tab(&path, true, preview);
@@ -138,16 +143,16 @@ pub fn get_open_editors(state: &Arc<State>, _call: &Call, _: &Map<String, Value>
         .iter()
         .map(|t| {
             // The tab's file may have been swapped for a symlink since it was opened.
-            let text = match state.resolve(&t.path.to_string_lossy()) {
-                Ok(p) if p == t.path => state.current_text(&p).unwrap_or_default(),
-                _ => String::new(),
+            let line_count = match state.resolve(&t.path.to_string_lossy()) {
+                Ok(p) if p == t.path => state.line_count(&p),
+                _ => 0,
             };
             json!({
                 "uri": file_url(&t.path), "isActive": t.active,
                 "label": t.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
                 "languageId": language_id(&t.path),
                 "isDirty": state.editor.document(&t.path).is_some(),
-                "fileName": t.path, "lineCount": editor::lines(&text).len(),
+                "fileName": t.path, "lineCount": line_count,
                 "isUntitled": false, "isPinned": false, "isPreview": t.preview,
                 "groupIndex": 0, "viewColumn": 1, "isGroupActive": true,
             })

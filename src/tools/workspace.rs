@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::files::file_url;
 use crate::rpc::call::{Call, Reply, arg_str, tool_error, tool_json, tool_texts};
 use crate::rpc::{ErrorCode, RpcError};
-use crate::state::{State, read_text};
+use crate::state::{MAX_READ, State, read_text};
 
 /// listFiles stops after this many paths and says so.
 const MAX_LIST: usize = 10_000;
@@ -43,7 +43,7 @@ fn rel_path(state: &State, args: &Map<String, Value>, name: &str) -> Result<Path
 
 fn read_file(state: &State, args: &Map<String, Value>) -> Result<Value, RpcError> {
     let path = rel_path(state, args, "path")?;
-    read_text(&path).map(Value::from).map_err(|e| {
+    read_text(&path, MAX_READ).map(Value::from).map_err(|e| {
         RpcError::new(
             ErrorCode::InternalError,
             format!("failed to read file: {e}"),
