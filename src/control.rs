@@ -24,16 +24,35 @@ use crate::state::editor::{self, HumanRange};
 /// Largest request line (a `buffer` command carries a whole file).
 const MAX_REQUEST: u64 = 64 << 20;
 
+/// The longest path a Unix socket address holds (`sun_path` is 108 bytes with its NUL).
+const SUN_PATH_MAX: usize = 107;
+
+/// Runs `f` on `path`, or, when the path is too long for a socket address (a long user and
+/// project name under ~/.local/state), on the same file named through the directory opened
+/// as `/proc/self/fd/N/NAME`, which is always short.
+fn short_path<T>(path: &Path, f: impl FnOnce(&Path) -> std::io::Result<T>) -> std::io::Result<T> {
+    if path.as_os_str().len() <= SUN_PATH_MAX {
+        return f(path);
+    }
+    use std::os::fd::AsRawFd;
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return f(path);
+    };
+    let dir = std::fs::File::open(dir)?;
+    let short = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name);
+    f(&short)
+}
+
 /// Binds the control socket, refusing to start if another live server already owns it.
 pub fn bind(path: &Path) -> Result<UnixListener, String> {
-    if UnixStream::connect(path).is_ok() {
+    if short_path(path, |p| UnixStream::connect(p)).is_ok() {
         return Err(format!(
             "another ccide serve already runs with this state directory (its control socket {} answers); stop it or use another --state-dir",
             path.display()
         ));
     }
     let _ = std::fs::remove_file(path);
-    UnixListener::bind(path)
+    short_path(path, |p| UnixListener::bind(p))
         .map_err(|e| format!("cannot create the control socket {}: {e}", path.display()))
 }
 
@@ -117,11 +136,11 @@ pub fn handle(state: &Arc<State>, req: &Value) -> Value {
             }
         }
         "status" => json!({"ok": true, "status": state.status()}),
-        "select" => select(state, req).unwrap_or_else(|e| failure(&e)),
+        "select" => persisted(state, select(state, req)),
         "mention" => mention(state, req).unwrap_or_else(|e| failure(&e)),
-        "open" => open(state, req).unwrap_or_else(|e| failure(&e)),
-        "close" => close(state, req).unwrap_or_else(|e| failure(&e)),
-        "buffer" => buffer(state, req).unwrap_or_else(|e| failure(&e)),
+        "open" => persisted(state, open(state, req)),
+        "close" => persisted(state, close(state, req)),
+        "buffer" => persisted(state, buffer(state, req)),
         "diagnostics.import" => {
             let format = req["format"]
                 .as_str()
@@ -192,6 +211,20 @@ pub fn handle(state: &Arc<State>, req: &Value) -> Value {
     }
 }
 
+/// The answer to a command that changed the editor model, or a failure when the change could
+/// not be saved: it holds only until the server restarts, and the user must know.
+fn persisted(state: &State, r: Result<Value, String>) -> Value {
+    match r {
+        Ok(v) => match state.editor.save_error() {
+            None => v,
+            Some(e) => failure(&format!(
+                "done, but not saved: {e}; the change is lost when the server restarts"
+            )),
+        },
+        Err(e) => failure(&e),
+    }
+}
+
 fn path_arg(state: &State, v: &Value) -> Result<PathBuf, String> {
     state.resolve(v.as_str().ok_or("missing path")?)
 }
@@ -221,7 +254,7 @@ fn select(state: &State, req: &Value) -> Result<Value, String> {
         range,
         req["text"].as_str().map(String::from),
     )?;
-    let n = state.select(payload.clone());
+    let n = state.select(payload.clone())?;
     Ok(json!({"ok": true, "clients": n.sent, "held": n.held, "selection": payload}))
 }
 
@@ -238,9 +271,11 @@ fn mention(state: &State, req: &Value) -> Result<Value, String> {
         ));
     }
     let payload = editor::mention_payload(&path, start, num(&req["end"]))?;
-    let n = state.mention(payload.clone());
+    let n = state.mention(payload.clone())?;
     // Held for a client being set up, or queued for the next one: not yet delivered.
-    Ok(json!({"ok": true, "clients": n.sent, "held": n.held, "queued": n.sent == 0, "mention": payload}))
+    Ok(
+        json!({"ok": true, "clients": n.sent, "held": n.held, "queued": n.sent == 0, "mention": payload}),
+    )
 }
 
 fn paths(state: &State, req: &Value) -> Result<Vec<PathBuf>, String> {
@@ -302,7 +337,7 @@ impl Control {
             .control
             .clone()
             .ok_or_else(|| format!("{} is not a ccide lock file", lock.path.display()))?;
-        let stream = UnixStream::connect(&path).map_err(|e| {
+        let stream = short_path(&path, |p| UnixStream::connect(p)).map_err(|e| {
             format!(
                 "cannot reach the ccide server on port {} through {}: {e}",
                 lock.port,

@@ -125,6 +125,73 @@ pub fn save_identity(state: &Path, port: u16, token: &str) -> Result<(), String>
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
+/// Claims the state directory for this process: an exclusive `flock` on `<state>/serve.lock`,
+/// held until the process ends, so two servers can never share one (two lock files for the
+/// same folder make the CLI connect to neither). The holder's pid is written in the file.
+pub fn claim_state_dir(state: &Path) -> Result<fs::File, String> {
+    use std::io::{Read, Seek, Write};
+    let path = state.join("serve.lock");
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let mine = crate::sys::try_lock_exclusive(&f)
+        .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+    if !mine {
+        let mut pid = String::new();
+        let _ = f.read_to_string(&mut pid);
+        let pid = pid.trim();
+        return Err(format!(
+            "another ccide serve{} already runs with the state directory {}; stop it, or give this one another --state-dir",
+            if pid.is_empty() {
+                String::new()
+            } else {
+                format!(" (pid {pid})")
+            },
+            state.display()
+        ));
+    }
+    let _ = f.set_len(0);
+    let _ = f.rewind();
+    let _ = writeln!(f, "{}", std::process::id());
+    Ok(f)
+}
+
+/// Whether the server of a ccide lock is proven gone, and if not, why it is kept. Its pid not
+/// running here proves nothing on its own: a server in another pid namespace (a container
+/// sharing ~/.claude) has a pid this one does not know. Proof is: nobody holds its state
+/// directory's lock (flock works across pid namespaces), or, for a server too old to hold
+/// one, its pid namespace is ours; and in both cases its control socket refuses.
+pub fn proven_dead(l: &LockEntry) -> Result<(), String> {
+    if l.alive {
+        return Err("its process runs".into());
+    }
+    let state_free = match l.state.as_ref().map(|s| s.join("serve.lock")) {
+        Some(p) if p.exists() => match fs::OpenOptions::new().read(true).open(&p) {
+            Ok(f) => crate::sys::try_lock_exclusive(&f).unwrap_or(false),
+            Err(_) => false,
+        },
+        _ => l.pidns.is_some() && l.pidns == pid_namespace(),
+    };
+    if !state_free {
+        return Err(if l.pidns.is_some() && l.pidns != pid_namespace() {
+            "it was written in another pid namespace (a container?), where its server may run"
+                .into()
+        } else {
+            "its state directory is still held by a server".into()
+        });
+    }
+    if let Some(c) = &l.control
+        && std::os::unix::net::UnixStream::connect(c).is_ok()
+    {
+        return Err("its control socket still answers".into());
+    }
+    Ok(())
+}
+
 /// The lock file of a running server.
 pub struct LockFile {
     pub path: PathBuf,
@@ -157,8 +224,9 @@ impl LockFile {
             "transport": "ws",
             "runningInWindows": false,
             "authToken": c.token,
-            // Not read by the CLI: how ccide's own commands find this server's control socket.
-            "ccide": {"control": c.control, "state": c.state},
+            // Not read by the CLI: how ccide's own commands find this server's control socket,
+            // and the pid namespace the pid belongs to (for `ccide gc`).
+            "ccide": {"control": c.control, "state": c.state, "pidns": pid_namespace()},
         });
         files::write_atomic(&path, body.to_string().as_bytes(), 0o600)
             .map_err(|e| format!("cannot write the lock file {}: {e}", path.display()))?;
@@ -177,6 +245,13 @@ impl LockFile {
     }
 }
 
+/// The pid namespace of this process (the inode of /proc/self/ns/pid): a pid means the same
+/// process only within one.
+pub fn pid_namespace() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino())
+}
+
 /// A lock file found in `<config>/ide`, as ccide's commands see it.
 pub struct LockEntry {
     pub port: u16,
@@ -185,6 +260,10 @@ pub struct LockEntry {
     pub workspaces: Vec<PathBuf>,
     pub ide_name: String,
     pub control: Option<PathBuf>,
+    /// The server's state directory (ccide locks only).
+    pub state: Option<PathBuf>,
+    /// The pid namespace its pid belongs to, when the server recorded it.
+    pub pidns: Option<u64>,
     pub alive: bool,
 }
 
@@ -236,6 +315,8 @@ pub fn scan(config: &Path) -> Vec<LockEntry> {
                 .unwrap_or_default(),
             ide_name: v["ideName"].as_str().unwrap_or("").to_string(),
             control: v["ccide"]["control"].as_str().map(PathBuf::from),
+            state: v["ccide"]["state"].as_str().map(PathBuf::from),
+            pidns: v["ccide"]["pidns"].as_u64(),
             path,
         });
     }

@@ -55,16 +55,28 @@ pub fn enabled(level: Level) -> bool {
     level as u8 <= MAX.load(Ordering::Relaxed)
 }
 
+/// Writes one record. Whatever the message holds (a client's name, a file name the model
+/// chose, a checker's command), it stays one line with its control characters made visible,
+/// so nobody can forge a record, or a journald priority, by putting a newline in it.
 pub fn emit(level: Level, args: std::fmt::Arguments) {
     if !enabled(level) {
         return;
     }
-    let line = if JOURNAL.load(Ordering::Relaxed) == 1 {
-        format!("<{}>{}\n", level.syslog_priority(), args)
-    } else {
-        format!("{} ccide {}: {}\n", utc_now(), level.word(), args)
-    };
+    let line = record(
+        level,
+        JOURNAL.load(Ordering::Relaxed) == 1,
+        &args.to_string(),
+    );
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+fn record(level: Level, journal: bool, message: &str) -> String {
+    let message = crate::text::visible(message);
+    if journal {
+        format!("<{}>{message}\n", level.syslog_priority())
+    } else {
+        format!("{} ccide {}: {message}\n", utc_now(), level.word())
+    }
 }
 
 /// `2026-11-22T03:50:00Z`, computed without a time crate (days-from-civil inverse).
@@ -107,6 +119,20 @@ macro_rules! debug { ($($t:tt)*) => { if $crate::log::enabled($crate::log::Level
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_cannot_forge_a_record_or_a_priority() {
+        let forged = "client #1 connected: x\n<3>ccide: token stolen\r\u{1b}[2K";
+        assert_eq!(
+            record(Level::Info, true, forged),
+            "<6>client #1 connected: x\\n<3>ccide: token stolen\\r\\u{1b}[2K\n"
+        );
+        let plain = record(Level::Warn, false, "a\nb");
+        assert!(plain.ends_with(" ccide warn: a\\nb\n"), "{plain}");
+        assert_eq!(plain.matches('\n').count(), 1);
+    }
+
     #[test]
     fn utc_string_known_instants() {
         assert_eq!(super::utc_string(0), "1970-01-01T00:00:00Z");

@@ -5,8 +5,8 @@
 //! Layers, lowest first; a module imports only from layers below its own (`tests/layers` in the
 //! unit tests checks this against the source):
 //!
-//! 1. Leaves: `log`, `text`, `pattern`; then `sys` (every libc call and `unsafe` block) and
-//!    `textdiff`.
+//! 1. Leaves: `text` (durations, text from outside made visible), `pattern`; then `log` and
+//!    `textdiff`; then `sys` (every libc call and `unsafe` block).
 //! 2. Services: `files` (atomic writes, paths, `file://`), `proc` (child processes, threads),
 //!    `workspaces` (the folders and the confinement rule), `lockfile` (discovery).
 //! 3. Protocols: `transport` (TCP, the upgrade, WebSocket frames) and `rpc` (JSON-RPC messages
@@ -341,31 +341,31 @@ mod tests {
     /// Each top-level module's layer (see the architecture notes above); a module may import
     /// only from strictly lower layers, so no two modules can import each other.
     const LAYERS: &[(&str, u32)] = &[
-        ("log", 0),
         ("text", 0),
         ("pattern", 0),
-        ("sys", 1),
+        ("log", 1),
         ("textdiff", 1),
-        ("files", 2),
-        ("proc", 2),
-        ("workspaces", 3),
-        ("lockfile", 3),
-        ("transport", 4),
-        ("rpc", 5),
-        ("diagnostics", 6),
-        ("state", 7),
-        ("tools", 8),
-        ("session", 9),
-        ("control", 9),
-        ("cli", 10),
-        ("commands", 11),
-        ("main", 12),
+        ("sys", 2),
+        ("files", 3),
+        ("proc", 3),
+        ("workspaces", 4),
+        ("lockfile", 4),
+        ("transport", 5),
+        ("rpc", 6),
+        ("diagnostics", 7),
+        ("state", 8),
+        ("tools", 9),
+        ("session", 10),
+        ("control", 10),
+        ("cli", 11),
+        ("commands", 12),
+        ("main", 13),
     ];
 
     fn layer(module: &str) -> u32 {
         match module {
             // The log macros live in `log`.
-            "info" | "warn" | "error" | "debug" => 0,
+            "info" | "warn" | "error" | "debug" => 1,
             m => {
                 LAYERS
                     .iter()
@@ -451,12 +451,18 @@ mod tests {
                 }
             }
         }
-        assert!(upward.is_empty(), "arrows that run up:\n{}", upward.join("\n"));
+        assert!(
+            upward.is_empty(),
+            "arrows that run up:\n{}",
+            upward.join("\n")
+        );
     }
 
     #[test]
     fn imports_are_read_from_paths_groups_and_macros() {
-        let got = imports("use crate::{rpc::call::Call, state};\ncrate::info!(\"x\"); crate::files::f();");
+        let got = imports(
+            "use crate::{rpc::call::Call, state};\ncrate::info!(\"x\"); crate::files::f();",
+        );
         let want: BTreeSet<String> = ["files", "info", "rpc", "state"].map(String::from).into();
         assert_eq!(got, want);
     }

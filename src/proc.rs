@@ -31,6 +31,28 @@ pub fn spawn_thread(
         .spawn(f)
 }
 
+/// Process groups ccide started and that may still run: `kill_all` ends them when the server
+/// stops, so no checker, formatter or kernel outlives it.
+static GROUPS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// Records a process group (a child started with `process_group(0)`) as ccide's.
+pub fn track_group(pid: u32) {
+    GROUPS.lock().unwrap().push(pid);
+}
+
+/// Kills a tracked group and forgets it.
+pub fn end_group(pid: u32) {
+    kill_group(pid);
+    GROUPS.lock().unwrap().retain(|p| *p != pid);
+}
+
+/// Kills every group ccide started that still runs.
+pub fn kill_all() {
+    for pid in std::mem::take(&mut *GROUPS.lock().unwrap()) {
+        kill_group(pid);
+    }
+}
+
 pub struct Ran {
     /// None: killed after the time limit.
     pub status: Option<ExitStatus>,
@@ -67,7 +89,9 @@ pub fn run(
         .stderr(err.try_clone()?)
         .process_group(0);
     crate::sys::unblock_all_signals_in_child(&mut cmd);
+    crate::sys::die_with_parent(&mut cmd);
     let mut child = cmd.spawn()?;
+    track_group(child.id());
     let deadline = Instant::now() + limit;
     let status = loop {
         if let Some(s) = child.try_wait()? {
@@ -79,7 +103,7 @@ pub fn run(
         std::thread::sleep(Duration::from_millis(5));
     };
     // The group outlives its leader while a background child runs: end it too.
-    kill_group(child.id());
+    end_group(child.id());
     if status.is_none() {
         let _ = child.wait();
     }

@@ -140,27 +140,27 @@ impl Sessions {
                     ));
                     return;
                 }
-                let replies: Vec<Value> = items
+                let replies: Vec<String> = items
                     .into_iter()
                     .filter_map(|v| self.handle_value(client, v))
                     .collect();
                 if !replies.is_empty() {
-                    client.send(&Value::Array(replies));
+                    client.outbox.send(batch(replies));
                 }
             }
             v => {
                 if let Some(reply) = self.handle_value(client, v) {
-                    client.send(&reply);
+                    client.outbox.send(reply);
                 }
             }
         }
     }
 
     /// One message; returns the response to send now, if any.
-    fn handle_value(&self, client: &Arc<Client>, v: Value) -> Option<Value> {
+    fn handle_value(&self, client: &Arc<Client>, v: Value) -> Option<String> {
         let msg = match rpc::classify(v) {
             Ok(m) => m,
-            Err(reply) => return Some(reply),
+            Err(reply) => return Some(reply.to_string()),
         };
         match msg {
             Message::Request(req) => {
@@ -187,7 +187,7 @@ impl Sessions {
                     }
                 );
                 match reply {
-                    Reply::Now(r) => Some(rpc::response(&req.id, r)),
+                    Reply::Now(r) => Some(rpc::capped_response(&req.id, r)),
                     Reply::Later => None,
                 }
             }
@@ -329,7 +329,11 @@ impl Sessions {
             if let Some(sel) = editor.selection() {
                 client.send(&rpc::notification("selection_changed", sel));
             }
-            for m in editor.take_mentions().into_iter().chain(s.held_mentions.drain(..)) {
+            for m in editor
+                .take_mentions()
+                .into_iter()
+                .chain(s.held_mentions.drain(..))
+            {
                 client.send(&rpc::notification("at_mentioned", m));
             }
             s.greeted = true;
@@ -422,6 +426,31 @@ impl Sessions {
             }
         }
     }
+}
+
+/// The answers to a batch, as one array. Each answer fits a client message (see
+/// `rpc::capped_response`); should all of them together not, the biggest become errors.
+fn batch(mut replies: Vec<String>) -> String {
+    let total = |r: &[String]| r.iter().map(|t| t.len() + 1).sum::<usize>() + 1;
+    while total(&replies) > rpc::MAX_TO_CLIENT {
+        let (i, _) = replies
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, t)| t.len())
+            .expect("a batch too big is not empty");
+        let id = serde_json::from_str::<Value>(&replies[i])
+            .ok()
+            .and_then(|v| RequestId::from_value(&v["id"]));
+        replies[i] = rpc::error_response(
+            id.as_ref(),
+            &RpcError::new(
+                ErrorCode::InternalError,
+                "the answers to this batch together are above the 16 MiB Claude Code accepts in one message; send fewer requests at once",
+            ),
+        )
+        .to_string();
+    }
+    format!("[{}]", replies.join(","))
 }
 
 fn initialize(client: &Client, params: &Value) -> Result<Value, RpcError> {

@@ -74,6 +74,35 @@ pub fn unblock_all_signals_in_child(cmd: &mut std::process::Command) {
     }
 }
 
+/// Makes a child get SIGKILL when the thread that started it ends (a server killed with -9
+/// takes its checkers along). Only for children whose starting thread waits for them.
+pub fn die_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+/// Takes an exclusive lock on an open file without waiting; false when another process
+/// holds it. The lock lasts as long as the file stays open (and goes with the process).
+pub fn try_lock_exclusive(f: &std::fs::File) -> io::Result<bool> {
+    // SAFETY: flock on a descriptor we own.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
 /// Sends `signal` to a child process group leader or process.
 pub fn kill(pid: i32, signal: libc::c_int) -> io::Result<()> {
     // SAFETY: plain system call on integers.

@@ -1438,17 +1438,29 @@ mod tests {
     fn files_are_compared_as_the_cli_reads_them() {
         let lf = b"a\nb\nc\n";
         let r = as_cli_reads(b"a\r\nb\r\nc\r\n");
-        assert_eq!((r.text.as_slice(), r.crlf, r.encoding), (&lf[..], true, None));
+        assert_eq!(
+            (r.text.as_slice(), r.crlf, r.encoding),
+            (&lf[..], true, None)
+        );
         let r = as_cli_reads(b"\xEF\xBB\xBFa\nb\nc\n");
-        assert_eq!((r.text.as_slice(), r.crlf, r.encoding), (&lf[..], false, Some("UTF-8 with BOM")));
+        assert_eq!(
+            (r.text.as_slice(), r.crlf, r.encoding),
+            (&lf[..], false, Some("UTF-8 with BOM"))
+        );
         let utf16: Vec<u8> = [0xFF, 0xFE]
             .into_iter()
             .chain("a\r\nb\r\nc\r\n".encode_utf16().flat_map(u16::to_le_bytes))
             .collect();
         let r = as_cli_reads(&utf16);
-        assert_eq!((r.text.as_slice(), r.crlf, r.encoding), (&lf[..], true, Some("UTF-16LE")));
+        assert_eq!(
+            (r.text.as_slice(), r.crlf, r.encoding),
+            (&lf[..], true, Some("UTF-16LE"))
+        );
         // A one-line edit to a CRLF file is one line, not the whole file.
-        assert_eq!(stat(&as_cli_reads(b"a\r\nb\r\nc\r\n").text, b"a\nB\nc\n"), (1, 1));
+        assert_eq!(
+            stat(&as_cli_reads(b"a\r\nb\r\nc\r\n").text, b"a\nB\nc\n"),
+            (1, 1)
+        );
         // A lone CR is content, not a line ending.
         assert_eq!(as_cli_reads(b"a\rb\n").text, b"a\rb\n");
     }

@@ -30,6 +30,9 @@ const MAX_PENDING: usize = 4096;
 const READS_PER_TURN: usize = 64;
 /// Messages handed to the socket per turn.
 const WRITES_PER_TURN: usize = 64;
+/// Bytes of answers queued for a client above which its requests are no longer read: a client
+/// that stops reading its answers is not allowed to make the server buffer without bound.
+const MAX_BACKLOG: usize = 32 << 20;
 
 pub struct Gate {
     pub token: String,
@@ -75,6 +78,10 @@ enum Out {
 #[derive(Default)]
 struct Queue {
     items: VecDeque<Out>,
+    /// Bytes of the text messages in `items`.
+    bytes: usize,
+    /// A close to send before anything still queued (see `Outbox::close`).
+    close: Option<(u16, String)>,
     ended: bool,
 }
 
@@ -102,17 +109,23 @@ impl Outbox {
         })
     }
 
-    /// Everything queued so far, as text (a close as `close CODE REASON`), oldest first.
+    /// Everything queued so far, as text (a close last, as `close CODE REASON`), oldest first.
     #[cfg(test)]
     pub fn take_sent(&self) -> Vec<String> {
         let mut q = self.queue.lock().unwrap();
-        q.items
+        q.bytes = 0;
+        let mut out: Vec<String> = q
+            .items
             .drain(..)
             .map(|o| match o {
                 Out::Text(t) => t.to_string(),
                 Out::Close(code, reason) => format!("close {code} {reason}"),
             })
-            .collect()
+            .collect();
+        if let Some((code, reason)) = q.close.take() {
+            out.push(format!("close {code} {reason}"));
+        }
+        out
     }
 
     /// Ends an in-memory outbox as a closed connection would.
@@ -139,15 +152,29 @@ impl Outbox {
         if q.ended {
             return false;
         }
-        q.items.push_front(Out::Text(text.into()));
+        let text = text.into();
+        q.bytes += text.len();
+        q.items.push_front(Out::Text(text));
         drop(q);
         self.wake();
         true
     }
 
-    /// Closes the connection with a close frame carrying `code` and `reason`.
+    /// Closes the connection with a close frame carrying `code` and `reason`, ahead of what
+    /// is still queued (which is dropped): a connection being closed because it stopped
+    /// reading must not wait for its backlog first. The connection ends within a second even
+    /// if the peer never takes the close frame.
     pub fn close(&self, code: u16, reason: &str) -> bool {
-        self.push(Out::Close(code, reason.to_string()))
+        let mut q = self.queue.lock().unwrap();
+        if q.ended || q.close.is_some() {
+            return false;
+        }
+        q.close = Some((code, reason.to_string()));
+        q.items.clear();
+        q.bytes = 0;
+        drop(q);
+        self.wake();
+        true
     }
 
     pub fn is_ended(&self) -> bool {
@@ -156,10 +183,13 @@ impl Outbox {
 
     fn push(&self, out: Out) -> bool {
         let mut q = self.queue.lock().unwrap();
-        if q.ended {
+        if q.ended || q.close.is_some() {
             return false;
         }
         let first = q.items.is_empty();
+        if let Out::Text(t) = &out {
+            q.bytes += t.len();
+        }
         q.items.push_back(out);
         drop(q);
         if first {
@@ -169,20 +199,37 @@ impl Outbox {
     }
 
     /// At most `n` queued messages, oldest (or most urgent) first.
+    fn take_close(&self) -> Option<(u16, String)> {
+        self.queue.lock().unwrap().close.take()
+    }
+
     fn take(&self, n: usize) -> Vec<Out> {
         let mut q = self.queue.lock().unwrap();
         let n = n.min(q.items.len());
-        q.items.drain(..n).collect()
+        let taken: Vec<Out> = q.items.drain(..n).collect();
+        for o in &taken {
+            if let Out::Text(t) = o {
+                q.bytes -= t.len();
+            }
+        }
+        taken
     }
 
     fn has_queued(&self) -> bool {
-        !self.queue.lock().unwrap().items.is_empty()
+        let q = self.queue.lock().unwrap();
+        !q.items.is_empty() || q.close.is_some()
+    }
+
+    /// Whether so much waits for the peer that its requests should wait too.
+    fn backlogged(&self) -> bool {
+        self.queue.lock().unwrap().bytes > MAX_BACKLOG
     }
 
     fn end(&self) {
         let mut q = self.queue.lock().unwrap();
         q.ended = true;
         q.items.clear();
+        q.bytes = 0;
     }
 }
 
@@ -610,9 +657,21 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
         }));
     };
     'conn: loop {
+        // A close goes first, even while the socket is blocked: a peer that stopped reading
+        // gets a second to take it, then the connection is shut down.
+        if closing.is_none()
+            && let Some((code, reason)) = outbox.take_close()
+        {
+            close(&mut ws, code, &reason);
+            ended = Ended {
+                code: Some(code),
+                reason,
+            };
+            closing = Some(Instant::now());
+        }
         // Hand the socket a bounded batch, and only once the previous one has left: what is
         // still queued here can be overtaken by an urgent message.
-        let batch = if want_write {
+        let batch = if want_write || closing.is_some() {
             Vec::new()
         } else {
             outbox.take(WRITES_PER_TURN)
@@ -653,8 +712,9 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
         }
         // A bounded batch per turn: a client that never pauses must still get its answers
         // and our keepalive pings, which are written at the top of the loop.
-        let mut batch_full = true;
-        for _ in 0..READS_PER_TURN {
+        let reading = !outbox.backlogged();
+        let mut batch_full = reading;
+        for _ in 0..if reading { READS_PER_TURN } else { 0 } {
             match ws.read() {
                 Ok(Message::Text(t)) => handler(Event::Text(t.as_str())),
                 // Some clients put JSON in binary frames; treat UTF-8 ones as text.
@@ -731,7 +791,7 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
         let interests = [
             Interest {
                 fd,
-                read: true,
+                read: reading,
                 write: want_write,
             },
             Interest {

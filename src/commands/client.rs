@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use crate::cli::{Args, EXIT_FAILURE, EXIT_OK, Fail, Outcome};
 use crate::control::{self, Control, FindError};
+use crate::text::visible;
 
 /// Connects to the server for the current directory (or `--port`).
 pub fn connect(args: &Args) -> Result<Control, Fail> {
@@ -109,7 +110,7 @@ fn find_diff(ctl: &mut Control, target: Option<&str>) -> Result<Value, Fail> {
 /// The diff's file for people: relative when under the current directory, and with the
 /// control characters of a name the model chose made visible.
 fn file_of(d: &Value) -> String {
-    crate::text::visible(&display_path(Path::new(d["file"].as_str().unwrap_or("")))).into_owned()
+    visible(&display_path(Path::new(d["file"].as_str().unwrap_or("")))).into_owned()
 }
 
 pub fn diff(args: &Args) -> Outcome {
@@ -166,7 +167,7 @@ pub fn diff(args: &Args) -> Outcome {
                     }
                     Err(e) => {
                         broken = true;
-                        ("broken".to_string(), format!(" ({})", crate::text::visible(&e)))
+                        ("broken".to_string(), format!(" ({})", visible(&e)))
                     }
                 };
                 println!(
@@ -206,11 +207,18 @@ pub fn diff(args: &Args) -> Outcome {
                         d["added"] = added.into();
                         d["removed"] = removed.into();
                         d["diff"] = String::from_utf8_lossy(&text).into_owned().into();
-                        d["restored"] = json!({"crlf": f.original.crlf, "encoding": f.original.encoding});
+                        d["restored"] =
+                            json!({"crlf": f.original.crlf, "encoding": f.original.encoding});
                         print_json(&d);
                     } else {
-                        let text =
-                            crate::textdiff::unified(original, &f.proposed, &a, &b, true, use_color());
+                        let text = crate::textdiff::unified(
+                            original,
+                            &f.proposed,
+                            &a,
+                            &b,
+                            true,
+                            use_color(),
+                        );
                         let mut out = std::io::stdout().lock();
                         if let Some(note) = f.restored() {
                             let _ = writeln!(out, "{note}");
@@ -413,17 +421,9 @@ pub fn select(args: &Args) -> Outcome {
     let lines =
         sel["end"]["line"].as_u64().unwrap_or(0) + 1 - sel["start"]["line"].as_u64().unwrap_or(0);
     if r["selection"]["text"] == "" {
-        eprintln!(
-            "selected {} ({})",
-            file,
-            delivered(&r)
-        );
+        eprintln!("selected {} ({})", file, delivered(&r));
     } else {
-        eprintln!(
-            "selected {lines} line(s) of {} ({})",
-            file,
-            delivered(&r)
-        );
+        eprintln!("selected {lines} line(s) of {} ({})", file, delivered(&r));
     }
     Ok(EXIT_OK)
 }
@@ -448,10 +448,7 @@ pub fn mention(args: &Args) -> Outcome {
     if r["queued"] == true && r["held"] == 0 {
         eprintln!("mentioned {file}: no client connected, queued for the next one");
     } else {
-        eprintln!(
-            "mentioned {file} ({})",
-            delivered(&r)
-        );
+        eprintln!("mentioned {file} ({})", delivered(&r));
     }
     Ok(EXIT_OK)
 }
@@ -523,21 +520,21 @@ pub fn status(args: &Args) -> Outcome {
         return Ok(EXIT_OK);
     }
     let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    // Names and paths come from clients and the model: shown with control characters visible.
+    let text = |v: &Value| visible(v.as_str().unwrap_or("")).into_owned();
+    let path = |v: &Value| visible(&display_path(Path::new(v.as_str().unwrap_or("")))).into_owned();
     let mut out = String::new();
     out.push_str(&format!(
         "server   {} (pid {}) on 127.0.0.1:{}, up {}\n",
-        s["ide_name"].as_str().unwrap_or(""),
+        text(&s["ide_name"]),
         s["pid"],
         s["port"],
         age(s["started"].as_u64().unwrap_or(0))
     ));
     for w in list(&s["workspaces"]) {
-        out.push_str(&format!("folder   {}\n", w.as_str().unwrap_or("")));
+        out.push_str(&format!("folder   {}\n", text(&w)));
     }
-    out.push_str(&format!(
-        "state    {}\n",
-        s["state_dir"].as_str().unwrap_or("")
-    ));
+    out.push_str(&format!("state    {}\n", text(&s["state_dir"])));
     let clients = list(&s["clients"]);
     if clients.is_empty() {
         out.push_str("clients  none\n");
@@ -546,11 +543,11 @@ pub fn status(args: &Args) -> Outcome {
         out.push_str(&format!(
             "client   #{} {} {} pid {} for {}\n",
             c["id"],
-            c["name"]
-                .as_str()
-                .filter(|n| !n.is_empty())
-                .unwrap_or("(not initialized)"),
-            c["version"].as_str().unwrap_or(""),
+            match text(&c["name"]) {
+                n if n.is_empty() => "(not initialized)".to_string(),
+                n => n,
+            },
+            text(&c["version"]),
             c["pid"]
                 .as_i64()
                 .map_or("unknown".to_string(), |p| p.to_string()),
@@ -560,14 +557,14 @@ pub fn status(args: &Args) -> Outcome {
     for t in list(&s["tabs"]) {
         out.push_str(&format!(
             "tab      {}{}\n",
-            display_path(Path::new(t["path"].as_str().unwrap_or(""))),
+            path(&t["path"]),
             if t["active"] == true { " (active)" } else { "" }
         ));
     }
     for d in list(&s["documents"]) {
         out.push_str(&format!(
             "unsaved  {} ({} bytes)\n",
-            display_path(Path::new(d["path"].as_str().unwrap_or(""))),
+            path(&d["path"]),
             d["bytes"]
         ));
     }
@@ -577,13 +574,13 @@ pub fn status(args: &Args) -> Outcome {
     {
         out.push_str(&format!(
             "select   {} (the file, no text)\n",
-            display_path(Path::new(sel["filePath"].as_str().unwrap_or("")))
+            path(&sel["filePath"])
         ));
     } else if let Some(sel) = s["selection"].as_object() {
         let r = &sel["selection"];
         out.push_str(&format!(
             "select   {}:{}:{}-{}:{}\n",
-            display_path(Path::new(sel["filePath"].as_str().unwrap_or(""))),
+            path(&sel["filePath"]),
             r["start"]["line"].as_u64().unwrap_or(0) + 1,
             r["start"]["character"].as_u64().unwrap_or(0) + 1,
             r["end"]["line"].as_u64().unwrap_or(0) + 1,
@@ -706,8 +703,8 @@ fn status_all(args: &Args) -> Outcome {
             } else {
                 "other"
             },
-            l.ide_name,
-            l.folders()
+            visible(&l.ide_name),
+            visible(&l.folders())
         );
     }
     Ok(EXIT_OK)
@@ -723,9 +720,16 @@ pub fn gc(args: &Args) -> Outcome {
     let config = crate::lockfile::config_dir(args.value("--config-dir").as_deref())?;
     let mut removed = 0;
     for l in crate::lockfile::scan(&config) {
-        let (Some(control), false) = (&l.control, l.alive) else {
+        let Some(control) = &l.control else {
             continue;
         };
+        if l.alive {
+            continue;
+        }
+        if let Err(why) = crate::lockfile::proven_dead(&l) {
+            println!("kept {}: {why}", l.path.display());
+            continue;
+        }
         let mut leftovers = vec![l.path.clone(), control.clone()];
         if let Some(state) = control.parent() {
             leftovers.push(state.join("diffs"));
@@ -805,11 +809,20 @@ pub fn diagnostics(args: &Args) -> Outcome {
                     "invalid value '{format}' for --format: expected auto, protocol, sarif, cargo, compiler or ruff"
                 )));
             }
-            let text = match rest.first().map(String::as_str) {
-                None | Some("-") => read_stdin()?,
-                Some(f) => std::fs::read_to_string(f)
-                    .map_err(|e| Fail::Failed(format!("cannot read {f}: {e}")))?,
+            // Not-UTF-8 bytes (a compiler echoing a Latin-1 source line) cost that text, not
+            // the import.
+            let bytes = match rest.first().map(String::as_str) {
+                None | Some("-") => {
+                    let mut b = Vec::new();
+                    std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)
+                        .map_err(|e| Fail::Failed(format!("cannot read standard input: {e}")))?;
+                    b
+                }
+                Some(f) => {
+                    std::fs::read(f).map_err(|e| Fail::Failed(format!("cannot read {f}: {e}")))?
+                }
             };
+            let text = String::from_utf8_lossy(&bytes);
             let r = connect(args)?.request(json!({
                 "cmd": "diagnostics.import", "text": text, "format": format, "cwd": cwd_string(),
             }))?;
@@ -883,8 +896,11 @@ pub fn exec(args: &Args) -> Outcome {
                 q["id"].as_str().unwrap_or(""),
                 q["client"]
             );
-            for line in q["code"].as_str().unwrap_or("").lines() {
-                println!("    {line}");
+            // Exactly what Python will run: a lone CR or an escape sequence would otherwise
+            // hide code from the person approving it.
+            let code = q["code"].as_str().unwrap_or("");
+            for line in code.strip_suffix('\n').unwrap_or(code).split('\n') {
+                println!("    {}", visible(line));
             }
             println!();
         }

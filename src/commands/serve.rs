@@ -3,8 +3,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::cli::{Args, Command, Fail, Flag, Outcome, flag};
@@ -332,7 +332,11 @@ fn bind(s: &Options, remembered: Option<u16>) -> Result<TcpListener, String> {
 /// A started server: what `stop` needs to clean up.
 pub struct Started {
     pub sessions: Arc<Sessions>,
-    lock: LockFile,
+    /// The lock file, shared with the timer thread that restores it if it is deleted; None
+    /// once `stop` removed it.
+    lock: Arc<Mutex<Option<LockFile>>>,
+    /// Held for the server's life: one server per state directory.
+    _instance: std::fs::File,
 }
 
 pub fn run(args: &Args) -> Outcome {
@@ -352,6 +356,7 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
     crate::sys::restrict_umask();
     let o = options(args)?;
     crate::files::private_dir(&o.state_dir, "state directory")?;
+    let instance = lockfile::claim_state_dir(&o.state_dir)?;
     let identity = lockfile::load_identity(&o.state_dir)?;
     let listener = bind(&o, identity.port)?;
     let port = listener
@@ -408,12 +413,26 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
     spawn("imports", move || {
         crate::diagnostics::watch_drop_dir(&diagnostics, &drop_dir)
     })?;
+    let lock = Arc::new(Mutex::new(Some(state.announce()?)));
     let timer_sessions = sessions.clone();
     let mut watchdog = Watchdog::from_env();
+    let mut lock_watch = LockWatch {
+        lock: lock.clone(),
+        state: state.clone(),
+        next: Instant::now(),
+    };
     spawn("keepalive", move || {
-        timer_sessions.run_timer(|now| watchdog.tick(now))
+        timer_sessions.run_timer(|now| {
+            watchdog.tick(now);
+            lock_watch.tick(now);
+        })
     })?;
-    let lock = state.announce()?;
+    let lock_path = lock
+        .lock()
+        .unwrap()
+        .as_ref()
+        .map(|l| l.path.clone())
+        .unwrap_or_default();
     crate::info!(
         "listening on {}:{port} for {} (lock file {})",
         o.host,
@@ -422,11 +441,15 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
             .map(|w| w.display().to_string())
             .collect::<Vec<_>>()
             .join(", "),
-        lock.path.display()
+        lock_path.display()
     );
     log_tools(&state);
     crate::sys::sd_notify("READY=1");
-    Ok(Started { sessions, lock })
+    Ok(Started {
+        sessions,
+        lock,
+        _instance: instance,
+    })
 }
 
 /// Says at start what the model may run and which tools will be used, for whoever reads the log.
@@ -457,7 +480,9 @@ pub fn stop(r: Started) {
     // First refuse new upgrades: the CLI reconnects within milliseconds of a 1001, and a
     // connection accepted now would die with the process while the CLI believes it is live.
     r.sessions.stopping.store(true, Ordering::SeqCst);
-    r.lock.remove();
+    if let Some(lock) = r.lock.lock().unwrap().take() {
+        lock.remove();
+    }
     let _ = std::fs::remove_file(&r.sessions.state.control_path);
     // 1001 "going away" lets the CLI reconnect to a restarted server on the same port.
     let clients = r.sessions.clients.all();
@@ -467,6 +492,39 @@ pub fn stop(r: Started) {
     let deadline = Instant::now() + Duration::from_millis(500);
     while clients.iter().any(|c| !c.outbox.is_ended()) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
+    }
+    // No checker, formatter or Python kernel outlives the server.
+    crate::proc::kill_all();
+}
+
+/// Puts the lock file back when something deleted it while the server runs (a cleanup script,
+/// another CLI sweeping locks it believes dead): without it the CLI can never find the server
+/// again. Checked every two seconds on the timer thread.
+struct LockWatch {
+    lock: Arc<Mutex<Option<LockFile>>>,
+    state: Arc<State>,
+    next: Instant,
+}
+
+impl LockWatch {
+    fn tick(&mut self, now: Instant) {
+        if now < self.next {
+            return;
+        }
+        self.next = now + Duration::from_secs(2);
+        // Held while checking and writing, so `stop` cannot remove it in between.
+        let lock = self.lock.lock().unwrap();
+        let Some(l) = lock.as_ref() else { return };
+        if l.path.exists() {
+            return;
+        }
+        match self.state.announce() {
+            Ok(_) => crate::warn!(
+                "the lock file {} was deleted while this server runs; wrote it again (same port and token) so Claude Code can find the server",
+                l.path.display()
+            ),
+            Err(e) => crate::error!("the lock file was deleted and cannot be written again: {e}"),
+        }
     }
 }
 

@@ -103,12 +103,13 @@ impl Diagnostics {
             };
             for it in items {
                 if let Some(p) = it["uri"].as_str().and_then(|u| u.strip_prefix("file://")) {
-                    by_file.entry(PathBuf::from(p)).or_default();
+                    by_file.entry(self.inside(Path::new(p))).or_default();
                 }
             }
         }
         let mut outside = 0;
-        for d in parse::parse(text, format, base, "import") {
+        for mut d in parse::parse(text, format, base, "import") {
+            d.path = self.inside(&d.path);
             if self.workspaces.contains(&d.path) {
                 by_file.entry(d.path.clone()).or_default().push(d);
             } else {
@@ -120,6 +121,18 @@ impl Diagnostics {
         let files = by_file.len();
         let changed = self.replace("import", by_file);
         json!({"ok": true, "files": files, "diagnostics": count, "changed": changed, "outside_workspace": outside})
+    }
+
+    /// A path a tool printed, as the workspace names it: a path through a symlink to the
+    /// workspace (a build run from a symlinked checkout) is the workspace file.
+    fn inside(&self, p: &Path) -> PathBuf {
+        if self.workspaces.contains(p) {
+            return p.to_path_buf();
+        }
+        match std::fs::canonicalize(p) {
+            Ok(real) if self.workspaces.contains(&real) => real,
+            _ => p.to_path_buf(),
+        }
     }
 
     /// The answer from the store: the requested uri echoed exactly, or every file.
@@ -299,14 +312,34 @@ pub fn watch_drop_dir(diagnostics: &Diagnostics, dir: &Path) {
             .collect();
         paths.sort();
         for p in paths {
-            // Files still being written are skipped by convention: name them `*.tmp`.
-            if p.extension().is_some_and(|e| e == "tmp")
+            // Files still being written are skipped by convention: name them `*.tmp`. Files
+            // that could not be read were renamed `*.rejected` and stay for the user.
+            if p.extension().is_some_and(|e| e == "tmp" || e == "rejected")
                 || p.file_name()
                     .is_some_and(|n| n.to_string_lossy().starts_with('.'))
             {
                 continue;
             }
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let bytes = match std::fs::read(&p) {
+                Ok(b) => b,
+                Err(e) => {
+                    let mut kept = p.clone().into_os_string();
+                    kept.push(".rejected");
+                    let moved = std::fs::rename(&p, &kept);
+                    crate::warn!(
+                        "cannot read {}: {e}; {}",
+                        p.display(),
+                        match moved {
+                            Ok(()) => format!("kept as {}", Path::new(&kept).display()),
+                            Err(e) => format!("left in place ({e})"),
+                        }
+                    );
+                    continue;
+                }
+            };
+            // A compiler echoes source lines in their own encoding (gcc and a Latin-1 file):
+            // a stray byte costs that line's text, never the whole import.
+            let text = String::from_utf8_lossy(&bytes);
             let base = diagnostics.workspaces.first();
             let r = diagnostics.import(&text, Format::Auto, &base);
             crate::info!(

@@ -59,7 +59,7 @@ impl Responder {
             .unwrap()
             .inflight
             .retain(|(id, _)| *id != self.id);
-        self.client.send(&super::response(&self.id, r))
+        self.client.outbox.send(super::capped_response(&self.id, r))
     }
 
     /// False once answered, cancelled, or the connection has ended.
@@ -68,19 +68,39 @@ impl Responder {
     }
 }
 
+/// Worker threads one client may keep busy at once; its further slow calls are refused.
+pub const MAX_WORKERS: usize = 16;
+
 /// Answers a deferred call from a new thread with what `work` returns (None: no answer), so
-/// that a slow tool never holds up its connection (which must keep answering pings).
+/// that a slow tool never holds up its connection (which must keep answering pings). A
+/// client gets at most `MAX_WORKERS` such threads: a batch of a thousand slow calls costs
+/// sixteen threads and a thousand quick refusals, not a thousand threads.
 pub fn answer_later(
     responder: Arc<Responder>,
     work: Box<dyn FnOnce() -> Option<Value> + Send>,
 ) -> Reply {
+    let client = responder.client.clone();
+    {
+        let mut s = client.state.lock().unwrap();
+        if s.workers >= MAX_WORKERS {
+            drop(s);
+            responder.reply(Ok(tool_error(&format!(
+                "{MAX_WORKERS} slow calls of this client are still running; wait for their answers and try again"
+            ))));
+            return Reply::Later;
+        }
+        s.workers += 1;
+    }
     let r = responder.clone();
+    let worker_client = client.clone();
     let started = crate::proc::spawn_thread("answer", move || {
         if let Some(v) = work() {
             r.reply(Ok(v));
         }
+        worker_client.state.lock().unwrap().workers -= 1;
     });
     if let Err(e) = started {
+        client.state.lock().unwrap().workers -= 1;
         responder.reply(Ok(tool_error(&format!("cannot start a thread: {e}"))));
     }
     Reply::Later

@@ -36,6 +36,8 @@ pub struct ClientState {
     pub next_ping: Option<Instant>,
     /// Deferred requests still owed an answer, with the flag that marks them answered.
     pub inflight: Vec<(RequestId, Arc<AtomicBool>)>,
+    /// Worker threads answering its requests now (see `call::answer_later`).
+    pub workers: usize,
 }
 
 /// A snapshot of one client for `status` and the log.
@@ -110,10 +112,16 @@ impl Clients {
     pub fn broadcast(&self, method: &str, params: Value) -> Reach {
         let mention = method == "at_mentioned";
         let selection = method == "selection_changed";
-        let text: tungstenite::Utf8Bytes = super::notification(method, params.clone())
-            .to_string()
-            .into();
+        let text = super::notification(method, params.clone()).to_string();
         let mut reach = Reach::default();
+        if text.len() > super::MAX_TO_CLIENT {
+            crate::warn!(
+                "not sending {method}: it is {} as JSON, above the 16 MiB a Claude Code client accepts",
+                super::mib(text.len())
+            );
+            return reach;
+        }
+        let text: tungstenite::Utf8Bytes = text.into();
         for c in self.all() {
             let mut s = c.state.lock().unwrap();
             if !s.initialized {

@@ -160,6 +160,36 @@ pub fn error_response(id: Option<&RequestId>, e: &RpcError) -> Value {
     })
 }
 
+/// The largest message a Claude Code client takes: above it, it drops the connection
+/// (ccide-protocol(7) §2.1). Every message ccide sends is measured against it.
+pub const MAX_TO_CLIENT: usize = 16 << 20;
+
+/// `n` bytes as people read sizes: `25.3 MiB`.
+pub fn mib(n: usize) -> String {
+    format!("{}.{} MiB", n >> 20, ((n & ((1 << 20) - 1)) * 10) >> 20)
+}
+
+/// The text of a response, or, when it would not fit in one client message, the text of an
+/// error saying so: a tool result becomes an isError result (the model reads it), anything
+/// else a -32603 error.
+pub fn capped_response(id: &RequestId, r: Result<Value, RpcError>) -> String {
+    let is_tool_result = matches!(&r, Ok(v) if v.get("content").is_some());
+    let text = response(id, r).to_string();
+    if text.len() <= MAX_TO_CLIENT {
+        return text;
+    }
+    let message = format!(
+        "the answer is {} as JSON, above the 16 MiB Claude Code accepts in one message (it would drop the connection); ask for less, such as a smaller file or one file's diagnostics",
+        mib(text.len())
+    );
+    let r = if is_tool_result {
+        Ok(json!({"content": [{"type": "text", "text": message}], "isError": true}))
+    } else {
+        Err(RpcError::new(ErrorCode::InternalError, message))
+    };
+    response(id, r).to_string()
+}
+
 pub fn response(id: &RequestId, r: Result<Value, RpcError>) -> Value {
     match r {
         Ok(v) => result_response(id, v),
@@ -285,6 +315,36 @@ mod tests {
             let e = classify(v).err().unwrap();
             assert_eq!(e["error"]["code"], -32600);
         }
+    }
+
+    #[test]
+    fn answers_above_the_client_cap_become_errors() {
+        let id = RequestId::number(3);
+        let small = capped_response(&id, Ok(json!({"content": [{"type": "text", "text": "x"}]})));
+        assert_eq!(
+            small,
+            r#"{"id":3,"jsonrpc":"2.0","result":{"content":[{"text":"x","type":"text"}]}}"#
+        );
+        // Characters JSON escapes double in size: 9 MiB of quotes is 18 MiB on the wire.
+        let quotes = "\"".repeat(9 << 20);
+        let big = capped_response(
+            &id,
+            Ok(json!({"content": [{"type": "text", "text": quotes}]})),
+        );
+        let v: Value = serde_json::from_str(&big).unwrap();
+        assert_eq!(v["result"]["isError"], true);
+        assert_eq!(
+            v["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .split(" as JSON")
+                .next(),
+            Some("the answer is 18.0 MiB")
+        );
+        let raw = capped_response(&id, Ok(Value::String(quotes)));
+        let v: Value = serde_json::from_str(&raw).unwrap();
+        assert_eq!(v["error"]["code"], -32603);
+        assert_eq!(mib(25 << 20 | 314_573), "25.3 MiB");
     }
 
     #[test]

@@ -99,6 +99,8 @@ pub enum SettleError {
     AlreadySettled(String),
     Ambiguous(String),
     Unreadable(String),
+    /// The answer would not fit in one message to the client.
+    TooBig(String),
 }
 
 impl SettleError {
@@ -109,6 +111,7 @@ impl SettleError {
             SettleError::AlreadySettled(_) => "already_settled",
             SettleError::Ambiguous(_) => "ambiguous",
             SettleError::Unreadable(_) => "unreadable",
+            SettleError::TooBig(_) => "too_big",
         }
     }
 
@@ -117,7 +120,8 @@ impl SettleError {
             SettleError::NotFound(m)
             | SettleError::AlreadySettled(m)
             | SettleError::Ambiguous(m)
-            | SettleError::Unreadable(m) => m,
+            | SettleError::Unreadable(m)
+            | SettleError::TooBig(m) => m,
         }
     }
 }
@@ -235,6 +239,22 @@ impl Diffs {
         } else {
             None
         };
+        if let Some(c) = &content {
+            // The CLI drops a connection on a message above 16 MiB: it would never hear of
+            // the decision, so the diff stays pending and the user is told.
+            let answer = crate::rpc::response(
+                &inner.pending[i].responder.id,
+                Ok(tool_texts(&["FILE_SAVED", c])),
+            );
+            let n = answer.to_string().len();
+            if n > crate::rpc::MAX_TO_CLIENT {
+                return Err(SettleError::TooBig(format!(
+                    "cannot accept diff {}: the answer carrying the file is {} as JSON, above the 16 MiB Claude Code accepts in one message; the diff stays pending (reject it, and ask Claude for smaller edits)",
+                    inner.pending[i].id,
+                    crate::rpc::mib(n)
+                )));
+            }
+        }
         let d = inner.pending.remove(i);
         let how = if accept { How::Accepted } else { How::Rejected };
         let desc = d.describe();

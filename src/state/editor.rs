@@ -40,6 +40,8 @@ struct Model {
     documents: BTreeMap<PathBuf, String>,
     /// Mentions made while no client was connected: delivered on the next handshake.
     mentions: VecDeque<(Value, Instant)>,
+    /// Why the last save failed, if it did: the model then holds what a restart loses.
+    save_error: Option<String>,
 }
 
 pub struct Editor {
@@ -93,7 +95,7 @@ impl Editor {
         }
     }
 
-    fn save(&self, m: &Model) {
+    fn save(&self, m: &mut Model) {
         let docs: serde_json::Map<String, Value> = m
             .documents
             .iter()
@@ -105,18 +107,30 @@ impl Editor {
             "latest": m.latest,
             "documents": docs,
         });
-        if let Err(e) = crate::files::write_atomic(&self.file, v.to_string().as_bytes(), 0o600) {
-            crate::error!(
-                "cannot save the editor state to {}: {e}",
-                self.file.display()
-            );
-        }
+        m.save_error = match crate::files::write_atomic(&self.file, v.to_string().as_bytes(), 0o600)
+        {
+            Ok(()) => None,
+            Err(e) => {
+                let e = format!(
+                    "cannot save the editor state to {}: {e}",
+                    self.file.display()
+                );
+                crate::error!("{e}");
+                Some(e)
+            }
+        };
+    }
+
+    /// Why the editor state could not be saved the last time, if it could not: a command
+    /// whose change would be lost at the next restart says so.
+    pub fn save_error(&self) -> Option<String> {
+        self.model.lock().unwrap().save_error.clone()
     }
 
     fn change<T>(&self, f: impl FnOnce(&mut Model) -> T) -> T {
         let mut m = self.model.lock().unwrap();
         let r = f(&mut m);
-        self.save(&m);
+        self.save(&mut m);
         r
     }
 

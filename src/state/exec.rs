@@ -259,7 +259,19 @@ fn run(exec: &Exec, slot: &Slot, code: &str, dir: &Path) -> Value {
     let mut content: Vec<Value> = out.into_iter().map(|(_, t)| text(t)).collect();
     let failure = match done {
         Ok(done) => {
-            for image in done["images"].as_array().into_iter().flatten() {
+            // Figures beyond what one client message can carry are left out, and said so.
+            let mut room = MAX_IMAGES;
+            for (n, image) in done["images"].as_array().into_iter().flatten().enumerate() {
+                let size = image.as_str().map_or(0, str::len);
+                if size > room {
+                    content.push(text(format!(
+                        "[figure {} left out: {} of PNG data is more than one answer to Claude Code can carry]",
+                        n + 1,
+                        crate::rpc::mib(size)
+                    )));
+                    continue;
+                }
+                room -= size;
                 content.push(json!({"type": "image", "data": image, "mimeType": "image/png"}));
             }
             done["error"].as_str().map(String::from)
@@ -309,6 +321,7 @@ impl Kernel {
             .process_group(0);
         crate::sys::unblock_all_signals_in_child(&mut cmd);
         let mut child = cmd.spawn()?;
+        crate::proc::track_group(child.id());
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(std::io::Error::other("no pipes to the kernel"));
         };
@@ -354,7 +367,7 @@ impl Kernel {
 
 impl Drop for Kernel {
     fn drop(&mut self) {
-        crate::proc::kill_group(self.child.id());
+        crate::proc::end_group(self.child.id());
         let _ = self.child.wait();
     }
 }
@@ -410,6 +423,10 @@ impl Exec {
         Ok(p.describe())
     }
 }
+
+/// Base64 PNG data one executeCode answer carries at most, leaving room for its text within
+/// the 16 MiB a client accepts.
+const MAX_IMAGES: usize = 12 << 20;
 
 /// The kernel's main loop (see the module comment): `kernel.py`, held as Python so it can be
 /// read and linted as Python.

@@ -154,19 +154,21 @@ impl State {
     }
 
     /// Sets the selection and tells every client (a client being set up gets it with its
-    /// greeting).
-    pub fn select(&self, payload: Value) -> Reach {
+    /// greeting). A selection too big for one client message is refused.
+    pub fn select(&self, payload: Value) -> Result<Reach, String> {
+        fits("selection_changed", &payload, "the selection")?;
         self.editor.set_selection(payload.clone());
-        self.broadcast("selection_changed", payload)
+        Ok(self.broadcast("selection_changed", payload))
     }
 
     /// Broadcasts a mention, or queues it for the next client when none is connected.
-    pub fn mention(&self, payload: Value) -> Reach {
+    pub fn mention(&self, payload: Value) -> Result<Reach, String> {
+        fits("at_mentioned", &payload, "the mention")?;
         let reach = self.broadcast("at_mentioned", payload.clone());
         if reach == Reach::default() {
             self.editor.queue_mention(payload);
         }
-        reach
+        Ok(reach)
     }
 
     /// The text a file shows in the editor: its unsaved content, else what is on disk, up to
@@ -271,6 +273,20 @@ impl State {
         }
         Ok(self.workspaces.list())
     }
+}
+
+/// Refuses a notification no client would take (ccide-protocol(7) §2.1).
+fn fits(method: &str, params: &Value, what: &str) -> Result<(), String> {
+    let n = crate::rpc::notification(method, params.clone())
+        .to_string()
+        .len();
+    if n > crate::rpc::MAX_TO_CLIENT {
+        return Err(format!(
+            "{what} is {} as JSON, above the 16 MiB a Claude Code client accepts in one message; select less",
+            crate::rpc::mib(n)
+        ));
+    }
+    Ok(())
 }
 
 /// Opens a regular file, refusing what would block (a FIFO, a device) or is a directory.

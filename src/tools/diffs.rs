@@ -54,7 +54,9 @@ fn display_name(p: &Path) -> String {
 /// rejected (the CLI ignores that late answer). Always TAB_CLOSED.
 pub fn close_tab(state: &Arc<State>, call: &Call, args: &Map<String, Value>) -> Reply {
     let name = tri!(arg_str(args, "tab_name", true)).unwrap_or_default();
-    state.diffs.close_where(call.client.id, |d| d.tab_name == name);
+    state
+        .diffs
+        .close_where(call.client.id, |d| d.tab_name == name);
     // close_tab also takes a file path, closing that editor tab (ccide-protocol(7) §7).
     if let Ok(p) = state.resolve(&name) {
         state.editor.close_tab(&p, false);
