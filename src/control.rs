@@ -439,3 +439,7 @@ pub fn current_dir() -> Result<PathBuf, String> {
         .and_then(std::fs::canonicalize)
         .map_err(|e| format!("cannot read the current directory: {e}"))
 }
+
+#[cfg(test)]
+#[path = "control_tests.rs"]
+mod tests;

@@ -325,13 +325,4 @@ pub fn direct_method(state: &State, method: &str, params: Value) -> Reply {
 }
 
 #[cfg(test)]
-mod tests {
-    #[test]
-    fn tools_are_sorted_by_name_and_unique() {
-        let names: Vec<&str> = super::TOOLS.iter().map(|t| t.name).collect();
-        let mut sorted = names.clone();
-        sorted.sort();
-        sorted.dedup();
-        assert_eq!(names, sorted);
-    }
-}
+mod tests;
