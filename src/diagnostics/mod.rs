@@ -102,8 +102,10 @@ impl Diagnostics {
                 _ => Vec::new(),
             };
             for it in items {
-                if let Some(p) = it["uri"].as_str().and_then(|u| u.strip_prefix("file://")) {
-                    by_file.entry(self.inside(Path::new(p))).or_default();
+                if let Some(u) = it["uri"].as_str() {
+                    by_file
+                        .entry(self.inside(&parse::entry_path(u, base)))
+                        .or_default();
                 }
             }
         }

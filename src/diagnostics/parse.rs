@@ -913,15 +913,21 @@ fn parse_protocol(v: &Value, cx: &Context, out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// The file a protocol entry's `uri` names: a `file://` URI or a path, relative ones against
+/// `base`, normalised.
+pub fn entry_path(uri: &str, base: &Path) -> PathBuf {
+    // ccide writes `file://` + the raw path, so a `%` in it is literal.
+    match crate::files::uri_path(uri, false) {
+        Some(p) => crate::files::normalize(Path::new(&p)),
+        None => resolve_path(base, uri),
+    }
+}
+
 fn protocol_entry(entry: &Value, cx: &Context, out: &mut Vec<Diagnostic>) {
     let Some(uri) = entry.get("uri").and_then(Value::as_str) else {
         return;
     };
-    // ccide writes `file://` + the raw path, so a `%` in it is literal.
-    let path = match crate::files::uri_path(uri, false) {
-        Some(p) => crate::files::normalize(Path::new(&p)),
-        None => resolve_path(cx.base, uri),
-    };
+    let path = entry_path(uri, cx.base);
     let Some(diagnostics) = entry.get("diagnostics").and_then(Value::as_array) else {
         return;
     };

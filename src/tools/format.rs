@@ -109,11 +109,19 @@ fn reformat(state: &State, raw: &str) -> Result<(), String> {
             format!("the formatter {prog} failed ({how}): {msg}")
         });
     }
-    let rewritten = std::fs::read(&tmp.0).unwrap_or_default();
+    // A copy the formatter removed or cannot be read back says nothing about the file.
+    let rewritten = std::fs::read(&tmp.0).map_err(|e| {
+        format!(
+            "the formatter {prog} left no readable copy ({e}); {} is left as it was",
+            path.display()
+        )
+    })?;
     drop(tmp);
+    // Output that names the copy is a report ("a.js 50ms (unchanged)"), not the result.
+    let reports = |out: &[u8]| String::from_utf8_lossy(out).contains(tmp_str.as_str());
     let new = if with_file && rewritten != original {
         rewritten
-    } else if !ran.stdout.is_empty() {
+    } else if !ran.stdout.is_empty() && !(with_file && reports(&ran.stdout)) {
         ran.stdout
     } else {
         return Ok(());

@@ -1668,7 +1668,6 @@ fn reformat_file_and_save_document_keep_the_file_mode() {
 }
 
 #[test]
-#[ignore = "bug: a {file} formatter that leaves the file as it is but prints a status line on stdout (prettier --write without --log-level) has the file replaced by that status line"]
 fn reformat_file_ignores_the_stdout_of_a_file_formatter_that_changed_nothing() {
     let mut ide = Ide::new();
     ide.set_formatters(&[r#"*.js=sh -c 'echo "$0 50ms (unchanged)"' {file}"#]);
@@ -1679,7 +1678,6 @@ fn reformat_file_ignores_the_stdout_of_a_file_formatter_that_changed_nothing() {
 }
 
 #[test]
-#[ignore = "bug: a {file} formatter that removes its input (and exits 0) empties the user's file: the missing copy is read as empty content"]
 fn reformat_file_keeps_the_file_when_the_formatter_removed_its_copy() {
     let mut ide = Ide::new();
     ide.set_formatters(&["*.txt=rm {file}"]);
