@@ -477,3 +477,7 @@ fn initialize(client: &Client, params: &Value) -> Result<Value, RpcError> {
         "serverInfo": {"name": "ccide", "version": env!("CARGO_PKG_VERSION")},
     }))
 }
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;

@@ -70,14 +70,9 @@ pub enum Event<'a> {
 pub type Handler = Box<dyn FnMut(Event) + Send>;
 pub type OnOpen = dyn Fn(Arc<Outbox>, Peer) -> Handler + Send + Sync;
 
-enum Out {
-    Text(Utf8Bytes),
-    Close(u16, String),
-}
-
 #[derive(Default)]
 struct Queue {
-    items: VecDeque<Out>,
+    items: VecDeque<Utf8Bytes>,
     /// Bytes of the text messages in `items`.
     bytes: usize,
     /// A close to send before anything still queued (see `Outbox::close`).
@@ -114,14 +109,7 @@ impl Outbox {
     pub fn take_sent(&self) -> Vec<String> {
         let mut q = self.queue.lock().unwrap();
         q.bytes = 0;
-        let mut out: Vec<String> = q
-            .items
-            .drain(..)
-            .map(|o| match o {
-                Out::Text(t) => t.to_string(),
-                Out::Close(code, reason) => format!("close {code} {reason}"),
-            })
-            .collect();
+        let mut out: Vec<String> = q.items.drain(..).map(|t| t.to_string()).collect();
         if let Some((code, reason)) = q.close.take() {
             out.push(format!("close {code} {reason}"));
         }
@@ -142,7 +130,7 @@ impl Outbox {
 
     /// Queues a text message; false when the connection has already ended.
     pub fn send(&self, text: impl Into<Utf8Bytes>) -> bool {
-        self.push(Out::Text(text.into()))
+        self.push(text.into())
     }
 
     /// Queues a message ahead of everything not yet handed to the socket (keepalive pings: a
@@ -154,7 +142,7 @@ impl Outbox {
         }
         let text = text.into();
         q.bytes += text.len();
-        q.items.push_front(Out::Text(text));
+        q.items.push_front(text);
         drop(q);
         self.wake();
         true
@@ -181,15 +169,13 @@ impl Outbox {
         self.queue.lock().unwrap().ended
     }
 
-    fn push(&self, out: Out) -> bool {
+    fn push(&self, out: Utf8Bytes) -> bool {
         let mut q = self.queue.lock().unwrap();
         if q.ended || q.close.is_some() {
             return false;
         }
         let first = q.items.is_empty();
-        if let Out::Text(t) = &out {
-            q.bytes += t.len();
-        }
+        q.bytes += out.len();
         q.items.push_back(out);
         drop(q);
         if first {
@@ -203,15 +189,11 @@ impl Outbox {
         self.queue.lock().unwrap().close.take()
     }
 
-    fn take(&self, n: usize) -> Vec<Out> {
+    fn take(&self, n: usize) -> Vec<Utf8Bytes> {
         let mut q = self.queue.lock().unwrap();
         let n = n.min(q.items.len());
-        let taken: Vec<Out> = q.items.drain(..n).collect();
-        for o in &taken {
-            if let Out::Text(t) = o {
-                q.bytes -= t.len();
-            }
-        }
+        let taken: Vec<Utf8Bytes> = q.items.drain(..n).collect();
+        q.bytes -= taken.iter().map(|t| t.len()).sum::<usize>();
         taken
     }
 
@@ -676,27 +658,12 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
         } else {
             outbox.take(WRITES_PER_TURN)
         };
-        for out in batch {
-            match out {
-                Out::Text(t) if closing.is_none() => {
-                    if let Err(e) = ws.write(Message::Text(t))
-                        && !is_would_block(&e)
-                    {
-                        ended.reason = format!("write failed: {e}");
-                        break 'conn;
-                    }
-                }
-                Out::Text(_) => {}
-                Out::Close(code, reason) => {
-                    if closing.is_none() {
-                        close(&mut ws, code, &reason);
-                        ended = Ended {
-                            code: Some(code),
-                            reason,
-                        };
-                        closing = Some(Instant::now());
-                    }
-                }
+        for t in batch {
+            if let Err(e) = ws.write(Message::Text(t))
+                && !is_would_block(&e)
+            {
+                ended.reason = format!("write failed: {e}");
+                break 'conn;
             }
         }
         match ws.flush() {

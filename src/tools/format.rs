@@ -121,7 +121,7 @@ fn reformat(state: &State, raw: &str) -> Result<(), String> {
     let reports = |out: &[u8]| String::from_utf8_lossy(out).contains(tmp_str.as_str());
     let new = if with_file && rewritten != original {
         rewritten
-    } else if !ran.stdout.is_empty() && !(with_file && reports(&ran.stdout)) {
+    } else if !(ran.stdout.is_empty() || with_file && reports(&ran.stdout)) {
         ran.stdout
     } else {
         return Ok(());
