@@ -627,7 +627,7 @@ pub fn claude(args: &Args) -> Outcome {
         .env("CLAUDE_CODE_SSE_PORT", port.to_string())
         .env("ENABLE_IDE_INTEGRATION", "true");
     // With a proxy set and no loopback exemption, the CLI tunnels the loopback WebSocket into
-    // the proxy and never connects (PROTOCOL 1).
+    // the proxy and never connects (ccide-protocol(7) §1.3).
     for var in ["no_proxy", "NO_PROXY"] {
         let old = std::env::var(var).unwrap_or_default();
         let joined = if old.is_empty() {

@@ -1,4 +1,4 @@
-//! reformat_file (seed 000): the project's formatter on a temporary copy beside the file; the
+//! reformat_file, a JetBrains plugin tool (ccide-protocol(7) §7.2): the project's formatter on a temporary copy beside the file; the
 //! original is replaced atomically only when the formatter succeeded.
 
 use std::io::Write;
