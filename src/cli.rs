@@ -32,6 +32,9 @@ pub struct Flag {
     pub env: Option<&'static str>,
     pub repeat: bool,
     pub help: &'static str,
+    /// The value when neither the flag nor its variable is given: `--help` prints it and
+    /// `Args::value` returns it, so the two cannot disagree.
+    pub default: Option<&'static str>,
 }
 
 pub struct Command {
@@ -58,6 +61,16 @@ pub const fn flag(
         env,
         repeat: false,
         help,
+        default: None,
+    }
+}
+
+impl Flag {
+    pub const fn default(self, value: &'static str) -> Flag {
+        Flag {
+            default: Some(value),
+            ..self
+        }
     }
 }
 
@@ -93,7 +106,10 @@ pub fn command_help(c: &Command) -> String {
                 Some(v) => format!("{} {v}", f.name),
                 None => f.name.to_string(),
             };
-            s.push_str(&format!("  {head}\n      {}\n", f.help));
+            match f.default {
+                Some(d) => s.push_str(&format!("  {head}\n      {} Default: {d}.\n", f.help)),
+                None => s.push_str(&format!("  {head}\n      {}\n", f.help)),
+            }
             if let Some(env) = f.env {
                 s.push_str(&format!("      [env: {env}]\n"));
             }
@@ -194,12 +210,15 @@ impl Args {
             .map(|v| (var.to_string(), v))
     }
 
-    /// The flag's value: from the command line, else from its environment variable.
+    /// The flag's value: from the command line, else from its environment variable, else its
+    /// default.
     pub fn value(&self, name: &str) -> Option<String> {
         if let Some((_, v)) = self.values.iter().rev().find(|(n, _)| *n == name) {
             return Some(v.clone());
         }
-        self.env(name).map(|(_, v)| v)
+        self.env(name)
+            .map(|(_, v)| v)
+            .or_else(|| self.def(name).default.map(String::from))
     }
 
     pub fn values(&self, name: &str) -> Vec<String> {
@@ -246,6 +265,8 @@ impl Args {
             (name.to_string(), v.clone())
         } else if let Some((var, v)) = self.env(name) {
             (var, v)
+        } else if let Some(d) = self.def(name).default {
+            (name.to_string(), d.to_string())
         } else {
             return Ok(None);
         };

@@ -206,6 +206,12 @@ pub fn file_url(p: &Path) -> String {
     format!("file://{}", p.display())
 }
 
+/// The path the CLI means by a getDiagnostics uri: `file://` + the raw path (never
+/// percent-encoded, ccide-protocol(7) §5.4); anything else is taken as a path.
+pub fn raw_uri_path(uri: &str) -> &str {
+    uri.strip_prefix("file://").unwrap_or(uri)
+}
+
 /// The path of a `file:` URI, percent-decoded if `decode` (SARIF and LSP encode; the CLI does
 /// not). None if `uri` is not a `file:` URI. `file://localhost/x` is `/x`; another host is a
 /// UNC path.

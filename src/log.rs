@@ -81,11 +81,7 @@ fn record(level: Level, journal: bool, message: &str) -> String {
 
 /// `2026-11-22T03:50:00Z`, computed without a time crate (days-from-civil inverse).
 pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    utc_string(secs)
+    utc_string(crate::text::now_secs())
 }
 
 pub fn utc_string(secs: u64) -> String {

@@ -178,8 +178,9 @@ pub const COMMANDS: &[Command] = &[
                 "--format",
                 Some("FORMAT"),
                 None,
-                "With import: auto, protocol, sarif, cargo, compiler or ruff. Default: auto.",
-            ),
+                "With import: auto, protocol, sarif, cargo, compiler or ruff.",
+            )
+            .default("auto"),
             JSON,
             PORT,
             CONFIG_DIR,
@@ -217,6 +218,7 @@ pub const COMMANDS: &[Command] = &[
                 env: None,
                 repeat: true,
                 help: "Make a plain unit for these folders instead of the template (repeatable).",
+                default: None,
             },
             flag(
                 "--install",
@@ -335,6 +337,7 @@ fn usage(msg: &str) -> i32 {
 
 #[cfg(test)]
 mod tests {
+    use super::commands;
     use std::collections::BTreeSet;
     use std::path::Path;
 
@@ -469,6 +472,27 @@ mod tests {
         );
         let want: BTreeSet<String> = ["files", "info", "rpc", "state"].map(String::from).into();
         assert_eq!(got, want);
+    }
+
+    /// The README's table of serve options states each default the flag table defines.
+    #[test]
+    fn the_readme_states_the_defaults_the_flags_define() {
+        let readme = include_str!("../README.md");
+        for f in commands::serve::FLAGS {
+            let Some(d) = f.default else { continue };
+            let row = readme
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{}", f.name)))
+                .unwrap_or_else(|| panic!("README has no row for {}", f.name));
+            // `\|` is a bar inside a cell.
+            let row = row.replace("\\|", "/");
+            let cell = row.split('|').nth(3).unwrap_or("").trim();
+            assert!(
+                cell.starts_with(d) || cell.starts_with(&format!("`{d}`")),
+                "README says {cell:?} for {}, the flag says {d}",
+                f.name
+            );
+        }
     }
 
     #[test]

@@ -223,7 +223,7 @@ pub fn run_acceptor(listener: TcpListener, gate: Gate, on_open: Arc<OnOpen>) {
         return;
     }
     let established = Arc::new(AtomicUsize::new(0));
-    let mut pending: VecDeque<Pending> = VecDeque::new();
+    let mut pending: VecDeque<Handshake> = VecDeque::new();
     loop {
         let now = Instant::now();
         pending.retain(|p| p.deadline > now);
@@ -246,7 +246,7 @@ pub fn run_acceptor(listener: TcpListener, gate: Gate, on_open: Arc<OnOpen>) {
                 continue;
             }
         };
-        // Pending connections first: indices in `ready` match `pending` before new accepts.
+        // Connections still in their handshake first: indices in `ready` match `pending` before new accepts.
         let mut i = 0;
         let mut index = 1;
         while i < pending.len() {
@@ -273,7 +273,7 @@ pub fn run_acceptor(listener: TcpListener, gate: Gate, on_open: Arc<OnOpen>) {
     }
 }
 
-fn accept_all(listener: &TcpListener, pending: &mut VecDeque<Pending>, timeout: Duration) {
+fn accept_all(listener: &TcpListener, pending: &mut VecDeque<Handshake>, timeout: Duration) {
     loop {
         match listener.accept() {
             Ok((stream, addr)) => {
@@ -284,7 +284,7 @@ fn accept_all(listener: &TcpListener, pending: &mut VecDeque<Pending>, timeout: 
                 if pending.len() >= MAX_PENDING {
                     pending.pop_front();
                 }
-                pending.push_back(Pending {
+                pending.push_back(Handshake {
                     stream,
                     addr,
                     buf: Vec::new(),
@@ -303,7 +303,7 @@ fn accept_all(listener: &TcpListener, pending: &mut VecDeque<Pending>, timeout: 
     }
 }
 
-struct Pending {
+struct Handshake {
     stream: TcpStream,
     addr: SocketAddr,
     buf: Vec<u8>,
@@ -316,7 +316,7 @@ enum HeadState {
     Complete(usize),
 }
 
-impl Pending {
+impl Handshake {
     fn read_head(&mut self) -> HeadState {
         let mut chunk = [0u8; 4096];
         loop {
@@ -352,7 +352,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 fn finish_handshake(
-    mut p: Pending,
+    mut p: Handshake,
     head_len: usize,
     gate: &Gate,
     established: &Arc<AtomicUsize>,

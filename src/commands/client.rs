@@ -803,7 +803,7 @@ pub fn diagnostics(args: &Args) -> Outcome {
             Ok(EXIT_OK)
         }
         "import" => {
-            let format = args.value("--format").unwrap_or_else(|| "auto".into());
+            let format = args.value("--format").unwrap_or_default();
             if crate::diagnostics::parse::Format::from_name(&format).is_none() {
                 return Err(Fail::Usage(format!(
                     "invalid value '{format}' for --format: expected auto, protocol, sarif, cargo, compiler or ruff"

@@ -33,6 +33,7 @@ pub const FLAGS: &[Flag] = &[
         env: Some("CCIDE_WORKSPACE"),
         repeat: true,
         help: "A workspace folder (repeatable; the environment variable takes a ':'-separated list). Default: the current directory.",
+        default: None,
     },
     flag(
         "--ide-name",
@@ -74,20 +75,23 @@ pub const FLAGS: &[Flag] = &[
         "--ping-interval",
         Some("SECS"),
         Some("CCIDE_PING_INTERVAL"),
-        "Seconds between keepalive pings sent to each client. Default: 5.",
-    ),
+        "Seconds between keepalive pings sent to each client.",
+    )
+    .default("5"),
     flag(
         "--ping-timeout",
         Some("SECS"),
         Some("CCIDE_PING_TIMEOUT"),
-        "Seconds a client has to answer a ping before it is disconnected. Default: 3.",
-    ),
+        "Seconds a client has to answer a ping before it is disconnected.",
+    )
+    .default("3"),
     flag(
         "--max-connections",
         Some("N"),
         Some("CCIDE_MAX_CONNECTIONS"),
-        "Open WebSocket connections allowed at once; more are answered 503. Default: 64.",
-    ),
+        "Open WebSocket connections allowed at once; more are answered 503.",
+    )
+    .default("64"),
     flag(
         "--single-client",
         None,
@@ -98,14 +102,16 @@ pub const FLAGS: &[Flag] = &[
         "--mention-max-age",
         Some("SECS"),
         Some("CCIDE_MENTION_MAX_AGE"),
-        "Mentions made while no client is connected are delivered to the next one if not older than this. Default: 30.",
-    ),
+        "Mentions made while no client is connected are delivered to the next one if not older than this.",
+    )
+    .default("30"),
     Flag {
         name: "--checker",
         value: Some("PATTERN=COMMAND"),
         env: None,
         repeat: true,
         help: "Run COMMAND to get diagnostics for files matching PATTERN (repeatable). '{file}' becomes the file's path; without it the command checks the whole project from the workspace root. A 'FORMAT:' prefix (sarif, cargo, compiler, ruff, protocol) forces the output format.",
+        default: None,
     },
     flag(
         "--no-default-checkers",
@@ -117,45 +123,52 @@ pub const FLAGS: &[Flag] = &[
         "--diagnostics-wait",
         Some("SECS"),
         Some("CCIDE_DIAGNOSTICS_WAIT"),
-        "How long getDiagnostics without a uri waits for running checks of changed files. Default: 1.5.",
-    ),
+        "How long getDiagnostics without a uri waits for running checks of changed files.",
+    )
+    .default("1.5"),
     flag(
         "--checker-timeout",
         Some("SECS"),
         Some("CCIDE_CHECKER_TIMEOUT"),
-        "A checker running longer is killed. Default: 30.",
-    ),
+        "A checker running longer is killed.",
+    )
+    .default("30"),
     Flag {
         name: "--formatter",
         value: Some("PATTERN=COMMAND"),
         env: None,
         repeat: true,
         help: "Formatter for reformat_file on files matching PATTERN (repeatable), same rules as --checker. It runs on a temporary copy ('{file}'), rewriting it or printing the result; without '{file}' the text goes through stdin and stdout. Killed after 30 s. Built-ins when on PATH: rustfmt, gofmt, ruff format or black, prettier, clang-format, shfmt.",
+        default: None,
     },
     flag(
         "--exec",
         Some("off|ask|on"),
         Some("CCIDE_EXEC"),
-        "executeCode: off (not listed, refused), ask (each call waits for `ccide exec approve`), on (runs). Default: off.",
-    ),
+        "executeCode: off (not listed, refused), ask (each call waits for `ccide exec approve`), on (runs).",
+    )
+    .default("off"),
     flag(
         "--exec-timeout",
         Some("SECS"),
         Some("CCIDE_EXEC_TIMEOUT"),
-        "Per-call limit for executeCode; the Python kernel is restarted after it. Default: 60.",
-    ),
+        "Per-call limit for executeCode; the Python kernel is restarted after it.",
+    )
+    .default("60"),
     flag(
         "--exec-approval-timeout",
         Some("SECS"),
         Some("CCIDE_EXEC_APPROVAL_TIMEOUT"),
-        "With --exec ask, a call not approved within this time is denied. Default: 300.",
-    ),
+        "With --exec ask, a call not approved within this time is denied.",
+    )
+    .default("300"),
     flag(
         "--log-level",
         Some("LEVEL"),
         Some("CCIDE_LOG_LEVEL"),
-        "error, warn, info or debug. Default: info.",
-    ),
+        "error, warn, info or debug.",
+    )
+    .default("info"),
 ];
 
 struct Options {
@@ -173,10 +186,10 @@ struct Options {
     checks: Checks,
 }
 
-fn seconds(args: &Args, name: &str, default: f64) -> Result<Duration, Fail> {
+fn seconds(args: &Args, name: &str) -> Result<Duration, Fail> {
     let v = args
         .parsed::<f64>(name, "a number of seconds")?
-        .unwrap_or(default);
+        .expect("a seconds flag has a default");
     if !(v > 0.0 && v <= 86_400.0) {
         return Err(Fail::Usage(format!(
             "invalid value for {name} (or its variable): expected a number of seconds between 0 and 86400"
@@ -191,7 +204,7 @@ fn options(args: &Args) -> Result<Options, Fail> {
             "unexpected argument '{extra}' (workspaces are given with --workspace DIR)"
         )));
     }
-    let level = args.value("--log-level").unwrap_or_else(|| "info".into());
+    let level = args.value("--log-level").unwrap_or_default();
     let level = crate::log::Level::parse(&level).ok_or_else(|| {
         Fail::Usage(format!(
             "invalid value '{level}' for --log-level: expected error, warn, info or debug"
@@ -236,11 +249,11 @@ fn options(args: &Args) -> Result<Options, Fail> {
             "listening on {host}, reachable from other machines: only the token protects this server"
         );
     }
-    let interval = seconds(args, "--ping-interval", 5.0)?;
-    let timeout = seconds(args, "--ping-timeout", 3.0)?;
+    let interval = seconds(args, "--ping-interval")?;
+    let timeout = seconds(args, "--ping-timeout")?;
     let max_connections = args
         .parsed::<usize>("--max-connections", "a whole number of at least 1")?
-        .unwrap_or(64);
+        .expect("--max-connections has a default");
     if max_connections == 0 {
         return Err(Fail::Usage(
             "invalid value '0' for --max-connections: expected a whole number of at least 1".into(),
@@ -260,8 +273,8 @@ fn options(args: &Args) -> Result<Options, Fail> {
         }
         Checks::new(
             checkers,
-            seconds(args, "--diagnostics-wait", 1.5)?,
-            seconds(args, "--checker-timeout", 30.0)?,
+            seconds(args, "--diagnostics-wait")?,
+            seconds(args, "--checker-timeout")?,
         )
     };
     let config_dir = lockfile::config_dir(args.value("--config-dir").as_deref())?;
@@ -289,9 +302,9 @@ fn options(args: &Args) -> Result<Options, Fail> {
             single_client,
         },
         max_connections,
-        mention_max_age: seconds(args, "--mention-max-age", 30.0)?,
+        mention_max_age: seconds(args, "--mention-max-age")?,
         exec: exec::Settings {
-            mode: match args.value("--exec").as_deref().unwrap_or("off") {
+            mode: match args.value("--exec").unwrap_or_default().as_str() {
                 "off" => exec::Mode::Off,
                 "ask" => exec::Mode::Ask,
                 "on" => exec::Mode::On,
@@ -301,8 +314,8 @@ fn options(args: &Args) -> Result<Options, Fail> {
                     )));
                 }
             },
-            timeout: seconds(args, "--exec-timeout", 60.0)?,
-            approval_timeout: seconds(args, "--exec-approval-timeout", 300.0)?,
+            timeout: seconds(args, "--exec-timeout")?,
+            approval_timeout: seconds(args, "--exec-approval-timeout")?,
         },
         formatters: args.values("--formatter"),
         checks,

@@ -148,7 +148,7 @@ impl Diagnostics {
                 .collect();
         };
         // Raw `file://` + path, never percent-encoded (ccide-protocol(7) §5).
-        let raw = uri.strip_prefix("file://").unwrap_or(&uri);
+        let raw = crate::files::raw_uri_path(&uri);
         let path = PathBuf::from(raw);
         let mut ds = self.store.get(&path);
         if ds.is_empty()

@@ -46,7 +46,7 @@ pub struct Exec {
 #[derive(Default)]
 struct Inner {
     kernels: Vec<(u64, Arc<Slot>)>,
-    pending: Vec<Pending>,
+    pending: Vec<Request>,
     next_id: u64,
 }
 
@@ -68,7 +68,7 @@ struct Kernel {
 }
 
 /// A call waiting for `ccide exec approve|deny`.
-struct Pending {
+struct Request {
     id: u64,
     client: u64,
     code: String,
@@ -78,7 +78,7 @@ struct Pending {
     responder: Arc<Responder>,
 }
 
-impl Pending {
+impl Request {
     fn describe(&self) -> Value {
         json!({
             "id": self.id.to_string(), "client": self.client, "code": self.code,
@@ -157,7 +157,7 @@ impl Exec {
     fn ask(&self, client: u64, code: &str, responder: Arc<Responder>) -> u64 {
         let mut inner = self.inner.lock().unwrap();
         inner.next_id += 1;
-        let p = Pending {
+        let p = Request {
             id: inner.next_id,
             client,
             code: code.to_string(),
@@ -388,7 +388,7 @@ impl Exec {
             .pending
             .iter()
             .filter(|p| p.decision.is_none())
-            .map(Pending::describe)
+            .map(Request::describe)
             .collect();
         (mode, list)
     }
@@ -398,7 +398,7 @@ impl Exec {
         let mut inner = self.inner.lock().unwrap();
         inner.pending.retain(|p| p.responder.is_open());
         self.decided.notify_all();
-        let waiting: Vec<&mut Pending> = inner
+        let waiting: Vec<&mut Request> = inner
             .pending
             .iter_mut()
             .filter(|p| p.decision.is_none())

@@ -24,7 +24,7 @@ pub fn get_diagnostics(state: &Arc<State>, call: &Call, args: &Map<String, Value
     let diagnostics = &state.diagnostics;
     // The file's check, if one runs now (started here when the file changed since its last).
     let running = uri.as_deref().and_then(|u| {
-        let raw = u.strip_prefix("file://").unwrap_or(u);
+        let raw = crate::files::raw_uri_path(u);
         state
             .resolve(raw)
             .ok()
