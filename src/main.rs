@@ -15,6 +15,7 @@ mod exec;
 mod files;
 mod format;
 mod jsonrpc;
+mod langserver;
 mod lockfile;
 #[macro_use]
 mod log;
