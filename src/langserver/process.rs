@@ -3,11 +3,11 @@
 //! stderr, and the owning thread writing its stdin from a queue, so no caller ever blocks on a
 //! server that stopped reading.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, Read};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -23,37 +23,83 @@ pub enum ToProc {
     ShutdownAck,
     /// The server closed its stdout (it exited, or is about to).
     Eof,
+    /// On the start-up inbox only: the pid, or why the program could not run.
+    Started(Result<u32, String>),
+}
+
+/// A thread's queue of messages. std's mpsc would bring its three channel flavours (about
+/// 5 KB of code per message type, measured) into a binary that has no other use for them.
+#[derive(Default)]
+pub struct Inbox {
+    q: Mutex<VecDeque<ToProc>>,
+    cv: Condvar,
+}
+
+impl Inbox {
+    pub fn push(&self, m: ToProc) {
+        self.q
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(m);
+        self.cv.notify_one();
+    }
+
+    /// The next message, waiting until `until` at most (forever if None).
+    fn pop(&self, until: Option<Instant>) -> Option<ToProc> {
+        let mut q = self.q.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(m) = q.pop_front() {
+                return Some(m);
+            }
+            q = match until {
+                None => self.cv.wait(q).unwrap_or_else(|e| e.into_inner()),
+                Some(t) => {
+                    let left = t.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return None;
+                    }
+                    self.cv
+                        .wait_timeout(q, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            };
+        }
+    }
 }
 
 /// How long a stopping server gets for each of `shutdown` and `exit` before its group is
 /// killed.
 const STOP_GRACE: Duration = Duration::from_secs(1);
 
-/// Starts `words` in `cwd`; returns its pid and the queue to its stdin. Messages go to
-/// `server.on_message(run, ..)`; when it ends, `server.process_exited(run, ..)` is called.
+/// Starts `words` in `cwd`; returns its pid and the inbox of its owning thread (whose
+/// `Send`s go to its stdin). Messages go to `server.on_message(run, ..)`; when it ends,
+/// `server.process_exited(run, ..)` is called.
 pub fn spawn(
     server: &Arc<Server>,
     run: u64,
     words: &[String],
     cwd: &Path,
-) -> Result<(u32, Sender<ToProc>), String> {
-    let (tx, rx) = channel();
-    let (ready_tx, ready_rx) = sync_channel(1);
-    let (server, words, cwd, reader_tx) = (
+) -> Result<(u32, Arc<Inbox>), String> {
+    let inbox = Arc::new(Inbox::default());
+    let ready = Arc::new(Inbox::default());
+    let (server, words, cwd, i, r) = (
         server.clone(),
         words.to_vec(),
         cwd.to_path_buf(),
-        tx.clone(),
+        inbox.clone(),
+        ready.clone(),
     );
     std::thread::Builder::new()
         .name("lsp-proc".into())
         .stack_size(crate::transport::THREAD_STACK)
-        .spawn(move || own(server, run, &words, &cwd, rx, reader_tx, ready_tx))
+        .spawn(move || own(server, run, &words, &cwd, i, &r))
         .map_err(|e| format!("cannot start a thread: {e}"))?;
-    let pid = ready_rx
-        .recv()
-        .map_err(|_| "the process thread ended early".to_string())??;
-    Ok((pid, tx))
+    match ready.pop(None) {
+        Some(ToProc::Started(Ok(pid))) => Ok((pid, inbox)),
+        Some(ToProc::Started(Err(e))) => Err(e),
+        _ => Err("the process thread ended early".into()),
+    }
 }
 
 /// The owning thread: spawn, then write what is queued until told to stop or the server
@@ -63,9 +109,8 @@ fn own(
     run: u64,
     words: &[String],
     cwd: &Path,
-    rx: Receiver<ToProc>,
-    reader_tx: Sender<ToProc>,
-    ready: std::sync::mpsc::SyncSender<Result<u32, String>>,
+    inbox: Arc<Inbox>,
+    ready: &Inbox,
 ) {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(&words[0]);
@@ -80,7 +125,10 @@ fn own(
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            let _ = ready.send(Err(format!("cannot run {}: {e}", words[0])));
+            ready.push(ToProc::Started(Err(format!(
+                "cannot run {}: {e}",
+                words[0]
+            ))));
             return;
         }
     };
@@ -88,9 +136,9 @@ fn own(
     let mut stdin = child.stdin.take().expect("piped stdin");
     let stdout = child.stdout.take().expect("piped stdout");
     let stderr = child.stderr.take().expect("piped stderr");
-    let _ = ready.send(Ok(pid));
+    ready.push(ToProc::Started(Ok(pid)));
 
-    let s = server.clone();
+    let (s, reader_inbox) = (server.clone(), inbox.clone());
     let reader = std::thread::Builder::new()
         .name("lsp-read".into())
         .stack_size(crate::transport::THREAD_STACK)
@@ -109,7 +157,7 @@ fn own(
                     }
                 }
             }
-            let _ = reader_tx.send(ToProc::Eof);
+            reader_inbox.push(ToProc::Eof);
         });
     let s = server.clone();
     let err_reader = std::thread::Builder::new()
@@ -135,19 +183,17 @@ fn own(
     let mut write_failed = false;
     // Without a reader nothing would ever say the server ended: stop it at once.
     while reader.is_ok() {
-        match rx.recv() {
-            Ok(ToProc::Send(v)) => {
+        match inbox.pop(None).expect("no deadline") {
+            ToProc::Send(v) => {
                 if !write_failed && let Err(e) = crate::jsonrpc::write_framed(&mut stdin, &v) {
                     crate::debug!("language server {}: write: {e}", server.name);
                     write_failed = true;
                 }
             }
-            Ok(ToProc::Stop(shutdown)) => {
+            ToProc::Stop(shutdown) => {
                 if crate::jsonrpc::write_framed(&mut stdin, &shutdown).is_ok() {
                     let until = Instant::now() + STOP_GRACE;
-                    while let Ok(m) =
-                        rx.recv_timeout(until.saturating_duration_since(Instant::now()))
-                    {
+                    while let Some(m) = inbox.pop(Some(until)) {
                         if matches!(m, ToProc::ShutdownAck | ToProc::Eof) {
                             break;
                         }
@@ -162,8 +208,8 @@ fn own(
                 }
                 break;
             }
-            Ok(ToProc::Eof) | Err(_) => break,
-            Ok(ToProc::ShutdownAck) => {}
+            ToProc::Eof => break,
+            ToProc::ShutdownAck | ToProc::Started(_) => {}
         }
     }
     // The leader is not reaped yet, so its pid (the group id) cannot have been reused.

@@ -21,14 +21,13 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 
 use super::convert;
-use super::process::{self, ToProc};
+use super::process::{self, Inbox, ToProc};
 use super::{Clock, Config, Sink};
 use crate::checkparse::Diagnostic;
 use crate::jsonrpc::{self, ErrorCode, RequestId, RpcError};
@@ -106,7 +105,8 @@ struct State {
     phase: Phase,
     /// Which process the messages belong to: bumped at every start.
     run: u64,
-    tx: Option<Sender<ToProc>>,
+    /// The owning thread's inbox, while the process runs.
+    tx: Option<Arc<Inbox>>,
     /// The process group, while its leader is not reaped (so killing it cannot hit a reused
     /// pid).
     pid: Option<u32>,
@@ -508,7 +508,7 @@ impl Server {
             st.pending.insert(id, Pending::Shutdown);
             let req = jsonrpc::request(&RequestId::number(id), "shutdown", None);
             if let Some(tx) = &st.tx {
-                let _ = tx.send(ToProc::Stop(req));
+                tx.push(ToProc::Stop(req));
             }
         } else if st.phase != Phase::Stopping {
             st.phase = if st.phase == Phase::Failed {
@@ -796,7 +796,7 @@ impl Server {
             },
             Pending::Shutdown => {
                 if let Some(tx) = &st.tx {
-                    let _ = tx.send(ToProc::ShutdownAck);
+                    tx.push(ToProc::ShutdownAck);
                 }
             }
             Pending::Pull {
@@ -926,9 +926,9 @@ impl Server {
         send(st, jsonrpc::notification("initialized", json!({})));
         st.phase = Phase::Running;
         crate::info!(
-            "language server {} ready after {:.1} s ({}; diagnostics by {}; columns in {})",
+            "language server {} ready after {} ({}; diagnostics by {}; columns in {})",
             self.name,
-            st.started.elapsed().as_secs_f64(),
+            crate::server::human_duration(st.started.elapsed()),
             if st.server_info.is_empty() {
                 "no serverInfo"
             } else {
@@ -1224,7 +1224,7 @@ fn busy_until(st: &State, now: Instant) -> Option<Instant> {
 
 fn send(st: &State, v: Value) {
     if let Some(tx) = &st.tx {
-        let _ = tx.send(ToProc::Send(v));
+        tx.push(ToProc::Send(v));
     }
 }
 
