@@ -267,6 +267,8 @@ fn builtins_follow_what_is_found_and_the_project() {
         ]
     );
     assert_eq!(specs[0].words[1..], ["--lsp", "--stdio"]);
+    let clangd = specs.iter().find(|s| s.name == "clangd").unwrap();
+    assert_eq!(clangd.words[1..], ["--background-index=false"]);
     assert_eq!(builtins(&ws, &|_| None).len(), TS_PATTERNS.len());
 }
 
@@ -924,7 +926,8 @@ fn clangd_reports_an_undeclared_name() {
     let db = json!([{"directory": dir.path(), "file": main, "arguments": ["cc", "-c", "main.c"]}]);
     dir.write("compile_commands.json", &db.to_string());
     let (sink, got) = sink();
-    let spec = parse_spec(&format!("*.c='{bin}'")).unwrap();
+    // As the built-in runs it.
+    let spec = parse_spec(&format!("*.c='{bin}' --background-index=false")).unwrap();
     let ls = LangServers::new(
         vec![spec],
         vec![dir.path().to_path_buf()],
