@@ -266,9 +266,73 @@ pub fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// languageId from the file name, as VS Code names languages; `plaintext` otherwise.
+pub fn language_id(path: &Path) -> &'static str {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    match name.as_str() {
+        "dockerfile" => return "dockerfile",
+        "makefile" | "gnumakefile" => return "makefile",
+        "cmakelists.txt" => return "cmake",
+        _ => {}
+    }
+    let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+    match ext {
+        "rs" => "rust",
+        "py" | "pyi" => "python",
+        "js" | "mjs" | "cjs" => "javascript",
+        "jsx" => "javascriptreact",
+        "ts" | "mts" | "cts" => "typescript",
+        "tsx" => "typescriptreact",
+        "go" => "go",
+        "c" | "h" => "c",
+        "cc" | "cpp" | "cxx" | "hpp" | "hh" | "hxx" => "cpp",
+        "java" => "java",
+        "kt" | "kts" => "kotlin",
+        "swift" => "swift",
+        "rb" => "ruby",
+        "php" => "php",
+        "cs" => "csharp",
+        "sh" | "bash" | "zsh" => "shellscript",
+        "json" => "json",
+        "jsonc" => "jsonc",
+        "yaml" | "yml" => "yaml",
+        "toml" => "toml",
+        "md" | "markdown" => "markdown",
+        "html" | "htm" => "html",
+        "css" => "css",
+        "scss" => "scss",
+        "sql" => "sql",
+        "lua" => "lua",
+        "xml" => "xml",
+        "vue" => "vue",
+        "svelte" => "svelte",
+        "scala" => "scala",
+        "hs" => "haskell",
+        "ex" | "exs" => "elixir",
+        "erl" => "erlang",
+        "zig" => "zig",
+        "dart" => "dart",
+        "r" => "r",
+        "pl" | "pm" => "perl",
+        "tex" => "latex",
+        "ini" | "cfg" => "ini",
+        _ => "plaintext",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn languages_by_name() {
+        assert_eq!(language_id(Path::new("/a/b.rs")), "rust");
+        assert_eq!(language_id(Path::new("/a/Dockerfile")), "dockerfile");
+        assert_eq!(language_id(Path::new("/a/notes")), "plaintext");
+    }
 
     #[test]
     fn normalize_is_lexical() {

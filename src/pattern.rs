@@ -51,6 +51,22 @@ pub fn file_pattern_match(pattern: &str, rel_path: &str) -> bool {
 /// backslash-newline disappears); a backslash outside quotes escapes the
 /// next character. Nothing is expanded, and `|`, `;`, `#`, `>` … are
 /// ordinary characters, since no shell will run the result.
+/// `PATTERN=COMMAND` as `--checker`, `--formatter` and `--lsp` take it: the pattern and the
+/// command, both trimmed and not empty.
+pub fn split_spec(spec: &str) -> Result<(&str, &str), String> {
+    spec.split_once('=')
+        .map(|(p, c)| (p.trim(), c.trim()))
+        .filter(|(p, c)| !p.is_empty() && !c.is_empty())
+        .ok_or_else(|| format!("'{spec}' is not PATTERN=COMMAND"))
+}
+
+/// The name a program is known by in logs and as a diagnostic's source: its file name.
+pub fn program_name(program: &str) -> String {
+    std::path::Path::new(program)
+        .file_name()
+        .map_or_else(|| program.to_string(), |n| n.to_string_lossy().into_owned())
+}
+
 /// `Err` for an unterminated quote.
 pub fn split_words(cmd: &str) -> Result<Vec<String>, String> {
     let mut words = Vec::new();

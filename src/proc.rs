@@ -154,13 +154,18 @@ pub fn kill_group(pid: u32) {
 
 /// Whether `program` is an executable file in a directory of `$PATH`.
 pub fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|d| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::metadata(d.join(program))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    find_on_path(program).is_some()
+}
+
+/// Where `program` is found in `$PATH`, as an executable file.
+pub fn find_on_path(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
-    })
 }
 
 #[cfg(test)]

@@ -75,13 +75,24 @@ pub fn unblock_all_signals_in_child(cmd: &mut std::process::Command) {
 }
 
 /// Makes a child get SIGKILL when the thread that started it ends (a server killed with -9
-/// takes its checkers along). Only for children whose starting thread waits for them.
+/// takes its checkers and language servers along). Only for children whose starting thread
+/// lives as long as they do.
 pub fn die_with_parent(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
-    // SAFETY: prctl is async-signal-safe.
+    // SAFETY: getpid is async-signal-safe and called before fork.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure only calls async-signal-safe functions (prctl, getppid).
     unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died between fork and prctl: the signal was never armed.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other(
+                    "ccide exited while starting the server",
+                ));
+            }
             Ok(())
         });
     }
@@ -372,5 +383,37 @@ pub fn sd_notify(state: &str) {
     };
     if let Err(e) = sent {
         crate::warn!("cannot notify systemd ({state}): {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_child_dies_with_the_thread_that_spawned_it() {
+        let child = std::thread::spawn(|| {
+            let mut cmd = std::process::Command::new("sleep");
+            cmd.arg("100");
+            super::die_with_parent(&mut cmd);
+            cmd.spawn().unwrap().id()
+        })
+        .join()
+        .unwrap();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            // Killed, then a zombie until this process reaps it (dropping `Child` never does).
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            if stat.is_empty()
+                || stat[stat.rfind(')').unwrap() + 1..]
+                    .trim_start()
+                    .starts_with('Z')
+            {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "sleep {child} outlived its thread"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }

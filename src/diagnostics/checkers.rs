@@ -29,17 +29,14 @@ pub struct Checker {
 impl Checker {
     /// `PATTERN=COMMAND`, COMMAND with an optional `FORMAT:` prefix.
     pub fn parse(spec: &str) -> Result<Checker, String> {
-        let (pattern, command) = spec
-            .split_once('=')
-            .filter(|(p, c)| !p.trim().is_empty() && !c.trim().is_empty())
-            .ok_or_else(|| format!("'{spec}' is not PATTERN=COMMAND"))?;
-        let (format, command) = parse::split_format_prefix(command.trim());
+        let (pattern, command) = crate::pattern::split_spec(spec)?;
+        let (format, command) = parse::split_format_prefix(command);
         let words = crate::pattern::split_words(command).map_err(|e| format!("'{spec}': {e}"))?;
         if words.is_empty() {
             return Err(format!("'{spec}' has an empty command"));
         }
         Ok(Checker {
-            pattern: pattern.trim().to_string(),
+            pattern: pattern.to_string(),
             format,
             per_file: words.iter().any(|w| w.contains("{file}")),
             words,
@@ -48,10 +45,7 @@ impl Checker {
     }
 
     fn source(&self) -> String {
-        Path::new(&self.words[0])
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
+        crate::pattern::program_name(&self.words[0])
     }
 }
 

@@ -6,6 +6,7 @@
 //! the editor or the session.
 
 pub mod checkers;
+pub mod lsp;
 pub mod parse;
 
 use std::collections::BTreeMap;

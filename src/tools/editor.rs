@@ -7,10 +7,11 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::files::file_url;
+use crate::files::language_id;
 use crate::rpc::RpcError;
 use crate::rpc::call::{Call, Reply, arg_bool, arg_str, tool_error, tool_json, tool_texts};
 use crate::state::State;
-use crate::state::editor::{Pos, language_id, selection_payload};
+use crate::state::editor::{Pos, selection_payload};
 
 macro_rules! tri {
     ($e:expr) => {

@@ -141,12 +141,9 @@ fn reformat(state: &State, raw: &str) -> Result<(), String> {
 fn formatter_for(state: &State, path: &Path) -> Result<Vec<String>, String> {
     let rel = state.workspaces.rel(path);
     for spec in &state.formatters {
-        let Some((pattern, command)) = spec.split_once('=') else {
-            return Err(format!(
-                "invalid --formatter '{spec}': expected PATTERN=COMMAND"
-            ));
-        };
-        if crate::pattern::file_pattern_match(pattern.trim(), &rel) {
+        let (pattern, command) =
+            crate::pattern::split_spec(spec).map_err(|e| format!("invalid --formatter: {e}"))?;
+        if crate::pattern::file_pattern_match(pattern, &rel) {
             let words = crate::pattern::split_words(command)
                 .map_err(|e| format!("invalid --formatter '{spec}': {e}"))?;
             if words.is_empty() {

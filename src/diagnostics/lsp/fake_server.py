@@ -1,0 +1,158 @@
+# A scriptable language server for the tests in tests.rs: deterministic versions of what real
+# servers do (partial results, progress while loading, pull, requests to the client, crashes,
+# hangs). argv: FLAGS LOGFILE, FLAGS comma-separated, some with =VALUE:
+#   partial=S    publish the first diagnostic only, then all of them S seconds later
+#   noversion    publish without a version (as typescript-language-server does)
+#   stale        publish a bogus old version after each change
+#   loading=S    report progress for S seconds after `initialized`; results meanwhile are empty
+#   pull         answer textDocument/diagnostic (static capability); pull=dynamic registers it
+#   requests     send the client requests real servers send, log the answers
+#   watch        register for workspace/didChangeWatchedFiles
+#   crash=FILE   exit(3) on a document containing CRASH, if FILE exists (and remove FILE)
+#   hang         never answer anything (not even initialize or shutdown)
+#   child        start a `sleep` child (to test that the whole group goes)
+# Each line containing ERR gets one diagnostic there, its column counted in UTF-16 units.
+import json, os, subprocess, sys, threading, time
+
+flags = dict(f.split("=", 1) if "=" in f else (f, "") for f in sys.argv[1].split(",") if f)
+log = open(sys.argv[2], "a", buffering=1)
+lock = threading.Lock()
+docs = {}  # uri -> (text, version)
+state = {"loading": "loading" in flags, "next_id": 1000}
+
+
+def note(**kw):
+    log.write(json.dumps(kw) + "\n")
+
+
+def send(msg):
+    msg["jsonrpc"] = "2.0"
+    body = json.dumps(msg).encode()
+    with lock:
+        sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        sys.stdout.buffer.flush()
+
+
+def read():
+    length = None
+    while True:
+        line = sys.stdin.buffer.readline()
+        if not line:
+            return None
+        line = line.strip()
+        if not line:
+            break
+        k, v = line.split(b":", 1)
+        if k.strip().lower() == b"content-length":
+            length = int(v)
+    return json.loads(sys.stdin.buffer.read(length))
+
+
+def request(method, params):
+    state["next_id"] += 1
+    send({"id": state["next_id"], "method": method, "params": params})
+
+
+def diagnostics(text, upto=None):
+    out = []
+    if state["loading"]:
+        return out
+    for i, line in enumerate(text.split("\n")):
+        j = line.find("ERR")
+        if j >= 0:
+            col = len(line[:j].encode("utf-16-le")) // 2
+            out.append({"range": {"start": {"line": i, "character": col},
+                                  "end": {"line": i, "character": col + 3}},
+                        "severity": 1, "message": "bad ERR", "code": 7, "source": "fake"})
+    return out if upto is None else out[:upto]
+
+
+def publish(uri, version, items):
+    p = {"uri": uri, "diagnostics": items}
+    if "noversion" not in flags:
+        p["version"] = version
+    send({"method": "textDocument/publishDiagnostics", "params": p})
+
+
+def changed(uri):
+    text, version = docs[uri]
+    if "crash" in flags and "CRASH" in text and os.path.exists(flags["crash"]):
+        os.remove(flags["crash"])
+        note(event="crash")
+        os._exit(3)
+    if "pull" in flags:
+        return
+    if "partial" in flags:
+        publish(uri, version, diagnostics(text, 1))
+        def later():
+            if docs.get(uri, (None, None))[1] == version:
+                publish(uri, version, diagnostics(text))
+        threading.Timer(float(flags["partial"] or 0.15), later).start()
+    else:
+        publish(uri, version, diagnostics(text))
+    if "stale" in flags:
+        publish(uri, version - 1, [{"range": {"start": {"line": 0, "character": 0},
+                                              "end": {"line": 0, "character": 1}},
+                                    "message": "stale"}])
+
+
+def end_loading():
+    state["loading"] = False
+    send({"method": "$/progress", "params": {"token": "load", "value": {"kind": "end"}}})
+    for uri in list(docs):
+        changed(uri)
+
+
+if "child" in flags:
+    note(event="child", pid=subprocess.Popen(["sleep", "1000"]).pid)
+
+while True:
+    msg = read()
+    if msg is None:
+        break
+    note(got=msg)
+    if "hang" in flags:
+        continue
+    method, params = msg.get("method"), msg.get("params") or {}
+    if method == "initialize":
+        caps = {"textDocumentSync": 1}
+        if flags.get("pull") == "":
+            caps["diagnosticProvider"] = {"interFileDependencies": True, "workspaceDiagnostics": False}
+        send({"id": msg["id"], "result": {"capabilities": caps,
+                                          "serverInfo": {"name": "fake", "version": "1.0"}}})
+    elif method == "initialized":
+        if "requests" in flags:
+            request("workspace/configuration", {"items": [{"section": "a"}, {"section": "b"}]})
+            request("workspace/workspaceFolders", None)
+            request("custom/unknown", {})
+        if "loading" in flags:
+            request("window/workDoneProgress/create", {"token": "load"})
+            send({"method": "$/progress", "params": {"token": "load",
+                  "value": {"kind": "begin", "title": "Loading"}}})
+            threading.Timer(float(flags["loading"]), end_loading).start()
+        if flags.get("pull") == "dynamic":
+            request("client/registerCapability", {"registrations": [
+                {"id": "pull1", "method": "textDocument/diagnostic",
+                 "registerOptions": {"identifier": "fakeid", "interFileDependencies": False,
+                                     "workspaceDiagnostics": False}}]})
+        if "watch" in flags:
+            request("client/registerCapability", {"registrations": [
+                {"id": "w1", "method": "workspace/didChangeWatchedFiles",
+                 "registerOptions": {"watchers": [{"globPattern": "**/*"}]}}]})
+    elif method == "textDocument/didOpen":
+        d = params["textDocument"]
+        docs[d["uri"]] = (d["text"], d["version"])
+        changed(d["uri"])
+    elif method == "textDocument/didChange":
+        d = params["textDocument"]
+        docs[d["uri"]] = (params["contentChanges"][-1]["text"], d["version"])
+        changed(d["uri"])
+    elif method == "textDocument/didClose":
+        docs.pop(params["textDocument"]["uri"], None)
+    elif method == "textDocument/diagnostic":
+        text, _ = docs[params["textDocument"]["uri"]]
+        send({"id": msg["id"], "result": {"kind": "full", "items": diagnostics(text)}})
+    elif method == "shutdown":
+        send({"id": msg["id"], "result": None})
+    elif method == "exit":
+        os._exit(0)

@@ -1,0 +1,955 @@
+//! Pure logic without processes; finality, life cycle and protocol against `fake_server.py`
+//! (deterministic); and the real servers `.ci/lsp-install` puts in $CCIDE_TEST_LSP_DIR/bin
+//! (ignored by default: they need that install; the machine's PATH is never used).
+
+use super::*;
+use crate::diagnostics::parse::Severity;
+
+/// A fresh directory under the system's temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(label: &str) -> TempDir {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("ccide-lsp {label} {}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(std::fs::canonicalize(&p).unwrap())
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.0.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Every call the sink received: (origin, file, diagnostics).
+type Got = Arc<Mutex<Vec<(String, PathBuf, Vec<Diagnostic>)>>>;
+
+fn sink() -> (Sink, Got) {
+    let got: Got = Arc::default();
+    let g = got.clone();
+    let sink: Sink = Arc::new(move |origin: &str, p: &Path, ds: Vec<Diagnostic>| {
+        g.lock()
+            .unwrap()
+            .push((origin.to_string(), p.to_path_buf(), ds));
+    });
+    (sink, got)
+}
+
+/// The results the sink received for `p`, oldest first.
+fn results(got: &Got, p: &Path) -> Vec<Vec<Diagnostic>> {
+    got.lock()
+        .unwrap()
+        .iter()
+        .filter(|c| c.1 == p)
+        .map(|c| c.2.clone())
+        .collect()
+}
+
+fn last(got: &Got, p: &Path) -> Vec<Diagnostic> {
+    results(got, p)
+        .pop()
+        .unwrap_or_else(|| panic!("no final result for {}", p.display()))
+}
+
+/// Polls `f` until true; panics naming `what` after `limit`.
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + limit;
+    while !f() {
+        assert!(
+            Instant::now() < end,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn gone(pid: u64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // A zombie has exited; whoever inherited it reaps it.
+        Ok(s) => s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'),
+    }
+}
+
+fn status_of(ls: &LangServers) -> Value {
+    ls.status()[0].clone()
+}
+
+fn test_cfg() -> Config {
+    Config {
+        idle: Duration::from_secs(600),
+        max_open: 100,
+        quiet: Duration::from_millis(200),
+        backoff_min: Duration::from_millis(100),
+        backoff_max: Duration::from_secs(2),
+        init_timeout: Duration::from_secs(20),
+    }
+}
+
+/// A session with `fake_server.py` for `*.fk` files, and the log of what it received.
+struct Fake {
+    dir: TempDir,
+    log: PathBuf,
+    got: Got,
+    ls: Arc<LangServers>,
+}
+
+impl Fake {
+    fn start(label: &str, flags: &str, cfg: Config) -> Fake {
+        if std::env::var_os("CCIDE_TEST_LSP_DEBUG").is_some() {
+            crate::log::init(crate::log::Level::Debug);
+        }
+        let dir = TempDir::new(label);
+        let script = dir.write("fake_server.py", include_str!("fake_server.py"));
+        let log = dir.path().join("fake.log");
+        let spec = Spec {
+            pattern: "*.fk".into(),
+            words: vec![
+                "python3".into(),
+                script.to_string_lossy().into(),
+                flags.into(),
+                log.to_string_lossy().into(),
+            ],
+            name: "python3".into(),
+        };
+        let (sink, got) = sink();
+        let ls = LangServers::new(vec![spec], vec![dir.path().to_path_buf()], cfg, sink);
+        Fake { dir, log, got, ls }
+    }
+
+    /// What the server logged: messages received (`got`) and events.
+    fn log(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn received(&self, method: &str) -> Vec<Value> {
+        self.log()
+            .into_iter()
+            .filter(|e| e["got"]["method"] == method)
+            .map(|e| e["got"]["params"].clone())
+            .collect()
+    }
+
+    fn touch_and_wait(&self, p: &Path, unsaved: Option<&str>) {
+        let t = self.ls.touch(p, unsaved).expect("a server takes *.fk");
+        assert!(
+            LangServers::wait(&[t], Duration::from_secs(20)),
+            "no final result for {} within 20 s; status {}",
+            p.display(),
+            self.ls.status()
+        );
+    }
+}
+
+// ---------------------------------------------------------------- pure logic
+
+#[test]
+fn specs_parse_like_checkers() {
+    let s = parse_spec("*.ts=typescript-language-server --stdio").unwrap();
+    assert_eq!(
+        s,
+        Spec {
+            pattern: "*.ts".into(),
+            words: vec!["typescript-language-server".into(), "--stdio".into()],
+            name: "typescript-language-server".into(),
+        }
+    );
+    let s = parse_spec(" src/**/*.py = '/opt/my tools/pyright-langserver' --stdio").unwrap();
+    assert_eq!(s.pattern, "src/**/*.py");
+    assert_eq!(s.words[0], "/opt/my tools/pyright-langserver");
+    assert_eq!(s.name, "pyright-langserver");
+    for bad in [
+        "nothing",
+        "*.ts=",
+        "=gopls",
+        "*.ts=  ",
+        "*.ts='unterminated",
+    ] {
+        let e = parse_spec(bad).unwrap_err();
+        assert!(e.contains(bad.trim()), "{e}");
+    }
+}
+
+#[test]
+fn builtins_follow_what_is_found_and_the_project() {
+    let dir = TempDir::new("builtins");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let bin = |n: &str| dir.write(&format!("bin/{n}"), "");
+    let found: Vec<(&str, PathBuf)> = [
+        "typescript-language-server",
+        "pyright-langserver",
+        "basedpyright-langserver",
+        "gopls",
+        "clangd",
+        "rust-analyzer",
+    ]
+    .iter()
+    .map(|n| (*n, bin(n)))
+    .collect();
+    let find = |n: &str| found.iter().find(|f| f.0 == n).map(|f| f.1.clone());
+    let names = |specs: &[Spec]| {
+        let mut n: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        n.dedup();
+        n
+    };
+    // No compile_commands.json, no Cargo.toml: no clangd, no rust-analyzer; basedpyright
+    // before pyright.
+    let specs = builtins(&ws, &find);
+    assert_eq!(
+        names(&specs),
+        [
+            "typescript-language-server",
+            "basedpyright-langserver",
+            "gopls"
+        ]
+    );
+    let ts: Vec<&Spec> = specs
+        .iter()
+        .filter(|s| s.name == "typescript-language-server")
+        .collect();
+    assert_eq!(ts.len(), TS_PATTERNS.len());
+    assert_eq!(
+        ts[0].words,
+        [found[0].1.to_string_lossy().as_ref(), "--stdio"]
+    );
+    // One process for all of a server's patterns.
+    let ls = LangServers::new(specs, vec![ws.clone()], Config::default(), sink().0);
+    assert_eq!(ls.status().as_array().unwrap().len(), 3);
+    assert!(ls.covers(&ws.join("src/deep/x.tsx")));
+    assert!(ls.covers(&ws.join("m.pyi")));
+    assert!(!ls.covers(&ws.join("README.md")));
+    assert!(
+        !ls.covers(Path::new("/elsewhere/x.ts")),
+        "outside the workspace"
+    );
+    assert_eq!(status_of(&ls)["state"], "stopped");
+    drop(ls);
+
+    std::fs::write(ws.join("Cargo.toml"), "").unwrap();
+    std::fs::create_dir_all(ws.join("build")).unwrap();
+    std::fs::write(ws.join("build/compile_commands.json"), "[]").unwrap();
+    // The project's own TypeScript 7 is preferred: it is a pull-only LSP server itself.
+    let pkg = ws.join("node_modules/typescript");
+    std::fs::create_dir_all(pkg.join("bin")).unwrap();
+    std::fs::write(pkg.join("package.json"), r#"{"version": "7.0.2"}"#).unwrap();
+    std::fs::write(pkg.join("bin/tsc"), "").unwrap();
+    std::fs::create_dir_all(ws.join("node_modules/.bin")).unwrap();
+    std::os::unix::fs::symlink("../typescript/bin/tsc", ws.join("node_modules/.bin/tsc")).unwrap();
+    let specs = builtins(&ws, &find);
+    assert_eq!(
+        names(&specs),
+        [
+            "tsc",
+            "basedpyright-langserver",
+            "gopls",
+            "clangd",
+            "rust-analyzer"
+        ]
+    );
+    assert_eq!(specs[0].words[1..], ["--lsp", "--stdio"]);
+    let clangd = specs.iter().find(|s| s.name == "clangd").unwrap();
+    assert_eq!(clangd.words[1..], ["--background-index=false"]);
+    assert_eq!(builtins(&ws, &|_| None).len(), TS_PATTERNS.len());
+}
+
+#[test]
+fn a_rustup_proxy_without_the_component_is_not_rust_analyzer() {
+    let dir = TempDir::new("rustup");
+    let rustup = dir.write("cargo/bin/rustup", "");
+    let proxy = dir.path().join("cargo/bin/rust-analyzer");
+    std::os::unix::fs::symlink(&rustup, &proxy).unwrap();
+    let home = dir.path().join("rustup");
+    std::fs::create_dir_all(home.join("toolchains/stable/bin")).unwrap();
+    assert!(!rust_analyzer_present(&proxy, Some(&home)));
+    dir.write("rustup/toolchains/stable/bin/rust-analyzer", "");
+    assert!(rust_analyzer_present(&proxy, Some(&home)));
+    assert!(rust_analyzer_present(
+        &dir.write("ra/rust-analyzer", ""),
+        None
+    ));
+}
+
+// ---------------------------------------------------------------- fake server
+
+#[test]
+fn a_partial_publish_is_not_exposed_until_final() {
+    // The full result comes 250 ms after a partial one; stale versions are ignored.
+    let cfg = Config {
+        quiet: Duration::from_millis(500),
+        ..test_cfg()
+    };
+    let f = Fake::start("partial", "partial=0.25,stale", cfg);
+    let a = f.dir.write("a.fk", "x ERR\ny ERR\n");
+    f.touch_and_wait(&a, None);
+    let all = results(&f.got, &a);
+    assert_eq!(all.len(), 1, "only the final result: {all:?}");
+    assert_eq!(all[0].len(), 2);
+    assert_eq!(f.got.lock().unwrap()[0].0, "lsp:python3");
+
+    // Columns: the server counts UTF-16 units (🦀 is two), the store scalar values.
+    f.dir.write("a.fk", "é🦀 ERR\nfine\n");
+    f.touch_and_wait(&a, None);
+    let all = results(&f.got, &a);
+    assert_eq!(all.len(), 2, "{all:?}");
+    let d = &all[1][0];
+    assert_eq!((d.start_line, d.start_char, d.end_char), (0, 3, 6));
+    assert_eq!(
+        (d.severity, d.code.as_deref(), d.source.as_str()),
+        (Severity::Error, Some("7"), "fake")
+    );
+    assert!(all.iter().flatten().all(|d| d.message != "stale"));
+}
+
+#[test]
+fn results_wait_for_work_in_progress_to_end() {
+    // While "loading" the server publishes an empty result; a short quiet period alone would
+    // take it as final.
+    let cfg = Config {
+        quiet: Duration::from_millis(50),
+        ..test_cfg()
+    };
+    let f = Fake::start("progress", "loading=1", cfg);
+    let a = f.dir.write("a.fk", "ERR\n");
+    let t = f.ls.touch(&a, None).unwrap();
+    wait_for("the progress to begin", Duration::from_secs(10), || {
+        status_of(&f.ls)["state"] == "indexing"
+    });
+    assert!(LangServers::wait(&[t], Duration::from_secs(20)));
+    assert_eq!(results(&f.got, &a), [last(&f.got, &a)], "one result only");
+    assert_eq!(last(&f.got, &a).len(), 1);
+    assert_eq!(status_of(&f.ls)["state"], "ready");
+}
+
+#[test]
+fn a_pull_answered_during_work_in_progress_is_asked_again() {
+    let f = Fake::start("pull", "pull,loading=1", test_cfg());
+    let a = f.dir.write("a.fk", "ERR\n");
+    f.touch_and_wait(&a, None);
+    assert_eq!(results(&f.got, &a).len(), 1);
+    assert_eq!(last(&f.got, &a).len(), 1);
+    assert!(f.received("textDocument/diagnostic").len() >= 2);
+    assert_eq!(status_of(&f.ls)["diagnostics"], "pull");
+}
+
+#[test]
+fn server_requests_are_answered_and_capabilities_are_honest() {
+    let f = Fake::start("requests", "pull=dynamic,requests,watch", test_cfg());
+    let a = f.dir.write("a.fk", "ok\nERR\n");
+    f.touch_and_wait(&a, None);
+    assert_eq!(last(&f.got, &a).len(), 1, "pulled once registered");
+    let log = f.log();
+    let answer = |id: u64| {
+        log.iter()
+            .find(|e| e["got"]["id"] == id && e["got"]["method"].is_null())
+            .unwrap_or_else(|| panic!("no answer to request {id}: {log:?}"))["got"]
+            .clone()
+    };
+    assert_eq!(answer(1001)["result"], json!([null, null]), "configuration");
+    let folders = &answer(1002)["result"];
+    assert_eq!(folders[0]["uri"], convert::file_uri(f.dir.path()));
+    assert_eq!(answer(1003)["error"]["code"], -32601, "unknown method");
+    assert_eq!(answer(1004)["result"], Value::Null, "registerCapability");
+    let pulls = f.received("textDocument/diagnostic");
+    assert_eq!(pulls[0]["identifier"], "fakeid");
+
+    let init = &f.received("initialize")[0];
+    let caps = &init["capabilities"];
+    assert_eq!(
+        caps["textDocument"]["publishDiagnostics"]["versionSupport"],
+        true
+    );
+    assert_eq!(
+        caps["textDocument"]["diagnostic"]["dynamicRegistration"],
+        true
+    );
+    assert_eq!(caps["window"]["workDoneProgress"], true);
+    assert_eq!(caps["workspace"]["configuration"], true);
+    assert_eq!(
+        caps["workspace"]["didChangeWatchedFiles"]["dynamicRegistration"],
+        true
+    );
+    assert_eq!(init["processId"], std::process::id());
+    assert_eq!(
+        init["workspaceFolders"][0]["uri"],
+        convert::file_uri(f.dir.path())
+    );
+
+    let b = f.dir.path().join("new file é.fk");
+    f.ls.files_changed(&[(b.clone(), Change::Created)]);
+    wait_for("didChangeWatchedFiles", Duration::from_secs(10), || {
+        !f.received("workspace/didChangeWatchedFiles").is_empty()
+    });
+    let w = &f.received("workspace/didChangeWatchedFiles")[0];
+    assert_eq!(
+        w["changes"],
+        json!([{"uri": convert::file_uri(&b), "type": 1}])
+    );
+}
+
+#[test]
+fn a_crashed_server_restarts_with_backoff_and_answers_right() {
+    let dir_flag =
+        std::env::temp_dir().join(format!("ccide-lsp-crash-flag-{}", std::process::id()));
+    std::fs::write(&dir_flag, "").unwrap();
+    let f = Fake::start(
+        "crash",
+        &format!("crash={}", dir_flag.display()),
+        test_cfg(),
+    );
+    let a = f.dir.write("a.fk", "CRASH\nERR\n");
+    let t = f.ls.touch(&a, None).unwrap();
+    let first_pid = status_of(&f.ls)["pid"].as_u64().expect("started by touch");
+    assert!(
+        LangServers::wait(&[t], Duration::from_secs(20)),
+        "{}",
+        f.ls.status()
+    );
+    let _ = std::fs::remove_file(&dir_flag);
+    assert!(f.log().iter().any(|e| e["event"] == "crash"));
+    let st = status_of(&f.ls);
+    assert_eq!(
+        (st["state"].as_str(), st["restarts"].as_u64()),
+        (Some("ready"), Some(1)),
+        "{st}"
+    );
+    assert!(
+        st["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("exit status: 3"),
+        "{st}"
+    );
+    assert_ne!(st["pid"].as_u64(), Some(first_pid));
+    assert!(gone(first_pid));
+    assert_eq!(last(&f.got, &a).len(), 1);
+
+    f.dir.write("a.fk", "fine\nERR\nERR\n");
+    f.touch_and_wait(&a, None);
+    let ds = last(&f.got, &a);
+    assert_eq!(ds.iter().map(|d| d.start_line).collect::<Vec<_>>(), [1, 2]);
+}
+
+#[test]
+fn a_hung_server_never_blocks_beyond_the_budget() {
+    let f = Fake::start("hung", "hang", test_cfg());
+    let a = f.dir.write("a.fk", "ERR\n");
+    let started = Instant::now();
+    let t = f.ls.touch(&a, None).unwrap();
+    assert!(!LangServers::wait(&[t], Duration::from_millis(300)));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // Further calls do not block on it either (nothing is written to it under a lock).
+    for i in 0..50 {
+        let t = f.ls.touch(&a, Some(&format!("ERR {i}\n"))).unwrap();
+        assert!(!LangServers::wait(&[t], Duration::ZERO));
+    }
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let st = status_of(&f.ls);
+    assert_eq!(st["state"], "starting");
+    let pid = st["pid"].as_u64().unwrap();
+    // It answers neither shutdown nor exit: killed.
+    let stopping = Instant::now();
+    f.ls.shutdown();
+    assert!(
+        stopping.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        stopping.elapsed()
+    );
+    assert!(gone(pid));
+    assert!(results(&f.got, &a).is_empty());
+}
+
+#[test]
+fn a_server_silent_at_initialize_is_killed_and_restarted() {
+    let cfg = Config {
+        init_timeout: Duration::from_millis(300),
+        ..test_cfg()
+    };
+    let f = Fake::start("silent", "hang", cfg);
+    let a = f.dir.write("a.fk", "ERR\n");
+    let _ = f.ls.touch(&a, None).unwrap();
+    let pid = status_of(&f.ls)["pid"].as_u64().unwrap();
+    wait_for("the restart", Duration::from_secs(10), || {
+        status_of(&f.ls)["restarts"] == 1
+    });
+    assert!(gone(pid));
+    assert!(
+        status_of(&f.ls)["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("no answer to initialize")
+    );
+}
+
+#[test]
+fn least_recently_used_documents_are_closed_beyond_the_bound() {
+    let cfg = Config {
+        max_open: 2,
+        ..test_cfg()
+    };
+    let f = Fake::start("lru", "", cfg);
+    let [a, b, c] = ["a.fk", "b.fk", "c.fk"].map(|n| f.dir.write(n, "ERR\n"));
+    for p in [&a, &b, &c] {
+        f.touch_and_wait(p, None);
+    }
+    let uri = |p: &Path| json!(convert::file_uri(p));
+    wait_for("didClose", Duration::from_secs(10), || {
+        !f.received("textDocument/didClose").is_empty()
+    });
+    let closed: Vec<Value> = f
+        .received("textDocument/didClose")
+        .iter()
+        .map(|c| c["textDocument"]["uri"].clone())
+        .collect();
+    assert_eq!(closed, [uri(&a)]);
+    assert_eq!(status_of(&f.ls)["open_documents"], 2);
+    // Wanted again: opened again, and now b is the least recently used.
+    f.touch_and_wait(&a, None);
+    let opened: Vec<Value> = f
+        .received("textDocument/didOpen")
+        .iter()
+        .map(|c| c["textDocument"]["uri"].clone())
+        .collect();
+    assert_eq!(opened, [uri(&a), uri(&b), uri(&c), uri(&a)]);
+    wait_for("the second didClose", Duration::from_secs(10), || {
+        f.received("textDocument/didClose").len() == 2
+    });
+    assert_eq!(
+        f.received("textDocument/didClose")[1]["textDocument"]["uri"],
+        uri(&b)
+    );
+}
+
+#[test]
+fn unchanged_files_are_not_sent_again_and_unsaved_text_is_used() {
+    // Without a version in publishes, as typescript-language-server does.
+    let f = Fake::start("unsaved", "noversion", test_cfg());
+    let a = f.dir.write("a.fk", "clean\n");
+    f.touch_and_wait(&a, None);
+    assert_eq!(last(&f.got, &a), []);
+    f.touch_and_wait(&a, None);
+    assert_eq!(f.received("textDocument/didOpen").len(), 1);
+    assert!(
+        f.received("textDocument/didChange").is_empty(),
+        "same content"
+    );
+
+    f.touch_and_wait(&a, Some("unsaved ERR\n"));
+    assert_eq!(last(&f.got, &a).len(), 1);
+    let changes = f.received("textDocument/didChange");
+    assert_eq!(changes[0]["contentChanges"][0]["text"], "unsaved ERR\n");
+    // Back to the file on disk.
+    f.touch_and_wait(&a, None);
+    assert_eq!(last(&f.got, &a), []);
+    let v: Vec<i64> = f
+        .received("textDocument/didChange")
+        .iter()
+        .map(|c| c["textDocument"]["version"].as_i64().unwrap())
+        .collect();
+    assert!(v.len() == 2 && v[0] < v[1], "{v:?}");
+
+    // A deleted file: closed, and its diagnostics cleared.
+    f.touch_and_wait(&a, Some("ERR\n"));
+    std::fs::remove_file(&a).unwrap();
+    assert!(f.ls.touch(&a, None).is_none());
+    assert_eq!(last(&f.got, &a), []);
+    wait_for("didClose", Duration::from_secs(10), || {
+        !f.received("textDocument/didClose").is_empty()
+    });
+}
+
+#[test]
+fn no_process_outlives_shutdown() {
+    let f = Fake::start("orphans", "child", test_cfg());
+    let a = f.dir.write("a.fk", "ERR\n");
+    f.touch_and_wait(&a, None);
+    let pid = status_of(&f.ls)["pid"].as_u64().unwrap();
+    let child = f
+        .log()
+        .iter()
+        .find_map(|e| e["pid"].as_u64())
+        .expect("the child's pid");
+    assert!(!gone(child));
+    assert!(
+        status_of(&f.ls)["rss_kib"].as_u64().unwrap() > 1000,
+        "python and sleep"
+    );
+    let Fake { ls, dir: _dir, .. } = f;
+    drop(ls);
+    // SIGKILL is sent by then; the kernel may take a moment to finish the processes.
+    wait_for(
+        "the server and its child to end",
+        Duration::from_secs(2),
+        || gone(pid) && gone(child),
+    );
+}
+
+#[test]
+fn an_idle_server_stops_and_starts_again_when_needed() {
+    // Long enough for python3 to start and answer first even on a loaded machine: an idle
+    // stop during startup would end the wait with no result.
+    let cfg = Config {
+        idle: Duration::from_secs(2),
+        ..test_cfg()
+    };
+    let f = Fake::start("idle", "", cfg);
+    let a = f.dir.write("a.fk", "ERR\n");
+    f.touch_and_wait(&a, None);
+    assert_eq!(last(&f.got, &a).len(), 1);
+    let pid = status_of(&f.ls)["pid"].as_u64().unwrap();
+    wait_for("the idle stop", Duration::from_secs(10), || {
+        status_of(&f.ls)["state"] == "stopped"
+    });
+    wait_for("the process to end", Duration::from_secs(2), || gone(pid));
+    // Asked to shut down first (whether `exit` follows depends on how fast it answers within
+    // the grace period; the group is killed after it either way).
+    assert!(!f.received("shutdown").is_empty());
+    f.dir.write("a.fk", "ERR\nERR\n");
+    f.touch_and_wait(&a, None);
+    assert_eq!(last(&f.got, &a).len(), 2);
+    assert_eq!(
+        status_of(&f.ls)["restarts"],
+        0,
+        "an idle stop is not a crash"
+    );
+}
+
+#[test]
+fn a_server_that_cannot_run_fails_once_and_stops_covering() {
+    let dir = TempDir::new("missing");
+    let spec = parse_spec("*.fk=/nonexistent/lsp --stdio").unwrap();
+    let ls = LangServers::new(
+        vec![spec],
+        vec![dir.path().to_path_buf()],
+        test_cfg(),
+        sink().0,
+    );
+    let a = dir.write("a.fk", "x");
+    assert!(ls.covers(&a));
+    assert!(ls.touch(&a, None).is_none());
+    assert!(!ls.covers(&a));
+    let st = status_of(&ls);
+    assert_eq!(st["state"], "failed");
+    assert!(
+        st["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot run /nonexistent/lsp"),
+        "{st}"
+    );
+}
+
+#[test]
+fn a_server_dying_before_initialize_is_given_up_after_three_tries() {
+    let dir = TempDir::new("dies");
+    let spec = parse_spec(
+        "*.fk=python3 -c 'import sys; print(\"no such toolchain\", file=sys.stderr); sys.exit(1)'",
+    )
+    .unwrap();
+    let ls = LangServers::new(
+        vec![spec],
+        vec![dir.path().to_path_buf()],
+        test_cfg(),
+        sink().0,
+    );
+    let a = dir.write("a.fk", "x");
+    let t = ls.touch(&a, None).unwrap();
+    wait_for("giving up", Duration::from_secs(10), || {
+        status_of(&ls)["state"] == "failed"
+    });
+    assert!(
+        LangServers::wait(&[t], Duration::ZERO),
+        "a failed server's tickets are done"
+    );
+    assert!(!ls.covers(&a));
+    let e = status_of(&ls)["last_error"].as_str().unwrap().to_string();
+    assert!(
+        e.contains("3 times") && e.contains("no such toolchain"),
+        "{e}"
+    );
+}
+
+// ---------------------------------------------------------------- real servers
+
+/// A server installed by `.ci/lsp-install` in $CCIDE_TEST_LSP_DIR/bin; fails loudly when
+/// missing.
+fn lsp_bin(name: &str) -> String {
+    let dir = std::env::var_os("CCIDE_TEST_LSP_DIR").expect(
+        "CCIDE_TEST_LSP_DIR is not set: run `.ci/lsp-install DIR`, then CCIDE_TEST_LSP_DIR=DIR",
+    );
+    let p = Path::new(&dir).join("bin").join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: run `.ci/lsp-install {}`",
+        p.display(),
+        Path::new(&dir).display()
+    );
+    if std::env::var_os("CCIDE_TEST_LSP_DEBUG").is_some() {
+        crate::log::init(crate::log::Level::Debug);
+    }
+    p.to_string_lossy().into_owned()
+}
+
+/// Opens `file` (clean), then writes `broken` and expects one error whose code is `code` at
+/// `line`, starting where `at` starts in that line (in scalar values); prints timings.
+#[allow(clippy::too_many_arguments)]
+fn break_a_type(
+    label: &str,
+    ls: &LangServers,
+    got: &Got,
+    file: &Path,
+    broken: &str,
+    line: u32,
+    at: &str,
+    code: &str,
+) -> Vec<Diagnostic> {
+    let t0 = Instant::now();
+    let t = ls.touch(file, None).unwrap();
+    assert!(
+        LangServers::wait(&[t], Duration::from_secs(90)),
+        "{label}: first result; {}",
+        ls.status()
+    );
+    let first = t0.elapsed();
+    let errors = |ds: &[Diagnostic]| {
+        ds.iter()
+            .filter(|d| d.severity == Severity::Error)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(errors(&last(got, file)), [], "{label}: clean at first");
+    std::fs::write(file, broken).unwrap();
+    let t1 = Instant::now();
+    let t = ls.touch(file, None).unwrap();
+    assert!(
+        LangServers::wait(&[t], Duration::from_secs(60)),
+        "{label}: result after the edit; {}",
+        ls.status()
+    );
+    let change = t1.elapsed();
+    let ds = errors(&last(got, file));
+    let text = broken.lines().nth(line as usize).unwrap();
+    let col = text[..text.find(at).unwrap()].chars().count() as u32;
+    assert_eq!(ds.len(), 1, "{label}: {ds:?}");
+    assert_eq!(
+        (ds[0].start_line, ds[0].start_char, ds[0].code.as_deref()),
+        (line, col, Some(code)),
+        "{label}: {:?}",
+        ds[0]
+    );
+    eprintln!(
+        "{label}: first final result {first:?}, after the edit {change:?}; results seen for the file: {:?}",
+        results(got, file).iter().map(Vec::len).collect::<Vec<_>>()
+    );
+    eprintln!("{label}: status {}", ls.status());
+    ds
+}
+
+/// Shuts down and checks that the server's whole process tree is gone.
+fn shutdown_leaves_no_process(ls: &LangServers) {
+    let pid = status_of(ls)["pid"].as_u64().expect("running");
+    let tree: Vec<u64> = process::tree(pid as u32)
+        .iter()
+        .map(|p| p.0 as u64)
+        .collect();
+    let t = Instant::now();
+    ls.shutdown();
+    eprintln!(
+        "shutdown of {} process(es) took {:?}",
+        tree.len(),
+        t.elapsed()
+    );
+    wait_for(
+        "every process of the server to end",
+        Duration::from_secs(2),
+        || tree.iter().all(|p| gone(*p)),
+    );
+}
+
+#[test]
+#[ignore = "needs language servers: .ci/lsp-install, then run with --ignored"]
+fn typescript_language_server_reports_a_broken_type() {
+    let bin = lsp_bin("typescript-language-server");
+    let dir = TempDir::new("ts proj é");
+    dir.write("tsconfig.json", r#"{"compilerOptions": {"strict": true, "noEmit": true, "target": "es2020", "module": "commonjs"}}"#);
+    dir.write(
+        "a.ts",
+        "export function greet(name: string): string {\n  return \"hi \" + name;\n}\n",
+    );
+    let b = dir.write(
+        "b.ts",
+        "import { greet } from \"./a\";\nexport const s: string = greet(\"x\");\n",
+    );
+    let (sink, got) = sink();
+    let spec = parse_spec(&format!("*.ts='{bin}' --stdio")).unwrap();
+    let ls = LangServers::new(
+        vec![spec],
+        vec![dir.path().to_path_buf()],
+        Config::default(),
+        sink,
+    );
+    let broken =
+        "import { greet } from \"./a\";\nconst t = \"🦀\"; export const s: number = greet(t);\n";
+    let ds = break_a_type(
+        "typescript-language-server",
+        &ls,
+        &got,
+        &b,
+        broken,
+        1,
+        "s: number",
+        "2322",
+    );
+    assert!(
+        ds[0].message.contains("not assignable to type 'number'"),
+        "{ds:?}"
+    );
+    assert_eq!(ds[0].source, "typescript");
+    assert_eq!(status_of(&ls)["diagnostics"], "tsserver");
+
+    // Clean, then clean again: the server publishes nothing for "empty again", yet the
+    // result is final (asked of tsserver).
+    let clean = "import { greet } from \"./a\";\nexport const s: string = greet(\"x\");\n";
+    for text in [clean, &format!("{clean}// still clean\n")] {
+        std::fs::write(&b, text).unwrap();
+        let t = ls.touch(&b, None).unwrap();
+        assert!(
+            LangServers::wait(&[t], Duration::from_secs(10)),
+            "clean edit: {}",
+            ls.status()
+        );
+        assert_eq!(last(&got, &b), []);
+    }
+    // A dependency's change shows in the dependent file when it is next asked for.
+    let a = dir.path().join("a.ts");
+    let t = ls.touch(&a, None).unwrap();
+    assert!(LangServers::wait(&[t], Duration::from_secs(10)));
+    std::fs::write(
+        &a,
+        "export function greet(name: string): number {\n  return name.length;\n}\n",
+    )
+    .unwrap();
+    let ts = [ls.touch(&a, None).unwrap(), ls.touch(&b, None).unwrap()];
+    assert!(LangServers::wait(&ts, Duration::from_secs(10)));
+    assert_eq!(last(&got, &a), []);
+    let codes: Vec<_> = last(&got, &b).iter().map(|d| d.code.clone()).collect();
+    assert_eq!(codes, [Some("2322".to_string())]);
+    shutdown_leaves_no_process(&ls);
+}
+
+#[test]
+#[ignore = "needs language servers: .ci/lsp-install, then run with --ignored"]
+fn pyright_reports_a_broken_type_also_in_unsaved_text() {
+    let bin = lsp_bin("pyright-langserver");
+    let dir = TempDir::new("py proj ü");
+    dir.write(
+        "a.py",
+        "def greet(name: str) -> str:\n    return \"hi \" + name\n",
+    );
+    let b = dir.write("b.py", "from a import greet\n\nx: str = greet(\"x\")\n");
+    let (sink, got) = sink();
+    let spec = parse_spec(&format!("*.py='{bin}' --stdio")).unwrap();
+    let ls = LangServers::new(
+        vec![spec],
+        vec![dir.path().to_path_buf()],
+        Config::default(),
+        sink,
+    );
+    let broken = "from a import greet\n\nt = \"🦀\"; y: int = greet(t)\n";
+    let ds = break_a_type(
+        "pyright",
+        &ls,
+        &got,
+        &b,
+        broken,
+        2,
+        "greet(t)",
+        "reportAssignmentType",
+    );
+    assert!(
+        ds[0]
+            .message
+            .contains("\"str\" is not assignable to declared type \"int\""),
+        "{ds:?}"
+    );
+    assert_eq!(status_of(&ls)["diagnostics"], "pull");
+
+    // Unsaved text, with the file on disk unchanged; then a dependency broken on disk.
+    let t = ls
+        .touch(&b, Some("from a import greet\nz: bytes = greet(1)\n"))
+        .unwrap();
+    assert!(LangServers::wait(&[t], Duration::from_secs(30)));
+    let mut codes: Vec<_> = last(&got, &b)
+        .iter()
+        .map(|d| (d.start_line, d.code.clone()))
+        .collect();
+    codes.sort();
+    assert_eq!(
+        codes,
+        [
+            (1, Some("reportArgumentType".into())),
+            (1, Some("reportAssignmentType".into()))
+        ]
+    );
+    shutdown_leaves_no_process(&ls);
+}
+
+#[test]
+#[ignore = "needs language servers: .ci/lsp-install, then run with --ignored"]
+fn clangd_reports_an_undeclared_name() {
+    let bin = lsp_bin("clangd");
+    let dir = TempDir::new("c proj ñ");
+    let main = dir.write("main.c", "int main(void) {\n  return 0;\n}\n");
+    let db = json!([{"directory": dir.path(), "file": main, "arguments": ["cc", "-c", "main.c"]}]);
+    dir.write("compile_commands.json", &db.to_string());
+    let (sink, got) = sink();
+    // As the built-in runs it.
+    let spec = parse_spec(&format!("*.c='{bin}' --background-index=false")).unwrap();
+    let ls = LangServers::new(
+        vec![spec],
+        vec![dir.path().to_path_buf()],
+        Config::default(),
+        sink,
+    );
+    let broken = "int main(void) {\n  const char *t = \"🦀\"; return undefined_name;\n}\n";
+    let ds = break_a_type(
+        "clangd",
+        &ls,
+        &got,
+        &main,
+        broken,
+        1,
+        "undefined_name",
+        "undeclared_var_use",
+    );
+    assert!(
+        ds[0]
+            .message
+            .contains("undeclared identifier 'undefined_name'"),
+        "{ds:?}"
+    );
+    shutdown_leaves_no_process(&ls);
+}
