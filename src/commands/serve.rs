@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::cli::{Args, Command, Fail, Flag, Outcome, flag};
 use crate::diagnostics::checkers::{self, Checker, Checks};
+use crate::diagnostics::lsp;
 use crate::lockfile::{self, LockFile};
 use crate::rpc::clients::Clients;
 use crate::session::{self, Sessions};
@@ -119,6 +120,33 @@ pub const FLAGS: &[Flag] = &[
         Some("CCIDE_NO_DEFAULT_CHECKERS"),
         "Do not use the built-in checkers (ruff or python3 -m py_compile, shellcheck or bash -n, cargo check).",
     ),
+    Flag {
+        name: "--lsp",
+        value: Some("PATTERN=COMMAND"),
+        env: None,
+        repeat: true,
+        help: "Run the language server COMMAND (over stdio, kept warm) for files matching PATTERN (repeatable; same rules as --checker): its diagnostics join the checkers'. Built-ins when on PATH: typescript-language-server or TypeScript 7's tsc --lsp, basedpyright, pyright or ty, gopls, clangd (with a compile_commands.json), rust-analyzer. Where one covers a file, the built-in checker for it steps aside.",
+        default: None,
+    },
+    flag(
+        "--no-default-lsp",
+        None,
+        Some("CCIDE_NO_DEFAULT_LSP"),
+        "Do not use the built-in language servers.",
+    ),
+    flag(
+        "--lsp-warm",
+        None,
+        Some("CCIDE_LSP_WARM"),
+        "Start the language servers with serve, so the first edit of the day is already warm (otherwise each starts on its first file).",
+    ),
+    flag(
+        "--lsp-idle",
+        Some("SECS"),
+        Some("CCIDE_LSP_IDLE"),
+        "A language server unused this long is stopped (and started again when needed).",
+    )
+    .default("1800"),
     flag(
         "--diagnostics-wait",
         Some("SECS"),
@@ -184,6 +212,9 @@ struct Options {
     exec: exec::Settings,
     formatters: Vec<String>,
     checks: Checks,
+    lsp: Vec<lsp::Spec>,
+    lsp_idle: Duration,
+    lsp_warm: bool,
 }
 
 fn seconds(args: &Args, name: &str) -> Result<Duration, Fail> {
@@ -277,6 +308,16 @@ fn options(args: &Args) -> Result<Options, Fail> {
             seconds(args, "--checker-timeout")?,
         )
     };
+    let mut servers = Vec::new();
+    for spec in args.values("--lsp") {
+        servers.push(
+            lsp::parse_spec(&spec)
+                .map_err(|e| Fail::Usage(format!("invalid value for --lsp: {e}")))?,
+        );
+    }
+    if !args.switch("--no-default-lsp")? {
+        servers.extend(lsp::builtins(&workspaces[0], &crate::proc::find_on_path));
+    }
     let config_dir = lockfile::config_dir(args.value("--config-dir").as_deref())?;
     let state_dir = lockfile::state_dir(args.value("--state-dir").as_deref(), &workspaces)?;
     // `ccide workspace add/remove` changes persist on top of the command line's folders.
@@ -319,6 +360,9 @@ fn options(args: &Args) -> Result<Options, Fail> {
         },
         formatters: args.values("--formatter"),
         checks,
+        lsp: servers,
+        lsp_idle: seconds(args, "--lsp-idle")?,
+        lsp_warm: args.switch("--lsp-warm")?,
     })
 }
 
@@ -393,9 +437,19 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
             exec: o.exec,
             formatters: o.formatters,
             checks: o.checks,
+            lsp: (
+                o.lsp,
+                lsp::Config {
+                    idle: o.lsp_idle,
+                    ..lsp::Config::default()
+                },
+            ),
         },
         clients.clone(),
     )?);
+    if o.lsp_warm {
+        state.diagnostics.lsp.warm();
+    }
     let control = crate::control::bind(&state.control_path)?;
     let sessions = Arc::new(Sessions::new(state.clone(), clients, o.session));
     let gate = Gate {
@@ -485,6 +539,28 @@ fn log_tools(state: &State) {
     for f in &state.formatters {
         crate::debug!("formatter {f}");
     }
+    for s in state
+        .diagnostics
+        .lsp
+        .status()
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        crate::info!(
+            "language server {} for {}: {}",
+            s["name"].as_str().unwrap_or(""),
+            s["patterns"]
+                .as_array()
+                .map(|p| p
+                    .iter()
+                    .filter_map(|p| p.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" "))
+                .unwrap_or_default(),
+            s["command"].as_str().unwrap_or("")
+        );
+    }
 }
 
 /// Removes the lock file and the control socket and says goodbye to the clients.
@@ -506,7 +582,8 @@ pub fn stop(r: Started) {
     while clients.iter().any(|c| !c.outbox.is_ended()) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
-    // No checker, formatter or Python kernel outlives the server.
+    // No checker, formatter, language server or Python kernel outlives the server.
+    r.sessions.state.diagnostics.shutdown();
     crate::proc::kill_all();
 }
 

@@ -24,6 +24,8 @@ pub struct Checker {
     pub per_file: bool,
     /// How `bash -n` reports, turned into compiler lines before parsing.
     bash_syntax: bool,
+    /// A built-in: it steps aside for a language server that covers the file.
+    builtin: bool,
 }
 
 impl Checker {
@@ -41,6 +43,7 @@ impl Checker {
             per_file: words.iter().any(|w| w.contains("{file}")),
             words,
             bash_syntax: false,
+            builtin: false,
         })
     }
 
@@ -54,6 +57,7 @@ pub fn defaults(workspace: &Path) -> Vec<Checker> {
     let spec = |spec: &str, bash_syntax: bool| {
         Checker::parse(spec).ok().map(|mut c| {
             c.bash_syntax = bash_syntax;
+            c.builtin = true;
             c
         })
     };
@@ -72,6 +76,7 @@ pub fn defaults(workspace: &Path) -> Vec<Checker> {
                 .into(),
             per_file: true,
             bash_syntax: false,
+            builtin: true,
         });
     }
     if on_path("shellcheck") {
@@ -182,6 +187,11 @@ impl Checks {
 pub fn refresh(diagnostics: &Arc<Diagnostics>, file: &Path) -> Option<Arc<Running>> {
     let this = &diagnostics.checks;
     let (index, root) = this.checker_for(&diagnostics.workspaces, file)?;
+    // A language server gives that file type-level diagnostics within the deadlines; the
+    // built-in batch checker for the language would only repeat (part of) them late.
+    if this.checkers[index].builtin && diagnostics.lsp.covers(file) {
+        return None;
+    }
     let now = state_of(file);
     {
         let mut checked = this.checked.lock().unwrap();

@@ -1,5 +1,6 @@
-//! Diagnostics: the store that getDiagnostics answers from (ccide-protocol(7) §5), the
-//! project's checkers that fill it in the background (`checkers`), the output formats they and
+//! Diagnostics: the store that getDiagnostics answers from (ccide-protocol(7) §5), the sources
+//! that fill it in the background: the project's checkers (`checkers`) and language servers kept
+//! warm (`lsp`), each result replacing only its own origin's; the output formats checkers and
 //! imports speak (`parse`), and the drop directory. Answers come from the store at once: the
 //! CLI gives a baseline call 500 ms and disables baselines after three misses, so nothing slow
 //! ever runs on the request path. Knows the workspace folders and how to broadcast, nothing of
@@ -9,84 +10,175 @@ pub mod checkers;
 pub mod lsp;
 pub mod parse;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::rpc::clients::Clients;
 use crate::workspaces::Workspaces;
 use checkers::{Checks, Running};
+use lsp::LangServers;
 use parse::{Diagnostic, Format, Severity};
 
-/// The diagnostics of a server: the store, its checkers, and who to tell of changes.
+/// The diagnostics of a server: the store, its sources, and who to tell of changes.
 pub struct Diagnostics {
-    pub store: Store,
+    pub store: Arc<Store>,
     pub checks: Checks,
+    pub lsp: Arc<LangServers>,
     workspaces: Arc<Workspaces>,
     clients: Arc<Clients>,
     /// Where checkers' output is captured (the state directory).
     scratch: PathBuf,
+    /// Files whose diagnostics were asked for: getDiagnostics {} brings them all up to date
+    /// (an edit to one file can change another's diagnostics).
+    seen: Mutex<BTreeSet<PathBuf>>,
+}
+
+/// Files `seen` remembers at most.
+const MAX_SEEN: usize = 10_000;
+
+/// A source still producing a file's diagnostics: a checker run, or a language server's
+/// result for the content just synced.
+pub enum Pending {
+    Check(Arc<Running>),
+    Lsp(lsp::Ticket),
+}
+
+/// Waits until every pending result is in the store, at most `budget` in all.
+pub fn wait_all(pending: &[Pending], budget: Duration) {
+    let deadline = Instant::now() + budget;
+    for p in pending {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match p {
+            Pending::Check(r) => checkers::wait_all(std::slice::from_ref(r), left),
+            Pending::Lsp(t) => {
+                LangServers::wait(std::slice::from_ref(t), left);
+            }
+        }
+    }
+}
+
+/// Replaces `origin`'s diagnostics of the files in `by_file` and tells the clients of every
+/// file whose diagnostics changed; returns how many changed.
+fn publish(
+    store: &Store,
+    clients: &Clients,
+    origin: &str,
+    by_file: BTreeMap<PathBuf, Vec<Diagnostic>>,
+) -> usize {
+    let changed = store.replace(origin, by_file);
+    for (p, ds) in &changed {
+        broadcast_change(clients, p, ds);
+    }
+    changed.len()
+}
+
+fn broadcast_change(clients: &Clients, p: &Path, ds: &[Diagnostic]) {
+    clients.broadcast(
+        "diagnostics_changed",
+        json!({"uri": uri_of(p), "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}),
+    );
 }
 
 impl Diagnostics {
     pub fn new(
         state_dir: &Path,
         checks: Checks,
+        servers: (Vec<lsp::Spec>, lsp::Config),
         workspaces: Arc<Workspaces>,
         clients: Arc<Clients>,
     ) -> Diagnostics {
+        let store = Arc::new(Store::open(state_dir));
+        // A language server's final result goes where a checker's goes.
+        let sink: lsp::Sink = {
+            let (store, clients) = (store.clone(), clients.clone());
+            Arc::new(move |origin, path, ds| {
+                publish(
+                    &store,
+                    &clients,
+                    origin,
+                    BTreeMap::from([(path.to_path_buf(), ds)]),
+                );
+            })
+        };
+        let lsp = LangServers::new(servers.0, workspaces.list(), servers.1, sink);
         Diagnostics {
-            store: Store::open(state_dir),
+            store,
             checks,
+            lsp,
             workspaces,
             clients,
             scratch: state_dir.to_path_buf(),
+            seen: Mutex::default(),
         }
     }
 
     /// Replaces `origin`'s diagnostics of the files in `by_file` and tells the clients of
     /// every file whose diagnostics changed.
     pub fn replace(&self, origin: &str, by_file: BTreeMap<PathBuf, Vec<Diagnostic>>) -> usize {
-        let changed = self.store.replace(origin, by_file);
-        for (p, ds) in &changed {
-            self.broadcast_change(p, ds);
-        }
-        changed.len()
+        publish(&self.store, &self.clients, origin, by_file)
     }
 
     /// Forgets one file's diagnostics, or all, telling the clients; returns the files cleared.
     pub fn clear(&self, only: Option<&Path>) -> Vec<PathBuf> {
         let cleared = self.store.clear(only);
         for p in &cleared {
-            self.broadcast_change(p, &[]);
+            broadcast_change(&self.clients, p, &[]);
         }
         cleared
     }
 
-    fn broadcast_change(&self, p: &Path, ds: &[Diagnostic]) {
-        self.clients.broadcast(
-            "diagnostics_changed",
-            json!({"uri": uri_of(p), "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}),
-        );
+    /// Brings `file`'s diagnostics up to date with its content (`unsaved`, the editor's
+    /// buffer, else the file on disk): its language server gets the new text, its checker
+    /// runs if the file changed since its last run. Returns what is still under way.
+    pub fn refresh(self: &Arc<Self>, file: &Path, unsaved: Option<&str>) -> Vec<Pending> {
+        {
+            let mut seen = self.seen.lock().unwrap();
+            if seen.len() < MAX_SEEN || seen.contains(file) {
+                seen.insert(file.to_path_buf());
+            }
+        }
+        let mut pending = Vec::new();
+        if let Some(t) = self.lsp.touch(file, unsaved) {
+            pending.push(Pending::Lsp(t));
+        }
+        if let Some(r) = checkers::refresh(self, file) {
+            pending.push(Pending::Check(r));
+        }
+        pending
     }
 
-    /// Starts a check of `file` if it has a checker and changed since its last check; returns
-    /// the running check to wait for, if any.
-    pub fn refresh(self: &Arc<Self>, file: &Path) -> Option<Arc<Running>> {
-        checkers::refresh(self, file)
-    }
-
-    /// For getDiagnostics {}: refreshes every tracked file and waits for the checks, at most
-    /// `--diagnostics-wait` in all.
-    pub fn refresh_all_and_wait(self: &Arc<Self>) {
-        let mut files = self.checks.tracked();
+    /// For getDiagnostics {}: brings every file asked about or holding diagnostics up to date
+    /// and waits for the results, at most `--diagnostics-wait` in all. `unsaved` gives the
+    /// editor's buffer of a file, if it has one.
+    pub fn refresh_all_and_wait(self: &Arc<Self>, unsaved: &dyn Fn(&Path) -> Option<String>) {
+        let mut files: BTreeSet<PathBuf> = self.seen.lock().unwrap().clone();
+        files.extend(self.checks.tracked());
         files.extend(self.store.all().into_iter().map(|(p, _)| p));
-        files.sort();
-        files.dedup();
-        let pending: Vec<Arc<Running>> = files.iter().filter_map(|f| self.refresh(f)).collect();
-        checkers::wait_all(&pending, self.checks.wait);
+        let pending: Vec<Pending> = files
+            .iter()
+            .flat_map(|f| self.refresh(f, unsaved(f).as_deref()))
+            .collect();
+        wait_all(&pending, self.checks.wait);
+    }
+
+    /// Tells the language servers that ccide wrote a file (saveDocument, writeFile,
+    /// reformat_file), as an editor's file watcher would.
+    pub fn file_written(&self, path: &Path, created: bool) {
+        let change = if created {
+            lsp::Change::Created
+        } else {
+            lsp::Change::Changed
+        };
+        self.lsp.files_changed(&[(path.to_path_buf(), change)]);
+    }
+
+    /// Stops the language servers (with their process groups).
+    pub fn shutdown(&self) {
+        self.lsp.shutdown();
     }
 
     /// Stores diagnostics produced elsewhere; files outside the workspace are dropped. Every

@@ -212,11 +212,9 @@ pub fn notification(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
 }
 
-#[allow(dead_code)] // until the language-server and editor peers use it
 /// Largest framed message body read from a stdio peer (a language server or an editor).
 pub const MAX_FRAMED: usize = 64 << 20;
 
-#[allow(dead_code)] // until the language-server and editor peers use it
 /// Reads one `Content-Length`-framed message body (the LSP base protocol, used by language
 /// servers and editors over stdio). `Ok(None)` at a clean end of stream between messages.
 /// Other headers (`Content-Type`) are ignored; header names are case-insensitive.
@@ -277,7 +275,6 @@ pub fn read_framed(r: &mut impl std::io::BufRead) -> std::io::Result<Option<Vec<
     Ok(Some(body))
 }
 
-#[allow(dead_code)] // until the language-server and editor peers use it
 /// Writes one message with its `Content-Length` header, in one write, and flushes.
 pub fn write_framed(w: &mut impl std::io::Write, v: &Value) -> std::io::Result<()> {
     let body = v.to_string();

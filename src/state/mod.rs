@@ -43,6 +43,11 @@ pub struct Config {
     pub exec: exec::Settings,
     pub formatters: Vec<String>,
     pub checks: Checks,
+    /// The language servers (`--lsp` and the built-ins) and how they are run.
+    pub lsp: (
+        Vec<crate::diagnostics::lsp::Spec>,
+        crate::diagnostics::lsp::Config,
+    ),
 }
 
 pub struct State {
@@ -78,6 +83,7 @@ impl State {
             diagnostics: Arc::new(Diagnostics::new(
                 &c.state_dir,
                 c.checks,
+                c.lsp,
                 workspaces.clone(),
                 clients.clone(),
             )),
@@ -150,6 +156,7 @@ impl State {
             "tabs": self.editor.tabs().iter().map(|t| json!({"path": t.path, "active": t.active, "preview": t.preview})).collect::<Vec<_>>(),
             "selection": self.editor.selection(),
             "documents": self.editor.documents().iter().map(|(p, n)| json!({"path": p, "bytes": n})).collect::<Vec<_>>(),
+            "language_servers": self.diagnostics.lsp.status(),
         })
     }
 
@@ -221,6 +228,16 @@ impl State {
             }
         }
         newlines + usize::from(last != b'\n')
+    }
+
+    /// Writes a workspace file for a client (saveDocument, writeFile, reformat_file): confined
+    /// and atomic (see `Workspaces::write`), and the language servers are told, as an
+    /// editor's file watcher would tell them.
+    pub fn write_file(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        let created = !path.exists();
+        self.workspaces.write(path, bytes, 0o644)?;
+        self.diagnostics.file_written(path, created);
+        Ok(())
     }
 
     /// Adds or removes a workspace folder, persists the change and rewrites the lock file with
@@ -438,6 +455,7 @@ pub mod testing {
                 },
                 formatters: Vec::new(),
                 checks: Checks::new(Vec::new(), Duration::from_secs(2), Duration::from_secs(20)),
+                lsp: (Vec::new(), Default::default()),
             },
             clients.clone(),
         )

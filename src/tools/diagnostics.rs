@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::diagnostics::checkers::wait_all;
+use crate::diagnostics::wait_all;
 use crate::rpc::call::{Call, Reply, answer_later, arg_str, tool_json};
 use crate::state::State;
 
@@ -22,28 +22,32 @@ pub fn get_diagnostics(state: &Arc<State>, call: &Call, args: &Map<String, Value
         Err(e) => return Reply::Now(Err(e)),
     };
     let diagnostics = &state.diagnostics;
-    // The file's check, if one runs now (started here when the file changed since its last).
-    let running = uri.as_deref().and_then(|u| {
-        let raw = crate::files::raw_uri_path(u);
-        state
-            .resolve(raw)
-            .ok()
-            .and_then(|p| diagnostics.refresh(&p))
-    });
-    if uri.is_some() && running.is_none() {
+    // What still produces the file's diagnostics: its checker (started here when the file
+    // changed since its last run), its language server (given the content now).
+    let pending = match uri.as_deref() {
+        Some(u) => match state.resolve(crate::files::raw_uri_path(u)) {
+            Ok(p) => diagnostics.refresh(&p, state.editor.document(&p).as_deref()),
+            Err(_) => Vec::new(),
+        },
+        None => Vec::new(),
+    };
+    if uri.is_some() && pending.is_empty() {
         return Reply::Now(Ok(tool_json(&Value::Array(diagnostics.answer(uri)))));
     }
-    // Waiting for checks must not hold up the connection: answer from another thread. The
-    // CLI's baseline call before an edit ({uri}, 500 ms deadline) waits a little for a check
-    // already under way, so an error the file had before is in the baseline and is not later
-    // reported as introduced by the edit; {} waits up to --diagnostics-wait.
-    let diagnostics = diagnostics.clone();
+    // Waiting must not hold up the connection: answer from another thread. The CLI's
+    // baseline call before an edit ({uri}, 500 ms deadline) waits a little for a result under
+    // way, so an error the file had before is in the baseline and is not later reported as
+    // introduced by the edit; {} waits up to --diagnostics-wait. A server still indexing
+    // never holds an answer longer: the store then has its last final result.
+    let state = state.clone();
     answer_later(
         Arc::new(call.defer()),
         Box::new(move || {
-            match &running {
-                Some(r) => wait_all(std::slice::from_ref(r), BASELINE_WAIT),
-                None => diagnostics.refresh_all_and_wait(),
+            let diagnostics = &state.diagnostics;
+            if uri.is_some() {
+                wait_all(&pending, BASELINE_WAIT);
+            } else {
+                diagnostics.refresh_all_and_wait(&|p| state.editor.document(p));
             }
             Some(tool_json(&Value::Array(diagnostics.answer(uri))))
         }),

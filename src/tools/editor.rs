@@ -244,7 +244,7 @@ fn save(state: &State, raw: &str) -> Value {
     let Some(content) = state.editor.document(&path) else {
         return json!({"success": true, "filePath": path, "saved": false, "message": "Document has no unsaved changes"});
     };
-    match state.workspaces.write(&path, content.as_bytes(), 0o644) {
+    match state.write_file(&path, content.as_bytes()) {
         Ok(()) => {
             state.editor.set_document(&path, None);
             json!({"success": true, "filePath": path, "saved": true, "message": "Document saved successfully"})

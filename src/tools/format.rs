@@ -128,8 +128,7 @@ fn reformat(state: &State, raw: &str) -> Result<(), String> {
     };
     if new != original {
         state
-            .workspaces
-            .write(&path, &new, 0o644)
+            .write_file(&path, &new)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         crate::info!("reformatted {} with {prog}", path.display());
     }

@@ -65,15 +65,12 @@ fn write_file(state: &State, args: &Map<String, Value>) -> Result<Value, RpcErro
             ),
         ));
     }
-    state
-        .workspaces
-        .write(&path, content.as_bytes(), 0o644)
-        .map_err(|e| {
-            RpcError::new(
-                ErrorCode::InternalError,
-                format!("failed to write file {}: {e}", path.display()),
-            )
-        })?;
+    state.write_file(&path, content.as_bytes()).map_err(|e| {
+        RpcError::new(
+            ErrorCode::InternalError,
+            format!("failed to write file {}: {e}", path.display()),
+        )
+    })?;
     Ok(json!({"success": true, "path": path, "bytes": content.len()}))
 }
 

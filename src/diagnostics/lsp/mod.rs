@@ -10,9 +10,6 @@
 //! Several `Spec`s with the same command share one server process (`--lsp '*.ts=CMD' --lsp
 //! '*.tsx=CMD'`), so the pattern syntax stays exactly `--checker`'s.
 
-// Until wired into the diagnostics store and getDiagnostics.
-#![allow(dead_code)]
-
 mod convert;
 mod process;
 mod session;
@@ -191,7 +188,6 @@ pub type Sink = Arc<dyn Fn(&str, &Path, Vec<Diagnostic>) + Send + Sync>;
 pub enum Change {
     Created = 1,
     Changed = 2,
-    Deleted = 3,
 }
 
 /// Wakes the clock thread, which runs every server's time-driven transitions (quiet periods,

@@ -1196,10 +1196,6 @@ impl Ticket {
         drop(s.delivering.lock());
         true
     }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 fn pull_kind(p: &Option<Pull>) -> &'static str {
