@@ -334,7 +334,7 @@ fn status_lists_clients_diffs_tabs_selection_and_documents() {
         json!({"ok": true, "status": {
             "pid": std::process::id(),
             "port": 1,
-            "ide_name": "ccide (test)",
+            "ide_name": "ccide (test)", "language_servers": [],
             "workspaces": [ts.ws()],
             "state_dir": ts.root.join("state"),
             "started": crate::text::unix_secs(ts.state.started),

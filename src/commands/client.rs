@@ -594,6 +594,21 @@ pub fn status(args: &Args) -> Outcome {
             file_of(&d)
         ));
     }
+    for l in list(&s["language_servers"]) {
+        let mut line = format!("lsp      {} {}", text(&l["name"]), text(&l["state"]));
+        if let Some(pid) = l["pid"].as_u64() {
+            line.push_str(&format!(", pid {pid}"));
+        }
+        if let Some(kib) = l["rss_kib"].as_u64() {
+            line.push_str(&format!(", {} MiB", kib / 1024));
+        }
+        line.push_str(&format!(", {} open", l["open_documents"].as_u64().unwrap_or(0)));
+        if let Some(e) = l["last_error"].as_str().filter(|e| !e.is_empty()) {
+            line.push_str(&format!(" (last error: {})", visible(e)));
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
     print!("{out}");
     Ok(EXIT_OK)
 }
