@@ -398,6 +398,30 @@ pub const COMMANDS: &[Command] = &[
         passthrough: false,
     },
     Command {
+        name: "lsp",
+        usage: "ccide lsp [OPTIONS]",
+        about: "Language server over stdio: the editor's own LSP client drives tabs, buffers, selection and diff review.",
+        details: "Start it from the editor for the file types you choose. For each file it finds the\nserver of its workspace (as the commands do), or serves the editor's workspace folder in\nthis process until the editor exits. didOpen/didClose open and close tabs, didChange keeps\nthe unsaved content, didSave drops it; when the editor exits its tabs and buffers go.\nCode actions (and workspace/executeCommand): ccide.select \"Claude: send selection\",\nccide.mention \"Claude: @-mention\", and for a pending diff ccide.show, ccide.accept,\nccide.acceptEdited, ccide.reject. Arguments: [{\"uri\": ..., \"range\": ...}], both optional.\nThe range of every code action request becomes the selection 100 ms after the last one\n(editors that ask as the cursor moves), unless --no-follow. initializationOptions:\n{\"followSelection\": false, \"diagnostics\": true}. Nothing is written to files.",
+        flags: &[
+            flag(
+                "--no-follow",
+                None,
+                None,
+                "Send the selection only when asked (code action), not at every code action request.",
+            ),
+            flag(
+                "--diagnostics",
+                None,
+                None,
+                "Publish the diagnostics ccide holds for open files (what Claude Code is told).",
+            ),
+            PORT,
+            CONFIG_DIR,
+        ],
+        run: crate::lsp::run,
+        passthrough: false,
+    },
+    Command {
         name: "events",
         usage: "ccide events [OPTIONS]",
         about: "Stream one JSON line per event (diffs opened and settled, clients) until interrupted.",

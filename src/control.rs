@@ -75,6 +75,10 @@ fn serve_one(app: &Arc<App>, stream: UnixStream) {
             crate::events::subscribe(writer);
             return;
         }
+        if request["cmd"] == "attach" {
+            crate::lsp::session::attach(app, reader, writer, &request);
+            return;
+        }
         let answer = crate::commands::handle(app, &request);
         if reply(&mut writer, &answer).is_err() {
             return;

@@ -16,6 +16,7 @@ mod files;
 mod format;
 mod jsonrpc;
 mod lockfile;
+mod lsp;
 #[macro_use]
 mod log;
 mod pattern;
