@@ -8,11 +8,10 @@
 pub mod session;
 mod text;
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
@@ -41,6 +40,46 @@ const COMMANDS: [(&str, &str); 6] = [
     ("ccide.acceptEdited", "Claude: accept as edited"),
     ("ccide.reject", "Claude: reject"),
 ];
+
+/// The answer to `initialize` but for the position encoding: only what is implemented. (Text
+/// parsed at run time costs less in the binary than the same `json!`.)
+const INITIALIZED: &str = concat!(
+    r#"{"capabilities": {"textDocumentSync": {"openClose": true, "change": 2, "save": {"includeText": false}},
+    "codeActionProvider": true, "executeCommandProvider": {"commands": ["ccide.select", "ccide.mention",
+    "ccide.show", "ccide.accept", "ccide.acceptEdited", "ccide.reject"]},
+    "workspace": {"workspaceFolders": {"supported": true, "changeNotifications": true}}},
+    "serverInfo": {"name": "ccide", "version": ""#,
+    env!("CARGO_PKG_VERSION"),
+    r#""}}"#
+);
+
+/// What the main loop waits for, from the threads reading the editor and the servers.
+#[derive(Default)]
+struct Queue {
+    items: Mutex<Vec<In>>,
+    ready: Condvar,
+}
+
+impl Queue {
+    fn push(&self, i: In) {
+        self.items.lock().unwrap().push(i);
+        self.ready.notify_one();
+    }
+
+    /// The oldest input, waiting until `until` at most.
+    fn pop(&self, until: Option<Instant>) -> Option<In> {
+        let mut items = self.items.lock().unwrap();
+        while items.is_empty() {
+            let left = until.map(|u| u.saturating_duration_since(Instant::now()));
+            if left.is_some_and(|l| l.is_zero()) {
+                return None;
+            }
+            let wait = left.unwrap_or(Duration::from_secs(3600));
+            items = self.ready.wait_timeout(items, wait).unwrap().0;
+        }
+        Some(items.remove(0))
+    }
+}
 
 enum In {
     Lsp(Value),
@@ -109,6 +148,7 @@ struct Diff {
 }
 
 struct Doc {
+    uri: String,
     path: PathBuf,
     text: String,
     /// Hash of the content on disk as the editor last saw it (None: no such file yet).
@@ -127,7 +167,7 @@ struct Doc {
 type Watch = (PathBuf, Option<(SystemTime, u64)>, Instant);
 
 struct Lsp {
-    tx: Sender<In>,
+    queue: Arc<Queue>,
     config: PathBuf,
     port: Option<u16>,
     enc: Enc,
@@ -137,7 +177,7 @@ struct Lsp {
     apply_edit: bool,
     editor: String,
     roots: Vec<PathBuf>,
-    docs: BTreeMap<String, Doc>,
+    docs: Vec<Doc>,
     links: Vec<Link>,
     focus: Option<String>,
     /// The follow-up selection waiting for the cursor to rest: document, due.
@@ -147,7 +187,7 @@ struct Lsp {
     watches: Vec<Watch>,
     next_poll: Instant,
     served: Vec<crate::serve::Running>,
-    warned: BTreeSet<String>,
+    warned: Vec<String>,
     next_id: u64,
     shutdown: bool,
 }
@@ -159,9 +199,9 @@ pub fn run(args: &Args) -> Outcome {
     // Before any thread: a termination signal then ends the loop below, which stops a server
     // served in this process properly (its lock file removed).
     crate::sys::block_termination_signals();
-    let (tx, rx) = mpsc::channel();
+    let queue = Arc::new(Queue::default());
     let mut lsp = Lsp {
-        tx: tx.clone(),
+        queue: queue.clone(),
         config: crate::lockfile::config_dir(args.value("--config-dir").as_deref())?,
         port: args.parsed::<u16>("--port", "a port number from 1 to 65535")?,
         enc: Enc::Utf16,
@@ -171,7 +211,7 @@ pub fn run(args: &Args) -> Outcome {
         apply_edit: false,
         editor: String::new(),
         roots: Vec::new(),
-        docs: BTreeMap::new(),
+        docs: Vec::new(),
         links: Vec::new(),
         focus: None,
         pending: None,
@@ -179,18 +219,18 @@ pub fn run(args: &Args) -> Outcome {
         watches: Vec::new(),
         next_poll: Instant::now(),
         served: Vec::new(),
-        warned: BTreeSet::new(),
+        warned: Vec::new(),
         next_id: 0,
         shutdown: false,
     };
-    let t = tx.clone();
+    let q = queue.clone();
     std::thread::spawn(move || {
         let mut stdin = BufReader::new(std::io::stdin().lock());
         loop {
             match crate::jsonrpc::read_framed(&mut stdin) {
                 // Null stands for a body that is not JSON: answered with a parse error.
                 Ok(Some(body)) => {
-                    let _ = t.send(In::Lsp(serde_json::from_slice(&body).unwrap_or_default()));
+                    q.push(In::Lsp(serde_json::from_slice(&body).unwrap_or_default()))
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -199,13 +239,13 @@ pub fn run(args: &Args) -> Outcome {
                 }
             }
         }
-        let _ = t.send(In::End);
+        q.push(In::End);
     });
     std::thread::spawn(move || {
         crate::sys::wait_termination_signal();
-        let _ = tx.send(In::End);
+        queue.push(In::End);
     });
-    Ok(lsp.run(rx))
+    Ok(lsp.run())
 }
 
 fn hash(b: &[u8]) -> u64 {
@@ -261,17 +301,17 @@ fn actions(uri: &str, range: &Value, diff: Option<(bool, bool)>) -> Value {
 }
 
 impl Lsp {
-    fn run(&mut self, rx: Receiver<In>) -> i32 {
+    fn doc(&self, uri: &str) -> Option<&Doc> {
+        self.docs.iter().find(|d| d.uri == uri)
+    }
+
+    fn doc_mut(&mut self, uri: &str) -> Option<&mut Doc> {
+        self.docs.iter_mut().find(|d| d.uri == uri)
+    }
+
+    fn run(&mut self) -> i32 {
         loop {
-            let now = Instant::now();
-            let input = match self.deadline() {
-                Some(d) => match rx.recv_timeout(d.saturating_duration_since(now)) {
-                    Ok(i) => Some(i),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => Some(In::End),
-                },
-                None => Some(rx.recv().unwrap_or(In::End)),
-            };
+            let input = self.queue.pop(self.deadline());
             let stop = match input {
                 Some(In::Lsp(v)) => self.message(v),
                 Some(In::End) => true,
@@ -300,7 +340,7 @@ impl Lsp {
 
     /// The earliest time something is due.
     fn deadline(&self) -> Option<Instant> {
-        let docs = self.docs.values().filter_map(|d| d.push);
+        let docs = self.docs.iter().filter_map(|d| d.push);
         let links = self
             .links
             .iter()
@@ -324,19 +364,21 @@ impl Lsp {
         self.send(&crate::jsonrpc::notification(method, params));
     }
 
-    /// `window/showMessage`: 1 error, 2 warning, 3 info.
+    /// `window/showMessage`: 1 error, 2 warning, 3 info; kind 0 is a warning in the log.
     fn show(&self, kind: u8, message: String) {
-        self.notify(
-            "window/showMessage",
-            json!({"type": kind, "message": message}),
-        );
+        let (method, kind) = match kind {
+            0 => ("window/logMessage", 2),
+            k => ("window/showMessage", k),
+        };
+        self.notify(method, json!({"type": kind, "message": message}));
     }
 
     /// A warning the user sees once, not at every keystroke.
     fn warn_once(&mut self, message: String) {
-        if self.warned.insert(message.clone()) {
+        if !self.warned.contains(&message) {
             crate::warn!("{message}");
             self.show(2, format!("ccide: {message}"));
+            self.warned.push(message);
         }
     }
 
@@ -400,7 +442,7 @@ impl Lsp {
             "textDocument/didOpen" => self.did_open(&uri, p),
             "textDocument/didChange" => {
                 let enc = self.enc;
-                if let Some(d) = self.docs.get_mut(&uri) {
+                if let Some(d) = self.doc_mut(&uri) {
                     for c in p["contentChanges"].as_array().into_iter().flatten() {
                         text::apply_change(&mut d.text, c, enc);
                     }
@@ -408,7 +450,7 @@ impl Lsp {
                 }
             }
             "textDocument/didSave" => {
-                if let Some(d) = self.docs.get_mut(&uri) {
+                if let Some(d) = self.doc_mut(&uri) {
                     if let Some(t) = p["text"].as_str() {
                         d.text = t.to_string();
                     }
@@ -417,9 +459,10 @@ impl Lsp {
                 }
             }
             "textDocument/didClose" => {
-                let Some(d) = self.docs.remove(&uri) else {
+                let Some(k) = self.docs.iter().position(|d| d.uri == uri) else {
                     return;
                 };
+                let d = self.docs.remove(k);
                 if self.focus.as_deref() == Some(&uri) {
                     self.focus = None;
                 }
@@ -469,16 +512,9 @@ impl Lsp {
                     .map(|r| canon(&r)),
             );
         }
-        json!({
-            "capabilities": {
-                "positionEncoding": self.enc.name(),
-                "textDocumentSync": {"openClose": true, "change": 2, "save": {"includeText": false}},
-                "codeActionProvider": true,
-                "executeCommandProvider": {"commands": COMMANDS.iter().map(|c| c.0).collect::<Vec<_>>()},
-                "workspace": {"workspaceFolders": {"supported": true, "changeNotifications": true}},
-            },
-            "serverInfo": {"name": "ccide", "version": env!("CARGO_PKG_VERSION")},
-        })
+        let mut v: Value = serde_json::from_str(INITIALIZED).unwrap_or_default();
+        v["capabilities"]["positionEncoding"] = self.enc.name().into();
+        v
     }
 
     /// The server for a directory: a known one, one found by its lock file, or one served in
@@ -605,14 +641,12 @@ impl Lsp {
         };
         let l = &mut self.links[i];
         l.generation += 1;
-        let (tx, generation) = (self.tx.clone(), l.generation);
+        let (queue, generation) = (self.queue.clone(), l.generation);
         std::thread::spawn(move || {
             while let Ok(v) = events.line() {
-                if tx.send(In::Event(i, generation, v)).is_err() {
-                    return;
-                }
+                queue.push(In::Event(i, generation, v));
             }
-            let _ = tx.send(In::Gone(i, generation));
+            queue.push(In::Gone(i, generation));
         });
         l.control = control;
         l.workspaces = found.workspaces;
@@ -625,10 +659,10 @@ impl Lsp {
         let mine: Vec<String> = self
             .docs
             .iter_mut()
-            .filter(|(_, d)| d.link == Some(i))
-            .map(|(u, d)| {
+            .filter(|d| d.link == Some(i))
+            .map(|d| {
                 d.pushed = true;
-                u.clone()
+                d.uri.clone()
             })
             .collect();
         for uri in &mine {
@@ -676,15 +710,12 @@ impl Lsp {
     /// `ask` for what nobody waits on: a refusal goes to the editor's log.
     fn tell(&mut self, i: usize, req: Value) {
         if let Err(e) = self.ask(Some(i), req) {
-            self.notify(
-                "window/logMessage",
-                json!({"type": 2, "message": format!("ccide: {e}")}),
-            );
+            self.show(0, format!("ccide: {e}"));
         }
     }
 
     fn open_tab(&mut self, uri: &str) {
-        let Some(d) = self.docs.get(uri) else { return };
+        let Some(d) = self.doc(uri) else { return };
         if let (Some(i), true) = (d.link, d.path.is_file()) {
             let req = json!({"cmd": "open", "paths": [d.path]});
             self.tell(i, req);
@@ -693,7 +724,7 @@ impl Lsp {
 
     /// Tells the server the document's unsaved content, or that it has none any more.
     fn push(&mut self, uri: &str) {
-        let Some(d) = self.docs.get_mut(uri) else {
+        let Some(d) = self.doc_mut(uri) else {
             return;
         };
         d.push = None;
@@ -716,6 +747,7 @@ impl Lsp {
             _ => None,
         };
         let doc = Doc {
+            uri: uri.to_string(),
             saved: std::fs::read(&path).ok().map(|b| hash(&b)),
             path,
             text: p["textDocument"]["text"].as_str().unwrap_or("").to_string(),
@@ -725,7 +757,7 @@ impl Lsp {
             range: Value::Null,
             published: Value::Null,
         };
-        self.docs.insert(uri.to_string(), doc);
+        self.docs.push(doc);
         self.focus = Some(uri.to_string());
         self.open_tab(uri);
         self.push(uri);
@@ -741,7 +773,7 @@ impl Lsp {
             return json!([]);
         }
         let uri = p["textDocument"]["uri"].as_str().unwrap_or("").to_string();
-        let Some(d) = self.docs.get_mut(&uri) else {
+        let Some(d) = self.doc_mut(&uri) else {
             return json!([]);
         };
         d.range = p["range"].clone();
@@ -757,7 +789,7 @@ impl Lsp {
             let dir = &self.links[i].diffs[k].dir;
             (
                 proposal,
-                self.docs.values().any(|d| d.path.parent() == Some(dir)),
+                self.docs.iter().any(|d| d.path.parent() == Some(dir)),
             )
         });
         actions(&uri, &p["range"], diff)
@@ -785,8 +817,7 @@ impl Lsp {
             .or_else(|| self.focus.clone())
             .ok_or("no document: pass [{\"uri\": ...}] or use the code action")?;
         let d = self
-            .docs
-            .get(&uri)
+            .doc(&uri)
             .ok_or_else(|| format!("{uri} is not open in ccide lsp"))?;
         let range = if a["range"].is_object() {
             &a["range"]
@@ -830,8 +861,8 @@ impl Lsp {
                 let dir = &self.links[i].diffs[k].dir;
                 let shown = if proposal { Some(&uri) } else { None };
                 let view = shown
-                    .and_then(|u| self.docs.get(u))
-                    .or_else(|| self.docs.values().find(|d| d.path.parent() == Some(dir)))
+                    .and_then(|u| self.doc(u))
+                    .or_else(|| self.docs.iter().find(|d| d.path.parent() == Some(dir)))
                     .ok_or("the proposal is not open in the editor: use \"Claude: show proposed edit\" first, or \"Claude: accept\"")?;
                 json!({"accept": true, "content": view.text})
             }
@@ -847,7 +878,7 @@ impl Lsp {
     /// positions in UTF-16 code units as VS Code sends them. A follow-up of the cursor that
     /// repeats the last selection sends nothing.
     fn select(&mut self, uri: &str, range: &Value, always: bool) -> Result<(), String> {
-        let Some(d) = self.docs.get(uri) else {
+        let Some(d) = self.doc(uri) else {
             return Ok(());
         };
         let (a, b) = text::span(&d.text, range, self.enc);
@@ -931,7 +962,7 @@ impl Lsp {
                 // Accepted, or answered in the terminal (which may have accepted): the CLI
                 // writes the file now, and an editor showing it is told.
                 if matches!(v["how"].as_str(), Some("accepted" | "closed by the client"))
-                    && self.docs.values().any(|doc| doc.path == d.file)
+                    && self.docs.iter().any(|doc| doc.path == d.file)
                 {
                     let until = Instant::now() + Duration::from_secs(10);
                     self.watches.push((d.file, d.stamp, until));
@@ -951,24 +982,17 @@ impl Lsp {
             self.pending = None;
             // Only the focused document's cursor is followed.
             if self.focus.as_deref() == Some(&uri) {
-                let range = self
-                    .docs
-                    .get(&uri)
-                    .map(|d| d.range.clone())
-                    .unwrap_or_default();
+                let range = self.doc(&uri).map(|d| d.range.clone()).unwrap_or_default();
                 if let Err(e) = self.select(&uri, &range, false) {
-                    self.notify(
-                        "window/logMessage",
-                        json!({"type": 2, "message": format!("ccide: {e}")}),
-                    );
+                    self.show(0, format!("ccide: {e}"));
                 }
             }
         }
         let due: Vec<String> = self
             .docs
             .iter()
-            .filter(|(_, d)| d.push.is_some_and(|t| t <= now))
-            .map(|(u, _)| u.clone())
+            .filter(|d| d.push.is_some_and(|t| t <= now))
+            .map(|d| d.uri.clone())
             .collect();
         for uri in due {
             self.push(&uri);
@@ -999,13 +1023,13 @@ impl Lsp {
         };
         let enc = self.enc;
         let mut edits = Vec::new();
-        for (uri, d) in self.docs.iter_mut().filter(|(_, d)| d.path == path) {
+        for d in self.docs.iter_mut().filter(|d| d.path == path) {
             if self.apply_edit && d.saved == Some(hash(d.text.as_bytes())) {
                 let end = text::position(&d.text, d.text.len(), enc);
                 d.saved = Some(hash(new.as_bytes()));
                 let edit =
                     json!({"range": {"start": pos((0, 0)), "end": pos(end)}, "newText": new});
-                edits.push(json!({"label": format!("Claude Code wrote {}", path.display()), "edit": {"changes": {uri.clone(): [edit]}}}));
+                edits.push(json!({"label": format!("Claude Code wrote {}", path.display()), "edit": {"changes": {d.uri.clone(): [edit]}}}));
             } else {
                 edits.push(Value::Null);
             }
@@ -1028,7 +1052,7 @@ impl Lsp {
         for i in 0..self.links.len() {
             let paths: Vec<PathBuf> = self
                 .docs
-                .values()
+                .iter()
                 .filter(|d| d.link == Some(i))
                 .map(|d| d.path.clone())
                 .collect();
@@ -1041,7 +1065,7 @@ impl Lsp {
             };
             let enc = self.enc;
             let mut out = Vec::new();
-            for (uri, d) in self.docs.iter_mut().filter(|(_, d)| d.link == Some(i)) {
+            for d in self.docs.iter_mut().filter(|d| d.link == Some(i)) {
                 let at = |p: &Value| {
                     let n = |k: &str| p[k].as_u64().unwrap_or(0) as usize;
                     let o = text::offset(&d.text, n("line"), n("character"), Enc::Utf16, false);
@@ -1062,7 +1086,7 @@ impl Lsp {
                 let list = Value::from(list);
                 if d.published != list {
                     d.published = list.clone();
-                    out.push(json!({"uri": uri, "diagnostics": list}));
+                    out.push(json!({"uri": d.uri, "diagnostics": list}));
                 }
             }
             for o in out {

@@ -4,7 +4,6 @@
 //! closed and dropped, unless another live session holds them too. Every other command works
 //! on this connection as on a plain one; the few only `ccide lsp` needs are here.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Take, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -16,8 +15,8 @@ use crate::control::failure;
 use crate::editor::Pos;
 use crate::serve::App;
 
-/// The files each live session holds.
-static SESSIONS: Mutex<BTreeMap<u64, BTreeSet<PathBuf>>> = Mutex::new(BTreeMap::new());
+/// The files each live session holds: (session, file).
+static HELD: Mutex<Vec<(u64, PathBuf)>> = Mutex::new(Vec::new());
 
 /// Serves an attached connection until it ends, then drops what it held.
 pub fn attach(
@@ -28,7 +27,6 @@ pub fn attach(
 ) {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    SESSIONS.lock().unwrap().insert(id, BTreeSet::new());
     crate::info!(
         "editor session {id} attached: {} (pid {})",
         hello["editor"],
@@ -51,28 +49,30 @@ pub fn attach(
             Err(e) => failure(&format!("bad control request: {e}")),
         };
     }
-    let held = SESSIONS.lock().unwrap().remove(&id).unwrap_or_default();
-    let others: BTreeSet<PathBuf> = SESSIONS
-        .lock()
-        .unwrap()
-        .values()
-        .flatten()
-        .cloned()
-        .collect();
+    let gone: Vec<PathBuf> = {
+        let mut held = HELD.lock().unwrap();
+        let mine: Vec<PathBuf> = held
+            .iter()
+            .filter(|h| h.0 == id)
+            .map(|h| h.1.clone())
+            .collect();
+        held.retain(|h| h.0 != id);
+        mine.into_iter()
+            .filter(|p| !held.iter().any(|h| h.1 == *p))
+            .collect()
+    };
     let mut n = 0;
-    for p in held.difference(&others) {
+    for p in &gone {
         n += usize::from(app.editor.close_tab(p, true));
     }
     crate::info!("editor session {id} ended: closed {n} tab(s) and dropped their unsaved content");
 }
 
 fn hold(id: u64, p: PathBuf, on: bool) {
-    if let Some(s) = SESSIONS.lock().unwrap().get_mut(&id) {
-        if on {
-            s.insert(p);
-        } else {
-            s.remove(&p);
-        }
+    let mut held = HELD.lock().unwrap();
+    held.retain(|h| h.0 != id || h.1 != p);
+    if on {
+        held.push((id, p));
     }
 }
 
