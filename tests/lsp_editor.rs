@@ -478,6 +478,70 @@ fn editor_exit_drops_its_tabs_and_buffers_but_not_others() {
 }
 
 #[test]
+fn files_outside_the_workspace_are_left_alone_and_said_so_in_the_log() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let a = sb.write("a.py", "a\n");
+    let outside = sb.root.write("lib/outside.py", "x\n");
+    let lib = outside.parent().unwrap().to_path_buf();
+    // Found by the lock files: no server serves lib/.
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&outside, "x\n");
+    let log = ed.incoming("window/logMessage");
+    let why = format!(
+        "ccide: no ccide server is running for {} (start one there with `ccide serve`, or pass --port)",
+        lib.display()
+    );
+    assert_eq!(log["params"], json!({"type": 2, "message": why}));
+    let r = ed.run_action(&outside, range(0, 0, 0, 1), "Claude: send selection");
+    assert_eq!(
+        r["error"],
+        json!({"code": -32603, "message": "no ccide server serves this file"})
+    );
+    assert_eq!(ed.quit(), 0);
+    // With --port every file goes to that server, which refuses this one once; editing it
+    // then sends nothing more.
+    let port = server.port.to_string();
+    let mut ed = Editor::start(&sb, &["--port", &port]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&outside, "x\n");
+    let log = ed.incoming("window/logMessage");
+    let refused = format!(
+        "ccide: {} is outside the workspace folders",
+        outside.display()
+    );
+    assert!(
+        log["params"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&refused),
+        "{log}"
+    );
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&outside), "version": 2}, "contentChanges": [{"text": "y\n"}]}),
+    );
+    // didSave pushes at once; the answer to a later request comes after whatever it caused.
+    ed.notify(
+        "textDocument/didSave",
+        json!({"textDocument": {"uri": uri(&outside)}}),
+    );
+    ed.open(&a, "a\n");
+    ed.code_actions(&a, range(0, 0, 0, 0));
+    assert!(
+        ed.backlog
+            .iter()
+            .all(|m| m["method"] != "window/logMessage"),
+        "{:?}",
+        ed.backlog
+    );
+    status_where(&sb, "a.py open", |s| {
+        s["tabs"] == tabs(&[(&a, true)]) && s["documents"] == json!([])
+    });
+}
+
+#[test]
 fn a_restarted_server_is_found_again_without_restarting_the_editor() {
     let sb = Sandbox::new();
     let mut server = sb.serve(&[]);

@@ -529,10 +529,12 @@ impl Lsp {
         }
         let found = match crate::control::find_server(&self.config, self.port, dir) {
             Ok(f) => f,
+            // Files outside the workspace (a library's source after go-to-definition) are
+            // common: said in the log, not in the user's face.
             Err(Found::None(m)) => match self.serve_for(dir) {
                 Some(f) => f,
                 None => {
-                    self.warn_once(m);
+                    self.show(0, format!("ccide: {m}"));
                     return None;
                 }
             },
@@ -715,10 +717,25 @@ impl Lsp {
     }
 
     fn open_tab(&mut self, uri: &str) {
-        let Some(d) = self.doc(uri) else { return };
-        if let (Some(i), true) = (d.link, d.path.is_file()) {
+        if let Some(d) = self.doc(uri).filter(|d| d.path.is_file()) {
             let req = json!({"cmd": "open", "paths": [d.path]});
-            self.tell(i, req);
+            self.sync(uri, req);
+        }
+    }
+
+    /// A request about a document. One its server refuses (outside its folders) stops the
+    /// document's syncing, instead of a refusal at every keystroke.
+    fn sync(&mut self, uri: &str, req: Value) {
+        let Some(i) = self.doc(uri).and_then(|d| d.link) else {
+            return;
+        };
+        if let Err(e) = self.ask(Some(i), req) {
+            if self.links[i].conn.is_some()
+                && let Some(d) = self.doc_mut(uri)
+            {
+                d.link = None;
+            }
+            self.show(0, format!("ccide: {e}"));
         }
     }
 
@@ -729,10 +746,10 @@ impl Lsp {
         };
         d.push = None;
         let dirty = d.saved != Some(hash(d.text.as_bytes()));
-        if let (Some(i), true) = (d.link, dirty || d.pushed) {
+        if dirty || d.pushed {
             d.pushed = dirty;
             let req = json!({"cmd": "buffer", "path": d.path, "content": dirty.then_some(&d.text)});
-            self.tell(i, req);
+            self.sync(uri, req);
         }
     }
 
@@ -746,6 +763,7 @@ impl Lsp {
             (false, Some(dir)) => self.link_for(dir),
             _ => None,
         };
+        self.docs.retain(|d| d.uri != uri);
         let doc = Doc {
             uri: uri.to_string(),
             saved: std::fs::read(&path).ok().map(|b| hash(&b)),
@@ -777,12 +795,12 @@ impl Lsp {
             return json!([]);
         };
         d.range = p["range"].clone();
-        let path = d.path.clone();
+        let (path, linked) = (d.path.clone(), d.link.is_some());
         if self.focus.as_deref() != Some(&uri) {
             self.focus = Some(uri.clone());
             self.open_tab(&uri);
         }
-        if self.follow {
+        if self.follow && linked {
             self.pending = Some((uri.clone(), Instant::now() + FOLLOW_DELAY));
         }
         let diff = self.diff_of(&path).map(|(i, k, proposal)| {
