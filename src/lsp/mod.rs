@@ -421,9 +421,12 @@ impl Lsp {
                 Ok(Value::Null)
             }
             "textDocument/codeAction" => Ok(self.code_actions(p)),
-            "workspace/executeCommand" => self
-                .execute(p)
-                .map_err(|e| RpcError::new(ErrorCode::InternalError, e)),
+            // Shown as well as answered: neovim 0.7 drops the errors of executeCommand
+            // (its default handler ignores the answer), and code actions are run that way.
+            "workspace/executeCommand" => self.execute(p).map_err(|e| {
+                self.show(2, format!("ccide: {e}"));
+                RpcError::new(ErrorCode::InternalError, e)
+            }),
             _ => Err(RpcError::new(
                 ErrorCode::MethodNotFound,
                 format!("Method not found: {method}"),
