@@ -776,7 +776,7 @@ fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
     // The user's configuration is the README's, word for word, with `ccide` on PATH.
     let readme = include_str!("../README.md");
     let init = readme
-        .split("### neovim (0.7 or later)")
+        .split("### neovim (0.7 or later; tried: 0.7.2)")
         .nth(1)
         .and_then(|s| s.split("```lua\n").nth(1))
         .and_then(|s| s.split("```").next())
@@ -973,4 +973,101 @@ fn latency_of_a_selection_from_the_editor() {
     for mut c in running {
         assert!(c.wait().unwrap().success());
     }
+}
+
+/// The next notification `method` Claude Code receives, checking meanwhile that the editor
+/// has not failed (its error says more than a timeout would).
+fn notification_or(claude: &mut common::Client, method: &str, failed: impl Fn()) -> Value {
+    wait_for(method, Duration::from_secs(20), || {
+        failed();
+        if let Some(i) = claude.backlog.iter().position(|m| m["method"] == method) {
+            return claude.backlog.remove(i);
+        }
+        let got = claude.drain(Duration::from_millis(20));
+        claude.backlog.extend(got);
+        None
+    })
+}
+
+/// emacs from the distribution, or `$CCIDE_EMACS`; never found by PATH.
+fn emacs() -> PathBuf {
+    let emacs = std::env::var_os("CCIDE_EMACS")
+        .map_or_else(|| PathBuf::from("/usr/bin/emacs"), PathBuf::from);
+    assert!(
+        emacs.is_file(),
+        "emacs is not at {}: run .ci/editor-install (apt-get install emacs-nox elpa-eglot) or set CCIDE_EMACS",
+        emacs.display()
+    );
+    emacs
+}
+
+#[test]
+#[ignore = "needs emacs and eglot: installed by .ci/run"]
+fn emacs_eglot_selects_and_mentions() {
+    let emacs = emacs();
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("wide.py", WIDE);
+    let sync = sb.root.join("sync");
+    std::fs::create_dir(&sync).unwrap();
+    let readme = include_str!("../README.md");
+    let init = readme
+        .split("### emacs with eglot (tried: emacs 28.2, eglot 1.9)")
+        .nth(1)
+        .and_then(|s| s.split("```elisp\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("README.md has an eglot configuration");
+    let init_el = sb
+        .root
+        .write("init.el", format!("(require 'eglot)\n{init}"));
+    let bin = sb.root.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(common::BIN, bin.join("ccide")).unwrap();
+    let mut claude = server.client();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/eglot.el");
+    let mut child = std::process::Command::new(&emacs)
+        .args(["--batch", "-l", script])
+        .env_clear()
+        .env("HOME", sb.home())
+        .env("CLAUDE_CONFIG_DIR", sb.config())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("SYNC", &sync)
+        .env("FILE", &f)
+        .env("INIT", &init_el)
+        .current_dir(sb.ws())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(sb.root.join("emacs.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let failed = || {
+        if let Ok(e) = std::fs::read_to_string(sync.join("error")) {
+            let log = std::fs::read_to_string(sb.root.join("emacs.log")).unwrap_or_default();
+            panic!("emacs failed: {e}\n{log}");
+        }
+    };
+    let done = |name: &str| std::fs::write(sync.join(name), "").unwrap();
+    wait_for("emacs to open the file", Duration::from_secs(20), || {
+        failed();
+        sync.join("opened").exists().then_some(())
+    });
+    status_where(&sb, "wide.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
+    done("tabs-checked");
+    let n = notification_or(&mut claude, "selection_changed", failed);
+    assert_eq!(
+        n["params"],
+        json!({"text": "é世😀x", "filePath": f, "fileUrl": format!("file://{}", f.display()),
+            "selection": {"start": {"line": 1, "character": 9}, "end": {"line": 1, "character": 14}, "isEmpty": false}})
+    );
+    done("selection-1");
+    let n = notification_or(&mut claude, "at_mentioned", failed);
+    assert_eq!(
+        n["params"],
+        json!({"filePath": f, "lineStart": 1, "lineEnd": 2})
+    );
+    done("mention-1");
+    let status = wait_for("emacs to exit", DEADLINE, || child.try_wait().unwrap());
+    failed();
+    assert!(status.success(), "emacs exited with {status}");
+    status_where(&sb, "emacs's tabs gone", |s| s["tabs"] == json!([]));
 }
