@@ -415,7 +415,12 @@ pub const COMMANDS: &[Command] = &[
                 None,
                 "Publish the diagnostics ccide holds for open files (what Claude Code is told).",
             ),
-            PORT,
+            flag(
+                "--port",
+                Some("N"),
+                None,
+                "Use the server on port N for every file, instead of the server of each file's workspace.",
+            ),
             CONFIG_DIR,
         ],
         run: crate::lsp::run,

@@ -887,9 +887,13 @@ fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
     );
     std::fs::write(&f, "print(\"edited\")\n").unwrap();
     done("written");
-    let messages: Value = serde_json::from_str(&step("reloaded")).unwrap();
+    let reloaded: Value = serde_json::from_str(&step("reloaded")).unwrap();
+    // neovim marks a buffer changed by workspace/applyEdit as modified, though it now equals
+    // the file; ccide knows it does, and holds no unsaved content for it.
+    assert_eq!(reloaded["modified"], true);
+    status_where(&sb, "no unsaved content", |s| s["documents"] == json!([]));
     assert_eq!(
-        messages,
+        reloaded["messages"],
         json!([
             format!(
                 "Claude Code proposes an edit to {}: the code actions on it show, accept or reject it (or `ccide diff show 1`)",

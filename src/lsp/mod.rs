@@ -160,6 +160,7 @@ struct Doc {
     pushed: bool,
     /// The range of the last code action request (the editor's selection then).
     range: Value,
+    /// The diagnostics last published for it (`--diagnostics`).
     published: Value,
 }
 
@@ -1136,6 +1137,16 @@ mod tests {
             .iter()
             .map(|a| a["title"].as_str().unwrap())
             .collect()
+    }
+
+    #[test]
+    fn initialize_lists_every_command() {
+        let v: Value = serde_json::from_str(INITIALIZED).unwrap();
+        let names: Vec<Value> = COMMANDS.iter().map(|c| c.0.into()).collect();
+        assert_eq!(
+            v["capabilities"]["executeCommandProvider"]["commands"],
+            Value::from(names)
+        );
     }
 
     #[test]

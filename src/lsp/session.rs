@@ -29,7 +29,7 @@ pub fn attach(
     let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     crate::info!(
         "editor session {id} attached: {} (pid {})",
-        hello["editor"],
+        hello["editor"].as_str().unwrap_or("an editor"),
         hello["pid"]
     );
     let mut answer = json!({"ok": true, "session": id, "diffs": app.diffs.list()});
