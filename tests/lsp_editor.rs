@@ -576,6 +576,34 @@ fn a_restarted_server_is_found_again_without_restarting_the_editor() {
 }
 
 #[test]
+fn a_server_gone_for_good_is_replaced_by_one_the_editor_serves() {
+    let sb = Sandbox::new();
+    let mut server = sb.serve(&[]);
+    let a = sb.write("a.py", "a\n");
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&a, "a edited\n");
+    status_where(&sb, "a.py unsaved", |s| {
+        s["documents"] == json!([{"path": a, "bytes": 9}])
+    });
+    server.stop_with("TERM");
+    // After 3 s without a server, the editor's workspace folder is served by `ccide lsp`.
+    // It gets the editor's tab and unsaved content at once.
+    let pid = ed.child.id();
+    wait_for(
+        "the editor's tab in its own server",
+        Duration::from_secs(15),
+        || {
+            let o = sb.run(&["status", "--json"]);
+            let s: Value = serde_json::from_str(&stdout(&o)).ok()?;
+            let want = s["tabs"] == tabs(&[(&a, true)])
+                && s["documents"] == json!([{"path": a, "bytes": 9}]);
+            (s["pid"] == pid && want).then_some(())
+        },
+    );
+}
+
+#[test]
 fn with_no_server_the_editor_serves_its_workspace_itself() {
     let sb = Sandbox::new();
     let a = sb.write("a.py", "a\n");
