@@ -38,6 +38,7 @@ mod control;
 mod diagnostics;
 mod files;
 mod lockfile;
+
 #[macro_use]
 mod log;
 mod pattern;
@@ -240,6 +241,35 @@ pub const COMMANDS: &[Command] = &[
             CONFIG_DIR,
         ],
         run: commands::client::gc,
+        passthrough: false,
+    },
+    Command {
+        name: "lsp",
+        usage: "ccide lsp [OPTIONS]",
+        about: "Language server over stdio: the editor's own LSP client drives tabs, buffers, selection and diff review.",
+        details: "Start it from the editor for the file types you choose. For each file it finds the\nserver of its workspace (as the commands do), or serves the editor's workspace folder in\nthis process until the editor exits. didOpen/didClose open and close tabs, didChange keeps\nthe unsaved content, didSave drops it; when the editor exits its tabs and buffers go.\nCode actions (and workspace/executeCommand): ccide.select \"Claude: send selection\",\nccide.mention \"Claude: @-mention\", and for a pending diff ccide.show, ccide.accept,\nccide.acceptEdited, ccide.reject. Arguments: [{\"uri\": ..., \"range\": ...}], both optional.\nThe range of every code action request becomes the selection 100 ms after the last one\n(editors that ask as the cursor moves), unless --no-follow. initializationOptions:\n{\"followSelection\": false, \"diagnostics\": true}. Nothing is written to files.",
+        flags: &[
+            flag(
+                "--no-follow",
+                None,
+                None,
+                "Send the selection only when asked (code action), not at every code action request.",
+            ),
+            flag(
+                "--diagnostics",
+                None,
+                None,
+                "Publish the diagnostics ccide holds for open files (what Claude Code is told).",
+            ),
+            flag(
+                "--port",
+                Some("N"),
+                None,
+                "Use the server on port N for every file, instead of the server of each file's workspace.",
+            ),
+            CONFIG_DIR,
+        ],
+        run: commands::lsp::run,
         passthrough: false,
     },
     Command {

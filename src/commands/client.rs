@@ -602,7 +602,10 @@ pub fn status(args: &Args) -> Outcome {
         if let Some(kib) = l["rss_kib"].as_u64() {
             line.push_str(&format!(", {} MiB", kib / 1024));
         }
-        line.push_str(&format!(", {} open", l["open_documents"].as_u64().unwrap_or(0)));
+        line.push_str(&format!(
+            ", {} open",
+            l["open_documents"].as_u64().unwrap_or(0)
+        ));
         if let Some(e) = l["last_error"].as_str().filter(|e| !e.is_empty()) {
             line.push_str(&format!(" (last error: {})", visible(e)));
         }

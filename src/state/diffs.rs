@@ -270,6 +270,45 @@ impl Diffs {
         Ok(inner.pending[i].describe())
     }
 
+    /// The proposal of the diff `id` under a name ending like its file's (a symlink to
+    /// `proposed` in its directory), so an editor opening it picks the file's language.
+    pub fn proposal_view(&self, id: Option<&str>) -> Result<PathBuf, String> {
+        let (dir, file) = self.dir_of(id)?;
+        let name = file.file_name().unwrap_or_default();
+        if ["original", "proposed", "meta.json"]
+            .iter()
+            .any(|n| name == *n)
+        {
+            return Ok(dir.join("proposed"));
+        }
+        let view = dir.join(name);
+        if std::fs::symlink_metadata(&view).is_err() {
+            std::os::unix::fs::symlink("proposed", &view)
+                .map_err(|e| format!("cannot create {}: {e}", view.display()))?;
+        }
+        Ok(view)
+    }
+
+    /// Replaces the proposal of the diff `id` with what the user made of it in an editor
+    /// (saved or not): accepting then sends it.
+    pub fn edit_proposal(&self, id: Option<&str>, content: &str) -> Result<(), String> {
+        let (dir, _) = self.dir_of(id)?;
+        crate::files::write_volatile(&dir.join("proposed"), content.as_bytes(), 0o600)
+            .map_err(|e| format!("cannot store the edited proposal in {}: {e}", dir.display()))
+    }
+
+    /// The directory and target file of the pending diff `id`.
+    fn dir_of(&self, id: Option<&str>) -> Result<(PathBuf, PathBuf), String> {
+        let id = id.ok_or("name the diff by its id")?;
+        let inner = self.inner.lock().unwrap();
+        inner
+            .pending
+            .iter()
+            .find(|d| d.id.to_string() == id)
+            .map(|d| (d.dir.clone(), d.path.clone()))
+            .ok_or_else(|| format!("no pending diff {id}"))
+    }
+
     /// Stores a client's proposal and keeps `responder` to answer it when the user settles it.
     /// A pending diff of the same client and tab name is closed first (the VS Code extension
     /// does the same).

@@ -18,6 +18,8 @@ use crate::lockfile::LockEntry;
 use crate::state::State;
 use crate::state::editor::{self, HumanRange};
 
+pub mod editors;
+
 // ---------------------------------------------------------------------------
 // The server half
 
@@ -97,6 +99,10 @@ fn serve_one(state: &Arc<State>, stream: UnixStream) {
         };
         if request["cmd"] == "events" {
             state.events.subscribe(writer);
+            return;
+        }
+        if request["cmd"] == "attach" {
+            editors::attach(state, reader, writer, &request);
             return;
         }
         let answer = handle(state, &request);
@@ -441,5 +447,4 @@ pub fn current_dir() -> Result<PathBuf, String> {
 }
 
 #[cfg(test)]
-#[path = "control_tests.rs"]
 mod tests;

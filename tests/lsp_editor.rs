@@ -1,0 +1,1105 @@
+//! `ccide lsp` driven as an editor drives it: real LSP messages over its stdin and stdout, a
+//! real `ccide serve`, and a real WebSocket client in the place of Claude Code, which must
+//! receive exactly what VS Code would send it.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{DEADLINE, Sandbox, Server, stdout, wait_for};
+use serde_json::{Value, json};
+
+/// An LSP client speaking to `ccide lsp` over its standard streams.
+struct Editor {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: mpsc::Receiver<Value>,
+    backlog: VecDeque<Value>,
+    next_id: u64,
+    log: PathBuf,
+}
+
+/// Reads one framed message, checking the header is exactly what the base protocol says.
+fn read_message(r: &mut impl BufRead) -> Option<Value> {
+    let mut head = String::new();
+    r.read_line(&mut head).ok().filter(|n| *n > 0)?;
+    let n: usize = head
+        .strip_prefix("Content-Length: ")
+        .and_then(|h| h.strip_suffix("\r\n"))
+        .unwrap_or_else(|| panic!("bad header line {head:?}"))
+        .parse()
+        .unwrap();
+    let mut blank = String::new();
+    r.read_line(&mut blank).unwrap();
+    assert_eq!(blank, "\r\n");
+    let mut body = vec![0; n];
+    r.read_exact(&mut body).unwrap();
+    Some(serde_json::from_slice(&body).expect("ccide lsp sent JSON"))
+}
+
+fn frame(v: &Value) -> Vec<u8> {
+    let body = v.to_string();
+    format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+}
+
+impl Editor {
+    fn start(sb: &Sandbox, extra: &[&str]) -> Editor {
+        let log = sb
+            .root
+            .join(format!("lsp-{}.log", sb.root.0.read_dir().unwrap().count()));
+        let mut args = vec!["lsp"];
+        args.extend_from_slice(extra);
+        let mut child = sb
+            .command(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            while let Some(v) = read_message(&mut out) {
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        Editor {
+            stdin: child.stdin.take(),
+            child,
+            rx,
+            backlog: VecDeque::new(),
+            next_id: 1,
+            log,
+        }
+    }
+
+    fn send(&mut self, v: &Value) {
+        let s = self.stdin.as_mut().unwrap();
+        s.write_all(&frame(v)).unwrap();
+        s.flush().unwrap();
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// The next message satisfying `pred`; the others are kept for later.
+    fn recv_where(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.backlog.iter().position(&pred) {
+            return self.backlog.remove(i).unwrap();
+        }
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(v) if pred(&v) => return v,
+                Ok(v) => self.backlog.push_back(v),
+                Err(_) => panic!(
+                    "no message matching {what} within {DEADLINE:?}; backlog {:?}; log:\n{}",
+                    self.backlog,
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                ),
+            }
+        }
+    }
+
+    /// The whole response to a request.
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        self.recv_where(&format!("the response to {method}"), |v| {
+            v["id"] == id && v.get("method").is_none()
+        })
+    }
+
+    fn result(&mut self, method: &str, params: Value) -> Value {
+        let r = self.request(method, params);
+        assert!(r.get("error").is_none(), "{method} failed: {r}");
+        r["result"].clone()
+    }
+
+    /// A notification or request from `ccide lsp` with this method.
+    fn incoming(&mut self, method: &str) -> Value {
+        self.recv_where(method, |v| v["method"] == method)
+    }
+
+    fn initialize(&mut self, root: &Path, extra: Value) -> Value {
+        let mut params = json!({
+            "processId": std::process::id(), "rootUri": uri(root),
+            "capabilities": {"workspace": {"applyEdit": true}},
+            "clientInfo": {"name": "test-editor", "version": "1"},
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            params[k] = v.clone();
+        }
+        let r = self.result("initialize", params);
+        self.notify("initialized", json!({}));
+        r
+    }
+
+    fn open(&mut self, path: &Path, text: &str) {
+        let td = json!({"uri": uri(path), "languageId": "python", "version": 1, "text": text});
+        self.notify("textDocument/didOpen", json!({"textDocument": td}));
+    }
+
+    fn code_actions(&mut self, path: &Path, range: Value) -> Value {
+        let params = json!({"textDocument": {"uri": uri(path)}, "range": range, "context": {"diagnostics": []}});
+        self.result("textDocument/codeAction", params)
+    }
+
+    /// Requests the code actions and executes the one titled `title` as editors do.
+    fn run_action(&mut self, path: &Path, range: Value, title: &str) -> Value {
+        let actions = self.code_actions(path, range);
+        let action = actions
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["title"] == title)
+            .unwrap_or_else(|| panic!("no action {title:?} in {actions}"))
+            .clone();
+        self.request("workspace/executeCommand", action["command"].clone())
+    }
+
+    /// shutdown, exit, and the exit status.
+    fn quit(&mut self) -> i32 {
+        assert_eq!(self.result("shutdown", Value::Null), Value::Null);
+        self.notify("exit", Value::Null);
+        let child = &mut self.child;
+        let status = wait_for("ccide lsp to exit", DEADLINE, || child.try_wait().unwrap());
+        status.code().unwrap()
+    }
+}
+
+impl Drop for Editor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How editors write file URIs: percent-encoded.
+fn uri(p: &Path) -> String {
+    let mut s = String::from("file://");
+    for &c in p.to_str().unwrap().as_bytes() {
+        if c.is_ascii_alphanumeric() || b"/-._~".contains(&c) {
+            s.push(c as char);
+        } else {
+            s.push_str(&format!("%{c:02X}"));
+        }
+    }
+    s
+}
+
+fn range(l1: u64, c1: u64, l2: u64, c2: u64) -> Value {
+    json!({"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2}})
+}
+
+fn status(sb: &Sandbox) -> Value {
+    let o = sb.run(&["status", "--json"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
+/// Waits until the server's status satisfies `pred` (the editor's messages are asynchronous;
+/// a server that the editor starts, or that restarts, may not answer yet).
+fn status_where(sb: &Sandbox, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    wait_for(what, DEADLINE, || {
+        let o = sb.run(&["status", "--json"]);
+        serde_json::from_str(&stdout(&o)).ok().filter(|s| pred(s))
+    })
+}
+
+fn tabs(paths: &[(&Path, bool)]) -> Value {
+    paths
+        .iter()
+        .map(|(p, active)| json!({"path": p, "active": active, "preview": false}))
+        .collect()
+}
+
+const CAPABILITIES: &str = r#"{
+  "capabilities": {
+    "positionEncoding": "utf-16",
+    "textDocumentSync": {"openClose": true, "change": 2, "save": {"includeText": false}},
+    "codeActionProvider": true,
+    "executeCommandProvider": {"commands": ["ccide.select", "ccide.mention", "ccide.show", "ccide.accept", "ccide.acceptEdited", "ccide.reject"]},
+    "workspace": {"workspaceFolders": {"supported": true, "changeNotifications": true}}
+  },
+  "serverInfo": {"name": "ccide", "version": "0.1.0"}
+}"#;
+
+#[test]
+fn initialize_advertises_what_is_implemented_and_negotiates_utf16() {
+    let sb = Sandbox::new();
+    let _server = sb.serve(&[]);
+    let expected: Value = serde_json::from_str(CAPABILITIES).unwrap();
+    for (offered, chosen) in [
+        (Value::Null, "utf-16"),
+        (json!(["utf-8", "utf-32", "utf-16"]), "utf-16"),
+        (json!(["utf-32", "utf-8"]), "utf-32"),
+        (json!(["utf-8"]), "utf-8"),
+    ] {
+        let mut ed = Editor::start(&sb, &[]);
+        let caps = json!({"general": {"positionEncodings": offered}});
+        let r = ed.initialize(&sb.ws(), json!({"capabilities": caps}));
+        let mut want = expected.clone();
+        want["capabilities"]["positionEncoding"] = chosen.into();
+        assert_eq!(r, want, "offered {offered}");
+        let unknown = ed.request("textDocument/hover", json!({}));
+        assert_eq!(
+            unknown["error"],
+            json!({"code": -32601, "message": "Method not found: textDocument/hover"})
+        );
+        assert_eq!(ed.quit(), 0);
+    }
+}
+
+#[test]
+fn open_change_save_close_are_tabs_and_unsaved_buffers() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let a = sb.write("a.py", "x = 1\ny = 2\n");
+    let b = sb.write("b.py", "print('b')\n");
+    let mut claude = server.client();
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&a, "x = 1\ny = 2\n");
+    status_where(&sb, "a.py open", |s| s["tabs"] == tabs(&[(&a, true)]));
+    ed.open(&b, "print('b')\n");
+    status_where(&sb, "b.py active", |s| {
+        s["tabs"] == tabs(&[(&a, false), (&b, true)])
+    });
+    // Incremental changes, UTF-16 positions: "x = 1" becomes "x = 'é😀'".
+    let change = |l1, c1, l2, c2, text: &str| json!({"range": range(l1, c1, l2, c2), "text": text});
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&a), "version": 2}, "contentChanges": [change(0, 4, 0, 5, "'é😀'"), change(1, 0, 1, 0, "# ")]}),
+    );
+    let dirty = "x = 'é😀'\n# y = 2\n";
+    status_where(&sb, "a.py unsaved", |s| {
+        s["documents"] == json!([{"path": a, "bytes": dirty.len()}])
+    });
+    let r = claude.call("checkDocumentDirty", json!({"filePath": a}));
+    assert_eq!(
+        common::json_text(&r),
+        json!({"success": true, "filePath": a, "isDirty": true, "isUntitled": false})
+    );
+    // Changing it back makes it clean again, as in VS Code.
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&a), "version": 3}, "contentChanges": [change(0, 4, 0, 9, "1"), change(1, 0, 1, 2, "")]}),
+    );
+    status_where(&sb, "a.py clean", |s| s["documents"] == json!([]));
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&a), "version": 4}, "contentChanges": [{"text": "z = 3\n"}]}),
+    );
+    status_where(&sb, "a.py unsaved", |s| {
+        s["documents"] == json!([{"path": a, "bytes": 6}])
+    });
+    // saveDocument from the CLI writes exactly what the editor shows.
+    let r = claude.call("saveDocument", json!({"filePath": a}));
+    assert_eq!(common::json_text(&r)["saved"], true);
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "z = 3\n");
+    ed.notify(
+        "textDocument/didSave",
+        json!({"textDocument": {"uri": uri(&a)}}),
+    );
+    ed.notify(
+        "textDocument/didClose",
+        json!({"textDocument": {"uri": uri(&b)}}),
+    );
+    status_where(&sb, "b.py closed", |s| {
+        s["tabs"] == tabs(&[(&a, true)]) && s["documents"] == json!([])
+    });
+    assert_eq!(ed.quit(), 0);
+    status_where(&sb, "the editor's tabs gone", |s| s["tabs"] == json!([]));
+}
+
+/// A line with two-byte, three-byte and four-byte (two UTF-16 units) characters.
+const WIDE: &str = "def f():\n    s = \"é世😀x\"  # 😀\n    return s\n";
+
+#[test]
+fn send_selection_counts_utf16_units_whatever_the_negotiated_encoding() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("wide.py", WIDE);
+    let mut claude = server.client();
+    // The same selection, `é世😀x`, in the three encodings.
+    for (enc, start, end) in [("utf-16", 9, 14), ("utf-8", 9, 19), ("utf-32", 9, 13)] {
+        let mut ed = Editor::start(&sb, &["--no-follow"]);
+        let caps = json!({"general": {"positionEncodings": [enc]}});
+        ed.initialize(&sb.ws(), json!({"capabilities": caps}));
+        ed.open(&f, WIDE);
+        let r = ed.run_action(&f, range(1, start, 1, end), "Claude: send selection");
+        assert_eq!(r["result"], Value::Null, "{r}");
+        let n = claude.notification("selection_changed");
+        assert_eq!(
+            n["params"],
+            json!({
+                "text": "é世😀x", "filePath": f, "fileUrl": format!("file://{}", f.display()),
+                "selection": {"start": {"line": 1, "character": 9}, "end": {"line": 1, "character": 14}, "isEmpty": false},
+            }),
+            "{enc}"
+        );
+        assert_eq!(ed.quit(), 0);
+    }
+}
+
+#[test]
+fn mention_sends_lines_or_the_file() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("wide.py", WIDE);
+    let mut claude = server.client();
+    let mut ed = Editor::start(&sb, &["--no-follow"]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, WIDE);
+    // Lines 2 and 3 selected linewise: the range ends at the start of line 4.
+    ed.run_action(&f, range(1, 0, 3, 0), "Claude: @-mention");
+    let n = claude.notification("at_mentioned");
+    assert_eq!(
+        n["params"],
+        json!({"filePath": f, "lineStart": 1, "lineEnd": 2})
+    );
+    ed.run_action(&f, range(2, 4, 2, 4), "Claude: @-mention");
+    let n = claude.notification("at_mentioned");
+    assert_eq!(n["params"], json!({"filePath": f}));
+    // Bound to a key: executeCommand with the document only.
+    let r = ed.request(
+        "workspace/executeCommand",
+        json!({"command": "ccide.mention", "arguments": [{"uri": uri(&f), "range": range(0, 0, 0, 3)}]}),
+    );
+    assert_eq!(r["result"], Value::Null);
+    let n = claude.notification("at_mentioned");
+    assert_eq!(
+        n["params"],
+        json!({"filePath": f, "lineStart": 0, "lineEnd": 0})
+    );
+    let r = ed.request(
+        "workspace/executeCommand",
+        json!({"command": "ccide.nothing"}),
+    );
+    assert_eq!(r["error"]["message"], "unknown command ccide.nothing");
+}
+
+#[test]
+fn the_selection_follows_the_cursor_of_code_action_requests_debounced() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("wide.py", WIDE);
+    let mut claude = server.client();
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, WIDE);
+    // The cursor moves as the user types: one request per keystroke (sent at once, well within
+    // the 100 ms the selection waits for the cursor to rest), then a rest.
+    let ask = |r: Value| json!({"textDocument": {"uri": uri(&f)}, "range": r, "context": {"diagnostics": []}});
+    let ids: Vec<u64> = (0..5)
+        .map(|c| range(1, c, 1, c))
+        .chain([range(1, 4, 2, 0)])
+        .map(|r| ed.send_request("textDocument/codeAction", ask(r)))
+        .collect();
+    for id in ids {
+        ed.recv_where("a code action answer", |v| v["id"] == id);
+    }
+    let n = claude.notification("selection_changed");
+    assert_eq!(
+        n["params"]["selection"],
+        json!({"start": {"line": 1, "character": 4}, "end": {"line": 2, "character": 0}, "isEmpty": false})
+    );
+    assert_eq!(n["params"]["text"], "s = \"é世😀x\"  # 😀\n");
+    // Resting at the same place sends nothing more; the cursor alone is "in the file".
+    ed.code_actions(&f, range(1, 4, 2, 0));
+    ed.code_actions(&f, range(0, 2, 0, 2));
+    let n = claude.notification("selection_changed");
+    assert_eq!(n["params"]["selection"]["isEmpty"], true);
+    assert_eq!(n["params"]["text"], "");
+    // Nothing arrived in between (the notifications come in order).
+    assert!(
+        claude
+            .backlog
+            .iter()
+            .all(|m| m["method"] != "selection_changed")
+    );
+    assert_eq!(ed.quit(), 0);
+
+    // Turned off by initializationOptions: only the explicit action sends.
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(
+        &sb.ws(),
+        json!({"initializationOptions": {"followSelection": false}}),
+    );
+    ed.open(&f, WIDE);
+    ed.code_actions(&f, range(0, 0, 0, 3));
+    ed.run_action(&f, range(2, 4, 2, 10), "Claude: send selection");
+    let n = claude.notification("selection_changed");
+    assert_eq!(n["params"]["text"], "return");
+    // Longer than the follow delay (100 ms) several times over: nothing else came.
+    let rest = claude.drain(Duration::from_millis(500));
+    assert!(
+        rest.iter().all(|m| m["method"] != "selection_changed"),
+        "{rest:?}"
+    );
+}
+
+#[test]
+fn editor_exit_drops_its_tabs_and_buffers_but_not_others() {
+    let sb = Sandbox::new();
+    let _server = sb.serve(&[]);
+    let a = sb.write("a.py", "a\n");
+    let b = sb.write("b.py", "b\n");
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&a, "a changed\n");
+    status_where(&sb, "a.py open", |s| s["tabs"] == tabs(&[(&a, true)]));
+    assert!(sb.run(&["open", "b.py"]).status.success());
+    status_where(&sb, "both tabs, a unsaved", |s| {
+        s["tabs"] == tabs(&[(&a, false), (&b, true)])
+            && s["documents"] == json!([{"path": a, "bytes": 10}])
+    });
+    // Killed, as when the editor crashes: the socket closes all the same.
+    ed.child.kill().unwrap();
+    status_where(&sb, "a.py dropped", |s| {
+        s["tabs"] == tabs(&[(&b, true)]) && s["documents"] == json!([])
+    });
+}
+
+#[test]
+fn files_outside_the_workspace_are_left_alone_and_said_so_in_the_log() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let a = sb.write("a.py", "a\n");
+    let outside = sb.root.write("lib/outside.py", "x\n");
+    let lib = outside.parent().unwrap().to_path_buf();
+    // Found by the lock files: no server serves lib/.
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&outside, "x\n");
+    let log = ed.incoming("window/logMessage");
+    let why = format!(
+        "ccide: no ccide server is running for {} (start one there with `ccide serve`, or pass --port)",
+        lib.display()
+    );
+    assert_eq!(log["params"], json!({"type": 2, "message": why}));
+    let r = ed.run_action(&outside, range(0, 0, 0, 1), "Claude: send selection");
+    assert_eq!(
+        r["error"],
+        json!({"code": -32603, "message": "no ccide server serves this file"})
+    );
+    let shown = ed.incoming("window/showMessage");
+    let why = "ccide: no ccide server serves this file";
+    assert_eq!(shown["params"], json!({"type": 2, "message": why}));
+    assert_eq!(ed.quit(), 0);
+    // With --port every file goes to that server, which refuses this one once; editing it
+    // then sends nothing more.
+    let port = server.port.to_string();
+    let mut ed = Editor::start(&sb, &["--port", &port]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&outside, "x\n");
+    let log = ed.incoming("window/logMessage");
+    let refused = format!(
+        "ccide: {} is outside the workspace folders",
+        outside.display()
+    );
+    assert!(
+        log["params"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&refused),
+        "{log}"
+    );
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&outside), "version": 2}, "contentChanges": [{"text": "y\n"}]}),
+    );
+    // didSave pushes at once; the answer to a later request comes after whatever it caused.
+    ed.notify(
+        "textDocument/didSave",
+        json!({"textDocument": {"uri": uri(&outside)}}),
+    );
+    ed.open(&a, "a\n");
+    ed.code_actions(&a, range(0, 0, 0, 0));
+    assert!(
+        ed.backlog
+            .iter()
+            .all(|m| m["method"] != "window/logMessage"),
+        "{:?}",
+        ed.backlog
+    );
+    status_where(&sb, "a.py open", |s| {
+        s["tabs"] == tabs(&[(&a, true)]) && s["documents"] == json!([])
+    });
+}
+
+#[test]
+fn a_restarted_server_is_found_again_without_restarting_the_editor() {
+    let sb = Sandbox::new();
+    let mut server = sb.serve(&[]);
+    let a = sb.write("a.py", "a\n");
+    let b = sb.write("b.py", "b\n");
+    let mut ed = Editor::start(&sb, &["--no-follow"]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&a, "a\n");
+    status_where(&sb, "a.py open", |s| s["tabs"] == tabs(&[(&a, true)]));
+    assert_eq!(server.stop_with("TERM"), Some(0));
+    // While it is away the editor goes on.
+    ed.open(&b, "b edited\n");
+    let server = sb.serve(&[]);
+    status_where(&sb, "both tabs, b unsaved", |s| {
+        s["tabs"] == tabs(&[(&a, false), (&b, true)])
+            && s["documents"] == json!([{"path": b, "bytes": 9}])
+    });
+    let mut claude = server.client();
+    ed.run_action(&a, range(0, 0, 0, 1), "Claude: send selection");
+    assert_eq!(
+        claude.notification("selection_changed")["params"]["text"],
+        "a"
+    );
+    // The new server knows whose tabs these are.
+    drop(ed);
+    status_where(&sb, "the editor's tabs gone", |s| {
+        s["tabs"] == json!([]) && s["documents"] == json!([])
+    });
+}
+
+#[test]
+fn a_server_gone_for_good_is_replaced_by_one_the_editor_serves() {
+    let sb = Sandbox::new();
+    let mut server = sb.serve(&[]);
+    let a = sb.write("a.py", "a\n");
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&a, "a edited\n");
+    status_where(&sb, "a.py unsaved", |s| {
+        s["documents"] == json!([{"path": a, "bytes": 9}])
+    });
+    server.stop_with("TERM");
+    // After 3 s without a server, the editor's workspace folder is served by `ccide lsp`.
+    // It gets the editor's tab and unsaved content at once.
+    let pid = ed.child.id();
+    wait_for(
+        "the editor's tab in its own server",
+        Duration::from_secs(15),
+        || {
+            let o = sb.run(&["status", "--json"]);
+            let s: Value = serde_json::from_str(&stdout(&o)).ok()?;
+            let want = s["tabs"] == tabs(&[(&a, true)])
+                && s["documents"] == json!([{"path": a, "bytes": 9}]);
+            (s["pid"] == pid && want).then_some(())
+        },
+    );
+}
+
+#[test]
+fn with_no_server_the_editor_serves_its_workspace_itself() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.py", "a\n");
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&a, "a\n");
+    let s = status_where(&sb, "a.py open", |s| s["tabs"] == tabs(&[(&a, true)]));
+    assert_eq!(s["pid"], ed.child.id());
+    assert_eq!(s["workspaces"], json!([sb.ws()]));
+    let lock = sb.config().join(format!("ide/{}.lock", s["port"]));
+    assert!(lock.is_file());
+    assert_eq!(ed.quit(), 0);
+    assert!(
+        !lock.exists(),
+        "the lock file is removed when the editor exits"
+    );
+}
+
+#[test]
+fn several_workspaces_reach_their_own_servers() {
+    let sb = Sandbox::new();
+    let one = sb.serve(&[]);
+    let other = sb.root.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let b = sb.root.write("other/b.py", "b\n");
+    let a = sb.write("a.py", "a\n");
+    let (o, st) = (other.to_str().unwrap(), sb.root.join("state2"));
+    let two = Server::spawn(
+        &mut sb.command(&[
+            "serve",
+            "--workspace",
+            o,
+            "--state-dir",
+            st.to_str().unwrap(),
+        ]),
+        &sb.config(),
+    );
+    let mut ed = Editor::start(&sb, &[]);
+    let folders =
+        json!([{"uri": uri(&sb.ws()), "name": "ws"}, {"uri": uri(&other), "name": "other"}]);
+    ed.initialize(&sb.ws(), json!({"workspaceFolders": folders}));
+    ed.open(&a, "a\n");
+    ed.open(&b, "b\n");
+    let port = |s: &Server| s.port.to_string();
+    let status_of = |s: &Server| {
+        let o = sb.run(&["status", "--json", "--port", &port(s)]);
+        serde_json::from_str::<Value>(&stdout(&o)).unwrap()
+    };
+    wait_for("a.py in the first, b.py in the second", DEADLINE, || {
+        (status_of(&one)["tabs"] == tabs(&[(&a, true)])
+            && status_of(&two)["tabs"] == tabs(&[(&b, true)]))
+        .then_some(())
+    });
+}
+
+#[test]
+fn proposals_are_shown_accepted_as_edited_and_reloaded() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("main.py", "print('old')\n");
+    let mut claude = server.client();
+    let mut ed = Editor::start(&sb, &["--no-follow"]);
+    let caps =
+        json!({"workspace": {"applyEdit": true}, "window": {"showDocument": {"support": true}}});
+    ed.initialize(&sb.ws(), json!({"capabilities": caps}));
+    ed.open(&f, "print('old')\n");
+    let tab = "✻ [Claude Code] main.py (1a2b3c) ⧉";
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print('new')\n", "tab_name": tab}}),
+    );
+    let m = ed.incoming("window/showMessage");
+    assert_eq!(
+        m["params"],
+        json!({"type": 3, "message": format!("Claude Code proposes an edit to {}: the code actions on it show, accept or reject it (or `ccide diff show 1`)", f.display())})
+    );
+    // The proposal opens beside the editor's file, named like it (so it gets its language).
+    let show = ed.incoming("window/showDocument");
+    let view = sb.state().join("diffs/1/main.py");
+    assert_eq!(
+        show["params"],
+        json!({"uri": uri(&view), "takeFocus": false})
+    );
+    assert_eq!(std::fs::read_to_string(&view).unwrap(), "print('new')\n");
+    let titles = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["title"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        titles(&ed.code_actions(&f, range(0, 0, 0, 0))),
+        [
+            "Claude: send selection",
+            "Claude: @-mention",
+            "Claude: show proposed edit",
+            "Claude: accept",
+            "Claude: reject"
+        ]
+    );
+    // The user opens it and edits it without saving.
+    ed.open(&view, "print('new')\n");
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&view), "version": 2}, "contentChanges": [{"range": range(0, 7, 0, 10), "text": "edited"}]}),
+    );
+    assert_eq!(
+        titles(&ed.code_actions(&view, range(0, 0, 0, 0))),
+        [
+            "Claude: accept",
+            "Claude: accept as edited",
+            "Claude: reject"
+        ]
+    );
+    // The proposal is no tab of the workspace.
+    assert_eq!(status(&sb)["tabs"], tabs(&[(&f, true)]));
+    let r = ed.run_action(&f, range(0, 0, 0, 0), "Claude: accept as edited");
+    assert_eq!(r["result"], Value::Null, "{r}");
+    let answer = claude.response(&open_diff);
+    assert_eq!(common::texts(&answer), ["FILE_SAVED", "print('edited')\n"]);
+    // The CLI writes the file; the editor's clean buffer is replaced with it.
+    std::fs::write(&f, "print('edited')\n").unwrap();
+    let edit = ed.incoming("workspace/applyEdit");
+    assert_eq!(
+        edit["params"],
+        json!({"label": format!("Claude Code wrote {}", f.display()), "edit": {"changes": {uri(&f): [
+            {"range": range(0, 0, 1, 0), "newText": "print('edited')\n"}]}}})
+    );
+    let id = edit["id"].clone();
+    ed.send(&json!({"jsonrpc": "2.0", "id": id, "result": {"applied": true}}));
+
+    // A second proposal, rejected from its own code action.
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "x\n", "tab_name": tab}}),
+    );
+    ed.incoming("window/showMessage");
+    ed.run_action(&f, range(0, 0, 0, 0), "Claude: reject");
+    assert_eq!(
+        common::texts(&claude.response(&open_diff)),
+        ["DIFF_REJECTED", tab]
+    );
+    // Nothing pending any more: the diff actions are gone.
+    wait_for("the diff settled", DEADLINE, || {
+        (titles(&ed.code_actions(&f, range(0, 0, 0, 0))).len() == 2).then_some(())
+    });
+}
+
+#[test]
+fn diagnostics_of_open_files_are_published_with_the_flag() {
+    let sb = Sandbox::new();
+    let _server = sb.serve(&["--no-default-checkers"]);
+    let f = sb.write("wide.py", WIDE);
+    let mut ed = Editor::start(&sb, &["--diagnostics"]);
+    let caps = json!({"general": {"positionEncodings": ["utf-8"]}});
+    ed.initialize(&sb.ws(), json!({"capabilities": caps}));
+    ed.open(&f, WIDE);
+    let first = ed.incoming("textDocument/publishDiagnostics");
+    assert_eq!(first["params"], json!({"uri": uri(&f), "diagnostics": []}));
+    // Stored positions count UTF-16 units; this editor asked for UTF-8.
+    let import = json!([{"uri": format!("file://{}", f.display()), "diagnostics": [
+        {"message": "bad", "severity": "Warning", "source": "lint", "code": "W1",
+         "range": {"start": {"line": 1, "character": 13}, "end": {"line": 1, "character": 14}}}]}]);
+    let o = sb.run_stdin(&["diagnostics", "import"], import.to_string().as_bytes());
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let n = ed.incoming("textDocument/publishDiagnostics");
+    assert_eq!(
+        n["params"],
+        json!({"uri": uri(&f), "diagnostics": [{"message": "bad", "severity": 2, "source": "lint", "code": "W1",
+            "range": {"start": {"line": 1, "character": 18}, "end": {"line": 1, "character": 19}}}]})
+    );
+}
+
+/// neovim from the distribution (Debian's is 0.7.2), or `$CCIDE_NVIM`; never found by PATH.
+fn neovim() -> PathBuf {
+    let nvim = std::env::var_os("CCIDE_NVIM")
+        .map_or_else(|| PathBuf::from("/usr/bin/nvim"), PathBuf::from);
+    assert!(
+        nvim.is_file(),
+        "neovim is not at {}: run .ci/editor-install (apt-get install neovim) or set CCIDE_NVIM",
+        nvim.display()
+    );
+    nvim
+}
+
+#[test]
+#[ignore = "needs neovim: installed by .ci/run"]
+fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
+    let nvim = neovim();
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("wide.py", WIDE);
+    let b = sb.write("b.py", "print('b')\n");
+    let sync = sb.root.join("sync");
+    std::fs::create_dir(&sync).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/neovim.lua");
+    // The user's configuration is the README's, word for word, with `ccide` on PATH.
+    let readme = include_str!("../README.md");
+    let init = readme
+        .split("### neovim (0.7 or later; tried: 0.7.2)")
+        .nth(1)
+        .and_then(|s| s.split("```lua\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("README.md has a neovim configuration");
+    let init_lua = sb.root.write("init.lua", init);
+    let bin = sb.root.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(common::BIN, bin.join("ccide")).unwrap();
+    let mut claude = server.client();
+    let mut child = std::process::Command::new(&nvim)
+        .args([
+            "--headless",
+            "-u",
+            init_lua.to_str().unwrap(),
+            "-i",
+            "NONE",
+            "-n",
+            "-c",
+            &format!("luafile {script}"),
+        ])
+        .env_clear()
+        .env("HOME", sb.home())
+        .env("CLAUDE_CONFIG_DIR", sb.config())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("SYNC", &sync)
+        .env("FILE", &f)
+        .env("WS", sb.ws())
+        .current_dir(sb.ws())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let failed = || {
+        if let Ok(e) = std::fs::read_to_string(sync.join("error")) {
+            let log =
+                std::fs::read_to_string(sb.home().join(".cache/nvim/lsp.log")).unwrap_or_default();
+            panic!("neovim failed: {e}\nlsp.log:\n{log}");
+        }
+    };
+    let step = |name: &str| {
+        wait_for(
+            &format!("neovim to reach {name}"),
+            Duration::from_secs(20),
+            || {
+                failed();
+                std::fs::read_to_string(sync.join(name)).ok()
+            },
+        )
+    };
+    let done = |name: &str| std::fs::write(sync.join(name), "").unwrap();
+    step("opened");
+    status_where(&sb, "both files open, wide.py active", |s| {
+        s["tabs"] == tabs(&[(&b, false), (&f, true)])
+    });
+    done("tabs-checked");
+    let selection = |claude: &mut common::Client, text: &str, end: u64| {
+        let n = claude.notification("selection_changed");
+        assert_eq!(
+            n["params"],
+            json!({"text": text, "filePath": f, "fileUrl": format!("file://{}", f.display()),
+                "selection": {"start": {"line": 1, "character": 9}, "end": {"line": 1, "character": end}, "isEmpty": false}})
+        );
+    };
+    selection(&mut claude, "é世😀x", 14);
+    done("selection-1");
+    // neovim 0.7 ends this range at character 12, between the halves of the emoji.
+    selection(&mut claude, "é世😀", 13);
+    done("selection-2");
+    let n = claude.notification("at_mentioned");
+    assert_eq!(
+        n["params"],
+        json!({"filePath": f, "lineStart": 1, "lineEnd": 2})
+    );
+    done("mention-1");
+    let n = claude.notification("at_mentioned");
+    assert_eq!(n["params"], json!({"filePath": f}));
+    done("mention-2");
+    // What the buffer holds: with the python indent plugin (the README's init.lua keeps
+    // filetype plugins on), the new line's indent is neovim's choice.
+    let more = step("changed");
+    assert!(
+        more.starts_with(WIDE) && more.ends_with("# more\n"),
+        "{more:?}"
+    );
+    status_where(&sb, "wide.py unsaved", |s| {
+        s["documents"] == json!([{"path": f, "bytes": more.len()}])
+    });
+    done("dirty-checked");
+    step("saved");
+    status_where(&sb, "wide.py saved", |s| s["documents"] == json!([]));
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), more);
+    done("saved-checked");
+    let tab = "✻ [Claude Code] wide.py (0a1b2c) ⧉";
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print(\"new\")\n", "tab_name": tab}}),
+    );
+    // Answered once neovim has gone through the proposal's code actions.
+    let answer = wait_for("the answer to openDiff", Duration::from_secs(20), || {
+        failed();
+        let got = claude.drain(Duration::from_millis(20));
+        got.into_iter().find(|m| m["id"] == open_diff)
+    });
+    assert_eq!(
+        common::texts(&answer),
+        ["FILE_SAVED", "print(\"edited\")\n"]
+    );
+    std::fs::write(&f, "print(\"edited\")\n").unwrap();
+    done("written");
+    let reloaded: Value = serde_json::from_str(&step("reloaded")).unwrap();
+    // neovim marks a buffer changed by workspace/applyEdit as modified, though it now equals
+    // the file; ccide knows it does, and holds no unsaved content for it.
+    assert_eq!(reloaded["modified"], true);
+    status_where(&sb, "no unsaved content", |s| s["documents"] == json!([]));
+    assert_eq!(
+        reloaded["messages"],
+        json!([
+            format!(
+                "Claude Code proposes an edit to {}: the code actions on it show, accept or reject it (or `ccide diff show 1`)",
+                f.display()
+            ),
+            format!(
+                "Claude Code's proposal for {} is {} (`ccide diff show 1` shows the change)",
+                f.display(),
+                sb.state().join("diffs/1/wide.py").display()
+            ),
+        ])
+    );
+    let status = wait_for("neovim to exit", DEADLINE, || child.try_wait().unwrap());
+    assert!(status.success(), "neovim exited with {status}");
+    status_where(&sb, "neovim's tabs gone", |s| {
+        s["tabs"] == json!([]) && s["documents"] == json!([])
+    });
+}
+
+/// p50 and p99 of some durations, in microseconds.
+fn percentiles(mut d: Vec<Duration>) -> (u128, u128) {
+    d.sort();
+    let at = |q: usize| d[(d.len() * q / 100).min(d.len() - 1)].as_micros();
+    (at(50), at(99))
+}
+
+/// Not a check: prints how long a selection takes to reach Claude Code from an editor's LSP
+/// message, against a key mapping running `ccide select`. `cargo test --release --test
+/// lsp_editor latency -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn latency_of_a_selection_from_the_editor() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&["--ping-interval", "3600"]);
+    let f = sb.write("wide.py", WIDE);
+    let mut claude = server.client();
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, WIDE);
+    let n = 60;
+    let mut timed = |what: &str, send: &mut dyn FnMut(&mut Editor, u64)| {
+        let mut d = Vec::new();
+        for i in 0..n {
+            let t = Instant::now();
+            send(&mut ed, i);
+            claude.notification("selection_changed");
+            d.push(t.elapsed());
+            // The code action answers stay in the editor's backlog; drop them.
+            ed.backlog.clear();
+        }
+        let (p50, p99) = percentiles(d);
+        println!("| {what} | p50 {p50} µs · p99 {p99} µs |");
+    };
+    timed(
+        "LSP `workspace/executeCommand ccide.select` → `selection_changed` received",
+        &mut |ed, i| {
+            let args = json!([{"uri": uri(&f), "range": range(i % 3, 0, i % 3 + 1, 0)}]);
+            ed.send_request(
+                "workspace/executeCommand",
+                json!({"command": "ccide.select", "arguments": args}),
+            );
+        },
+    );
+    timed(
+        "LSP `textDocument/codeAction` (cursor follow, 100 ms rest included) → `selection_changed`",
+        &mut |ed, i| {
+            let params = json!({"textDocument": {"uri": uri(&f)}, "range": range(i % 3, 1, i % 3, 1), "context": {"diagnostics": []}});
+            ed.send_request("textDocument/codeAction", params);
+        },
+    );
+    // Started, not waited for: the clock stops when Claude Code has the selection.
+    let mut running = Vec::new();
+    timed(
+        "`ccide select wide.py:N-N` started → `selection_changed`",
+        &mut |_, i| {
+            let spec = format!("wide.py:{}-{}", i % 3 + 1, i % 3 + 1);
+            let c = sb.command(&["select", &spec]).stderr(Stdio::null()).spawn();
+            running.push(c.unwrap());
+        },
+    );
+    for mut c in running {
+        assert!(c.wait().unwrap().success());
+    }
+}
+
+/// The next notification `method` Claude Code receives, checking meanwhile that the editor
+/// has not failed (its error says more than a timeout would).
+fn notification_or(claude: &mut common::Client, method: &str, failed: impl Fn()) -> Value {
+    wait_for(method, Duration::from_secs(20), || {
+        failed();
+        if let Some(i) = claude.backlog.iter().position(|m| m["method"] == method) {
+            return claude.backlog.remove(i);
+        }
+        let got = claude.drain(Duration::from_millis(20));
+        claude.backlog.extend(got);
+        None
+    })
+}
+
+/// emacs from the distribution, or `$CCIDE_EMACS`; never found by PATH.
+fn emacs() -> PathBuf {
+    let emacs = std::env::var_os("CCIDE_EMACS")
+        .map_or_else(|| PathBuf::from("/usr/bin/emacs"), PathBuf::from);
+    assert!(
+        emacs.is_file(),
+        "emacs is not at {}: run .ci/editor-install (apt-get install emacs-nox elpa-eglot) or set CCIDE_EMACS",
+        emacs.display()
+    );
+    emacs
+}
+
+#[test]
+#[ignore = "needs emacs and eglot: installed by .ci/run"]
+fn emacs_eglot_selects_and_mentions() {
+    let emacs = emacs();
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("wide.py", WIDE);
+    let sync = sb.root.join("sync");
+    std::fs::create_dir(&sync).unwrap();
+    let readme = include_str!("../README.md");
+    let init = readme
+        .split("### emacs with eglot (tried: emacs 28.2, eglot 1.9)")
+        .nth(1)
+        .and_then(|s| s.split("```elisp\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("README.md has an eglot configuration");
+    let init_el = sb
+        .root
+        .write("init.el", format!("(require 'eglot)\n{init}"));
+    let bin = sb.root.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(common::BIN, bin.join("ccide")).unwrap();
+    let mut claude = server.client();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/eglot.el");
+    let mut child = std::process::Command::new(&emacs)
+        .args(["--batch", "-l", script])
+        .env_clear()
+        .env("HOME", sb.home())
+        .env("CLAUDE_CONFIG_DIR", sb.config())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("SYNC", &sync)
+        .env("FILE", &f)
+        .env("INIT", &init_el)
+        .current_dir(sb.ws())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(sb.root.join("emacs.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let failed = || {
+        if let Ok(e) = std::fs::read_to_string(sync.join("error")) {
+            let log = std::fs::read_to_string(sb.root.join("emacs.log")).unwrap_or_default();
+            panic!("emacs failed: {e}\n{log}");
+        }
+    };
+    let done = |name: &str| std::fs::write(sync.join(name), "").unwrap();
+    wait_for("emacs to open the file", Duration::from_secs(20), || {
+        failed();
+        sync.join("opened").exists().then_some(())
+    });
+    status_where(&sb, "wide.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
+    done("tabs-checked");
+    let n = notification_or(&mut claude, "selection_changed", failed);
+    assert_eq!(
+        n["params"],
+        json!({"text": "é世😀x", "filePath": f, "fileUrl": format!("file://{}", f.display()),
+            "selection": {"start": {"line": 1, "character": 9}, "end": {"line": 1, "character": 14}, "isEmpty": false}})
+    );
+    done("selection-1");
+    let n = notification_or(&mut claude, "at_mentioned", failed);
+    assert_eq!(
+        n["params"],
+        json!({"filePath": f, "lineStart": 1, "lineEnd": 2})
+    );
+    done("mention-1");
+    let status = wait_for("emacs to exit", DEADLINE, || child.try_wait().unwrap());
+    failed();
+    assert!(status.success(), "emacs exited with {status}");
+    status_where(&sb, "emacs's tabs gone", |s| s["tabs"] == json!([]));
+}
