@@ -1,12 +1,10 @@
 //! Diagnostics from checkers run in the background: freshness, budgets, timeouts, broadcasts.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::util::*;
 use serde_json::{Value, json};
 
 /// A checker script: reports an error on line 1 when the file contains "bad".

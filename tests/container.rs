@@ -2,12 +2,10 @@
 //! and with a read-only root. `.ci/run` builds the binary and names it in CCIDE_STATIC_BIN:
 //!   RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --target x86_64-unknown-linux-gnu
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::*;
+use crate::util::*;
 use serde_json::{Value, json};
 
 /// The static binary and a usable chroot, or a reason to skip.

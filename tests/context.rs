@@ -2,14 +2,12 @@
 //! the editor tools (PROTOCOL 6 and 7), seed 002's methods served directly and as tools, and
 //! the confinement of every path to the workspace.
 
-mod common;
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use common::*;
+use crate::util::*;
 use serde_json::{Value, json};
 
 /// Five lines, the last without a newline; line 4 has multi-byte characters.

@@ -1,8 +1,6 @@
 //! getDiagnostics from the store, fed by `ccide diagnostics import`.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use serde_json::{Value, json};
 
 fn diagnostics(c: &mut Client, args: Value) -> Value {

@@ -1,11 +1,9 @@
 //! The diff issue: openDiff is file-backed and blocking; settled by `ccide diff`, close_tab,
 //! closeAllDiffTabs, a replacing openDiff, or the client's disconnect.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::util::*;
 use serde_json::{Value, json};
 
 const TAB: &str = "✻ [Claude Code] app.py (9c7eda) ⧉";

@@ -1,11 +1,9 @@
 //! executeCode: off (hidden, refused), ask (waits for `ccide exec approve|deny`), on (runs) in a
 //! persistent Python kernel per connection.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::util::*;
 use serde_json::{Value, json};
 
 fn run(c: &mut Client, code: &str) -> Value {

@@ -1,12 +1,10 @@
 //! reformat_file: a stand-in formatter on a temporary copy beside the file; the original is
 //! replaced atomically, keeping its mode, only when the formatter exited 0.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::util::*;
 use serde_json::{Value, json};
 
 /// Writes an executable sh script outside the workspace and returns its path.

@@ -7,8 +7,6 @@
 //! claims) are written by hand. A test that found a fault stays here, marked
 //! `#[ignore = "FAULT: ..."]` until the fix lands.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -23,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::util::*;
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------

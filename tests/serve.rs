@@ -1,11 +1,9 @@
 //! The `serve` issue: lock file, restarts, handshake, MCP lifecycle, keepalive, takeover.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::util::*;
 use serde_json::{Value, json};
 
 fn mode(p: &std::path::Path) -> u32 {

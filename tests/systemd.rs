@@ -1,12 +1,10 @@
 //! Running under systemd: readiness, watchdog and reload notifications, journald levels, and
 //! workspace folders changed at run time.
 
-mod common;
-
 use std::os::unix::net::UnixDatagram;
 use std::time::Duration;
 
-use common::*;
+use crate::util::*;
 use serde_json::json;
 
 /// Reads datagrams until `want` arrives; returns everything read, in order.

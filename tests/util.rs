@@ -1,6 +1,5 @@
 //! A small vocabulary for integration tests: temporary directories, the real `ccide` binary
 //! started as `serve`, a tungstenite client speaking to it over a real socket, and raw HTTP.
-#![allow(dead_code)]
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
