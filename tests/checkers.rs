@@ -1,19 +1,12 @@
 //! Diagnostics from checkers run in the background: freshness, budgets, timeouts, broadcasts.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::util::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
-/// A checker script: reports an error on line 1 when the file contains "bad".
-fn checker(sb: &Sandbox, body: &str) -> PathBuf {
-    let p = sb.root.write("check.sh", format!("#!/bin/sh\n{body}\n"));
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-    p
-}
-
+/// A checker's body: reports an error on line 1 when the file contains "bad".
 const REPORT_BAD: &str = r#"if grep -q bad "$1"; then echo "$1:1:5: error: found bad [X1]"; fi"#;
 
 fn serve_with(sb: &Sandbox, script: &Path, extra: &[&str]) -> Server {
@@ -23,10 +16,6 @@ fn serve_with(sb: &Sandbox, script: &Path, extra: &[&str]) -> Server {
     sb.serve(&args)
 }
 
-fn diagnostics(c: &mut Client, args: Value) -> Value {
-    json_text(&c.call("getDiagnostics", args))
-}
-
 fn uri(p: &Path) -> String {
     format!("file://{}", p.display())
 }
@@ -34,7 +23,7 @@ fn uri(p: &Path) -> String {
 #[test]
 fn the_baseline_includes_an_error_the_file_already_had_and_changes_are_broadcast() {
     let sb = Sandbox::new();
-    let script = checker(&sb, REPORT_BAD);
+    let script = sb.script("check.sh", REPORT_BAD);
     let file = sb.write("notes dir/ä.txt", "all bad here\n");
     let s = serve_with(&sb, &script, &[]);
     let mut c = s.client();
@@ -54,7 +43,7 @@ fn the_baseline_includes_an_error_the_file_already_had_and_changes_are_broadcast
 #[test]
 fn the_answer_after_an_edit_reflects_the_file_as_written() {
     let sb = Sandbox::new();
-    let script = checker(&sb, REPORT_BAD);
+    let script = sb.script("check.sh", REPORT_BAD);
     let file = sb.write("a.txt", "fine\n");
     let s = serve_with(&sb, &script, &[]);
     let mut c = s.client();
@@ -77,8 +66,8 @@ fn the_answer_after_an_edit_reflects_the_file_as_written() {
 fn a_uri_request_answers_at_once_while_a_checker_hangs_and_the_checker_is_killed() {
     let sb = Sandbox::new();
     let pidfile = sb.root.join("checker.pid");
-    let script = checker(
-        &sb,
+    let script = sb.script(
+        "check.sh",
         &format!("echo $$ > {}\nexec sleep 60", pidfile.display()),
     );
     let file = sb.write("a.txt", "x\n");
@@ -114,14 +103,9 @@ fn a_uri_request_answers_at_once_while_a_checker_hangs_and_the_checker_is_killed
     );
     // Meanwhile the connection serves other requests.
     assert_eq!(c.request("ping", json!({}))["result"], json!({}));
+    let pid: u64 = pid.trim().parse().unwrap();
     wait_for("the hung checker to be killed", DEADLINE, || {
-        let alive = std::process::Command::new("kill")
-            .args(["-0", pid.trim()])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .unwrap()
-            .success();
-        (!alive).then_some(())
+        (!process_alive(pid)).then_some(())
     });
     wait_for("the timeout in the log", DEADLINE, || {
         s.log()
@@ -141,7 +125,7 @@ fn a_project_checker_reports_every_file_and_clears_fixed_ones() {
         "a.txt:1:1: warning: wa\nsub/b.txt:2:3: error: eb [E2]\n",
     )
     .unwrap();
-    let script = checker(&sb, &format!("cat {}", out.display()));
+    let script = sb.script("check.sh", &format!("cat {}", out.display()));
     let spec = format!("*.txt=compiler:{}", script.display());
     let s = sb.serve(&["--no-default-checkers", "--checker", &spec]);
     let mut c = s.client();
@@ -210,7 +194,7 @@ fn the_built_in_python_checker_reports_a_syntax_error() {
 #[test]
 fn imported_diagnostics_and_a_checkers_results_coexist() {
     let sb = Sandbox::new();
-    let script = checker(&sb, REPORT_BAD);
+    let script = sb.script("check.sh", REPORT_BAD);
     let file = sb.write("a.txt", "bad\n");
     let s = serve_with(&sb, &script, &[]);
     let mut c = s.client();

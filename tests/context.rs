@@ -17,10 +17,6 @@ const APP: &str =
 /// How long a "nothing more arrives" check listens.
 const QUIET: Duration = Duration::from_millis(300);
 
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
 /// Runs a ccide command and insists on success.
 fn run_ok(sb: &Sandbox, args: &[&str]) -> Output {
     let o = sb.run(args);
@@ -76,10 +72,6 @@ fn quiet(c: &mut Client, method: &str) -> Vec<Value> {
         .into_iter()
         .filter(|v| v["method"] == method)
         .collect()
-}
-
-fn mode(p: &Path) -> u32 {
-    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
 }
 
 /// Files whose name marks a temporary file of ccide's atomic writes.
@@ -1467,8 +1459,7 @@ fn status_shows_port_folders_clients_tabs_and_selection() {
 fn fake_claude(sb: &Sandbox) -> PathBuf {
     let out = sb.root.join("claude-ran.txt");
     let script = format!(
-        r#"#!/bin/sh
-{{
+        r#"{{
   printf 'port=%s\n' "$CLAUDE_CODE_SSE_PORT"
   printf 'ide=%s\n' "$ENABLE_IDE_INTEGRATION"
   printf 'no_proxy=%s\n' "$no_proxy"
@@ -1480,15 +1471,12 @@ fn fake_claude(sb: &Sandbox) -> PathBuf {
   done
   '{bin}' status --json > '{root}/status-seen.json' && printf 'status=ok\n'
 }} > '{out}'
-exit 7
-"#,
+exit 7"#,
         root = sb.root.path().display(),
         bin = BIN,
         out = out.display(),
     );
-    let path = sb.root.write("fake-claude", script);
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
+    sb.script("fake-claude", &script)
 }
 
 fn recorded(sb: &Sandbox) -> Vec<String> {

@@ -10,38 +10,13 @@ fn run(c: &mut Client, code: &str) -> Value {
     c.call("executeCode", json!({"code": code}))
 }
 
-fn is_error(r: &Value) -> bool {
-    r["result"]["isError"] == true
-}
-
 fn listed(c: &mut Client) -> bool {
-    let tools = c.request("tools/list", json!({}));
-    tools["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|t| t["name"] == "executeCode")
+    c.tool_names().iter().any(|t| t == "executeCode")
 }
 
 /// Waits until `ccide exec --json` lists `n` requests.
 fn wait_requests(sb: &Sandbox, n: usize) -> Vec<Value> {
-    wait_for(
-        &format!("{n} waiting executeCode requests"),
-        DEADLINE,
-        || {
-            let o = sb.run(&["exec", "--json"]);
-            let v: Value = serde_json::from_slice(&o.stdout).ok()?;
-            let list = v.as_array()?.clone();
-            (list.len() == n).then_some(list)
-        },
-    )
-}
-
-fn process_alive(pid: u64) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .unwrap_or_default()
-            .contains(") Z ")
+    sb.wait_for_listing(&["exec", "--json"], n)
 }
 
 #[test]

@@ -2,27 +2,16 @@
 //! replaced atomically, keeping its mode, only when the formatter exited 0.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::util::*;
 use serde_json::{Value, json};
-
-/// Writes an executable sh script outside the workspace and returns its path.
-fn script(sb: &Sandbox, name: &str, body: &str) -> PathBuf {
-    let p = sb.root.write(name, format!("#!/bin/sh\n{body}\n"));
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-    p
-}
 
 fn reformat(c: &mut Client, path: &Path) -> Value {
     c.call(
         "reformat_file",
         json!({"file_path": path.to_str().unwrap()}),
     )
-}
-
-fn is_error(r: &Value) -> bool {
-    r["result"]["isError"] == true
 }
 
 /// The names in a directory, sorted: no temporary copy may be left behind.
@@ -38,8 +27,7 @@ fn names(dir: &Path) -> Vec<String> {
 #[test]
 fn a_formatter_that_rewrites_the_file_in_place() {
     let sb = Sandbox::new();
-    let fmt = script(
-        &sb,
+    let fmt = sb.script(
         "upper.sh",
         r#"t=$(tr a-z A-Z < "$1") && printf '%s\n' "$t" > "$1""#,
     );
@@ -60,7 +48,7 @@ fn a_formatter_that_rewrites_the_file_in_place() {
 #[test]
 fn a_formatter_that_prints_the_result_and_one_reading_stdin() {
     let sb = Sandbox::new();
-    let fmt = script(&sb, "print.sh", r#"tr a-z A-Z < "$1""#);
+    let fmt = sb.script("print.sh", r#"tr a-z A-Z < "$1""#);
     let file = sb.write("sub/a.txt", "abc\n");
     let piped = sb.write("b.up", "xyz\n");
     let spec = format!("*.txt={} {{file}}", fmt.display());
@@ -72,7 +60,7 @@ fn a_formatter_that_prints_the_result_and_one_reading_stdin() {
     assert_eq!(texts(&reformat(&mut c, &piped)), ["OK"]);
     assert_eq!(std::fs::read_to_string(&piped).unwrap(), "XYZ\n");
     // A formatter that succeeds without output and without a change leaves the file alone.
-    let quiet = script(&sb, "quiet.sh", "exit 0");
+    let quiet = sb.script("quiet.sh", "exit 0");
     drop(c);
     drop(s);
     let spec = format!("*.txt={} {{file}}", quiet.display());
@@ -86,8 +74,7 @@ fn a_formatter_that_prints_the_result_and_one_reading_stdin() {
 #[test]
 fn a_failing_formatter_leaves_the_file_intact_and_reports_its_message() {
     let sb = Sandbox::new();
-    let fmt = script(
-        &sb,
+    let fmt = sb.script(
         "fail.sh",
         r#"echo garbage > "$1"; echo "cannot parse $1 at line 3" >&2; exit 1"#,
     );
@@ -111,7 +98,7 @@ fn a_failing_formatter_leaves_the_file_intact_and_reports_its_message() {
 #[test]
 fn missing_outside_and_unformattable_files_are_refused() {
     let sb = Sandbox::new();
-    let fmt = script(&sb, "print.sh", r#"tr a-z A-Z < "$1""#);
+    let fmt = sb.script("print.sh", r#"tr a-z A-Z < "$1""#);
     let outside = sb.root.write("outside.txt", "secret\n");
     let odd = sb.write("data.xyz", "abc\n");
     let spec = format!("*.txt={} {{file}}", fmt.display());
@@ -142,8 +129,7 @@ fn missing_outside_and_unformattable_files_are_refused() {
 fn the_file_placeholder_is_one_argument_whatever_the_path_holds() {
     let sb = Sandbox::new();
     // Fails unless it gets exactly one argument naming an existing file.
-    let fmt = script(
-        &sb,
+    let fmt = sb.script(
         "one.sh",
         r#"[ "$#" -eq 1 ] && [ -f "$1" ] || { echo "got $# arguments" >&2; exit 1; }
 t=$(tr a-z A-Z < "$1") && printf '%s\n' "$t" > "$1""#,

@@ -501,10 +501,6 @@ impl Watch {
 // ---------------------------------------------------------------------------------------------
 // Small helpers.
 
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
 /// One request on the control socket, answered by one line.
 fn control(sb: &Sandbox, req: Value) -> Value {
     control_within(sb, req, DEADLINE).expect("an answer on the control socket")

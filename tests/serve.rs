@@ -6,10 +6,6 @@ use std::time::{Duration, Instant};
 use crate::util::*;
 use serde_json::{Value, json};
 
-fn mode(p: &std::path::Path) -> u32 {
-    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
-}
-
 #[test]
 fn lock_file_has_the_protocol_fields_and_private_modes() {
     let sb = Sandbox::new();

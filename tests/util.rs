@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -101,6 +102,13 @@ impl Sandbox {
         self.root.write(&format!("ws/{rel}"), content)
     }
 
+    /// Writes an executable `sh` script outside the workspace and returns its path.
+    pub fn script(&self, name: &str, body: &str) -> PathBuf {
+        let p = self.root.write(name, format!("#!/bin/sh\n{body}\n"));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
     /// A `ccide` command with a clean environment pointing at this sandbox.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(BIN);
@@ -131,6 +139,16 @@ impl Sandbox {
             .unwrap();
         child.stdin.take().unwrap().write_all(input).unwrap();
         child.wait_with_output().unwrap()
+    }
+
+    /// Waits until `ccide ARGS`, a `--json` listing, lists `n` items; returns them.
+    pub fn wait_for_listing(&self, args: &[&str], n: usize) -> Vec<Value> {
+        wait_for(&format!("{n} items in ccide {args:?}"), DEADLINE, || {
+            let o = self.run(args);
+            let v: Value = serde_json::from_slice(&o.stdout).ok()?;
+            let list = v.as_array()?.clone();
+            (list.len() == n).then_some(list)
+        })
     }
 
     /// Starts `ccide serve` for the workspace with `extra` flags and waits for its lock file.
@@ -484,6 +502,17 @@ impl Client {
         self.response(&id)
     }
 
+    /// The names `tools/list` lists, in its order.
+    pub fn tool_names(&mut self) -> Vec<String> {
+        let r = self.request("tools/list", json!({}));
+        r["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tools in {r}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
     /// `tools/call`, returning the whole response.
     pub fn call(&mut self, tool: &str, args: Value) -> Value {
         self.request(
@@ -567,4 +596,32 @@ pub fn stdout(o: &Output) -> String {
 
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `p` as a `&str`: every path a test makes is UTF-8.
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The permission bits of a file.
+pub fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// Whether a process runs (a zombie, exited but not yet reaped, does not).
+pub fn process_alive(pid: u64) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+/// Whether a tools/call response is a tool error (`isError`).
+pub fn is_error(response: &Value) -> bool {
+    response["result"]["isError"] == true
+}
+
+/// getDiagnostics with `args`, returning the JSON of its answer.
+pub fn diagnostics(c: &mut Client, args: Value) -> Value {
+    json_text(&c.call("getDiagnostics", args))
 }
