@@ -14,9 +14,6 @@ use serde_json::{Value, json};
 const APP: &str =
     "import os\ndef greet(name): return name\nprint(greet('x'))\ns = \"héllo wörld ✻\"\nlast";
 
-/// How long a "nothing more arrives" check listens.
-const QUIET: Duration = Duration::from_millis(300);
-
 /// Runs a ccide command and insists on success.
 fn run_ok(sb: &Sandbox, args: &[&str]) -> Output {
     let o = sb.run(args);
@@ -66,9 +63,9 @@ fn status_json(sb: &Sandbox) -> Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
-/// The notifications named `method` that arrive within `QUIET`.
+/// The notifications named `method` the server sent before answering a ping sent now.
 fn quiet(c: &mut Client, method: &str) -> Vec<Value> {
-    c.drain(QUIET)
+    c.before_ping()
         .into_iter()
         .filter(|v| v["method"] == method)
         .collect()
@@ -301,6 +298,7 @@ fn a_client_connecting_later_gets_the_current_selection_once_initialized() {
         json!({"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claude-code","version":"2.1.330"}}),
     );
     assert_eq!(r["result"]["serverInfo"]["name"], "ccide");
+    // The greeting is only scheduled by notifications/initialized: nothing to wait for.
     assert_eq!(
         quiet(&mut c, "selection_changed"),
         Vec::<Value>::new(),
@@ -408,8 +406,11 @@ fn mentions_made_with_no_client_wait_for_the_next_handshake_in_order() {
         ]
     );
     assert_eq!(quiet(&mut c, "at_mentioned"), Vec::<Value>::new());
-    // The first client consumed the queue.
+    // The first client consumed the queue. A selection makes the next greeting visible: the
+    // mentions would follow it.
+    run_ok(&sb, &["select", "app.py:1"]);
     let mut d = srv.client();
+    d.notification("selection_changed");
     assert_eq!(quiet(&mut d, "at_mentioned"), Vec::<Value>::new());
 }
 
@@ -423,9 +424,11 @@ fn queued_mentions_older_than_mention_max_age_are_dropped() {
     std::thread::sleep(Duration::from_millis(700));
     run_ok(&sb, &["mention", "app.py:2"]);
     let mut c = srv.client();
+    // The greeting sends the queued mentions at once, oldest first.
+    let mut got = vec![c.notification("at_mentioned")];
+    got.extend(quiet(&mut c, "at_mentioned"));
     assert_eq!(
-        quiet(&mut c, "at_mentioned")
-            .into_iter()
+        got.into_iter()
             .map(|v| v["params"].clone())
             .collect::<Vec<_>>(),
         vec![json!({"filePath": s(&app), "lineStart": 1, "lineEnd": 1})],
@@ -441,7 +444,10 @@ fn queued_mentions_older_than_mention_max_age_are_dropped() {
     let o = run_ok(&sb, &["mention", "app.py:3"]);
     assert!(stderr(&o).contains("queued"), "{}", stderr(&o));
     std::thread::sleep(Duration::from_millis(700));
+    // A selection makes the greeting visible: the mention would follow it.
+    run_ok(&sb, &["select", "app.py:1"]);
     let mut d = srv.client();
+    d.notification("selection_changed");
     assert_eq!(quiet(&mut d, "at_mentioned"), Vec::<Value>::new());
 }
 
@@ -1599,7 +1605,10 @@ fn missed_selection_and_queued_mentions_follow_the_clients_tools_list() {
     let mut c = s.connect();
     c.request("initialize", json!({"protocolVersion": "2025-11-25"}));
     c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    let early = c.drain(std::time::Duration::from_millis(600));
+    // A deliberate window, not a wait for nothing: the greeting's timer is what is tested. It
+    // fires 250 ms after tools/list, or 1500 ms after initialized for a client that never asks;
+    // 600 ms without tools/list must bring nothing.
+    let early = c.drain(Duration::from_millis(600));
     assert!(
         early.iter().all(|m| m.get("method").is_none()),
         "nothing before tools/list: {early:?}"

@@ -15,7 +15,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -247,6 +247,8 @@ struct Conn {
     pongs: Vec<Vec<u8>>,
     /// Set once the server ended the connection: the close code it sent, if any.
     closed: Option<Option<u16>>,
+    /// How many keepalive pings the reader thread has answered.
+    pings: Arc<AtomicU64>,
 }
 
 impl Conn {
@@ -259,7 +261,9 @@ impl Conn {
     fn over(s: TcpStream, answer_pings: bool) -> Conn {
         s.set_read_timeout(None).unwrap();
         let writer = Arc::new(Mutex::new(s.try_clone().unwrap()));
-        let rx = spawn_reader(s.try_clone().unwrap(), writer.clone(), answer_pings);
+        let pings = Arc::new(AtomicU64::new(0));
+        let answered = answer_pings.then(|| pings.clone());
+        let rx = spawn_reader(s.try_clone().unwrap(), writer.clone(), answered);
         Conn {
             sock: s,
             writer,
@@ -267,6 +271,7 @@ impl Conn {
             kept: VecDeque::new(),
             pongs: Vec::new(),
             closed: None,
+            pings,
         }
     }
 
@@ -363,6 +368,32 @@ impl Conn {
         }
     }
 
+    /// What the server sent before its answer to a `ping` with this id, sent now (kept ones
+    /// first): everything it had for this connection when it read the ping, since it answers
+    /// in order. The proof that nothing else came, without waiting to see.
+    fn before_ping(&mut self, id: Value) -> Vec<Value> {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
+        let mut before: Vec<Value> = self.kept.drain(..).collect();
+        loop {
+            let v = self.read(DEADLINE).unwrap_or_else(|| {
+                panic!(
+                    "no answer to ping {id} (connection ended: {:?}); before it: {before:?}",
+                    self.closed
+                )
+            });
+            if v.get("method").is_none() && v["id"] == id {
+                assert_eq!(v["result"], json!({}), "{v}");
+                return before;
+            }
+            before.push(v);
+        }
+    }
+
+    /// How many of the server's keepalive pings this connection has answered.
+    fn pings_answered(&self) -> u64 {
+        self.pings.load(Ordering::SeqCst)
+    }
+
     /// Waits for the server to end the connection; the close code it sent (None: no close
     /// frame, only the end of the TCP stream).
     fn ended(&mut self, limit: Duration) -> Option<u16> {
@@ -386,10 +417,12 @@ impl Drop for Conn {
     }
 }
 
+/// Reads `s` on a thread of its own; answers the server's keepalive pings when given a counter
+/// of the answers.
 fn spawn_reader(
     mut s: TcpStream,
     writer: Arc<Mutex<TcpStream>>,
-    answer_pings: bool,
+    answer_pings: Option<Arc<AtomicU64>>,
 ) -> Receiver<In> {
     let (tx, rx) = channel();
     std::thread::spawn(move || {
@@ -407,12 +440,15 @@ fn spawn_reader(
                     }
                     let text = String::from_utf8(std::mem::take(&mut message))
                         .expect("the server sends UTF-8");
-                    if answer_pings && text.contains("\"ping\"") {
+                    if let Some(answered) = &answer_pings
+                        && text.contains("\"ping\"")
+                    {
                         let v: Value = serde_json::from_str(&text).expect("JSON");
                         if v["method"] == "ping" && v.get("id").is_some() {
                             let reply = json!({"jsonrpc": "2.0", "id": v["id"], "result": {}});
                             let bytes = frame(FIN | TEXT, reply.to_string().as_bytes());
                             let _ = writer.lock().unwrap().write_all(&bytes);
+                            answered.fetch_add(1, Ordering::SeqCst);
                             continue;
                         }
                     }
@@ -1456,8 +1492,8 @@ fn hostile_json_gets_exactly_one_answer_per_request_and_never_takes_the_server_d
             got.record(v);
         }
     }
-    // Anything arriving late would be a second answer.
-    while let Some(v) = c.next(Duration::from_millis(300)) {
+    // Anything else the server sent would be a second answer.
+    for v in c.before_ping(json!("barrier")) {
         got.record(v);
     }
     let refused = got.null.values().sum::<usize>()
@@ -2380,7 +2416,10 @@ fn the_token_appears_in_no_log_line_at_any_level() {
     drop(Conn::open(port, &token, true));
     let bad = Conn::open(port, &token, true);
     let _ = bad.write(&frame(FIN | TEXT, &[0xff]));
-    std::thread::sleep(Duration::from_millis(500));
+    // The server has logged the end of those four, whose lines are checked too.
+    wait_for("four disconnects in the log", DEADLINE, || {
+        (srv.log().matches(" disconnected (").count() >= 4).then_some(())
+    });
     drop(c);
     assert_eq!(srv.stop_with("TERM"), Some(0));
     let log = std::fs::read_to_string(&srv.stderr_path).unwrap();
@@ -2802,8 +2841,8 @@ fn no_command_reaches_outside_the_workspace() {
         wrong.join("\n")
     );
     let notes: Vec<Value> = c
-        .kept
-        .drain(..)
+        .before_ping(json!("barrier"))
+        .into_iter()
         .filter(|v| v.get("method").is_some())
         .collect();
     assert!(
@@ -3521,7 +3560,7 @@ fn mixed_client(port: u16, token: String, k: usize) -> Result<usize, String> {
         }
     }
     // Nothing twice, nothing late.
-    while let Some(v) = c.next(Duration::from_millis(200)) {
+    for v in c.before_ping(json!(format!("c{k}-barrier"))) {
         if v.get("method").is_none() {
             return Err(format!("client {k}: an extra answer: {v:.200}"));
         }
@@ -3674,17 +3713,38 @@ fn a_paused_server_keeps_its_healthy_clients() {
     for c in &mut healthy {
         c.handshake();
     }
-    std::thread::sleep(Duration::from_millis(1200));
+    let answered = |healthy: &[Conn], n: &[u64]| {
+        healthy
+            .iter()
+            .zip(n)
+            .all(|(c, n)| c.pings_answered() >= *n)
+            .then_some(())
+    };
+    wait_for("each client to answer a keepalive ping", DEADLINE, || {
+        answered(&healthy, &[1, 1])
+    });
     srv.signal("STOP");
     // Asked during the pause, answered after it.
     healthy[0].send(&json!({"jsonrpc": "2.0", "id": "paused", "method": "ping"}));
+    // The pause itself, longer than --ping-interval and --ping-timeout together.
     std::thread::sleep(Duration::from_secs(2));
     srv.signal("CONT");
     assert_eq!(
         healthy[0].response(&json!("paused"), DEADLINE)["result"],
         json!({})
     );
-    std::thread::sleep(Duration::from_millis(1500));
+    // Two more keepalive pings each after the pause: a deadline the pause made them miss would
+    // have closed them by then.
+    let after: Vec<u64> = healthy.iter().map(|c| c.pings_answered() + 2).collect();
+    wait_for("two keepalive pings after the pause", DEADLINE, || {
+        for (i, c) in healthy.iter_mut().enumerate() {
+            if let Some(v) = c.read(Duration::ZERO) {
+                c.kept.push_back(v);
+            }
+            assert_eq!(c.closed, None, "client {i} was dropped: {}", srv.log());
+        }
+        answered(&healthy, &after)
+    });
     for (i, c) in healthy.iter_mut().enumerate() {
         let r = c.request(json!(format!("after-{i}")), "ping", json!({}));
         assert_eq!(r["result"], json!({}), "client {i}");

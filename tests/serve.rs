@@ -131,7 +131,7 @@ trait UpgradeOnly {
 }
 
 impl UpgradeOnly for Server {
-    /// Reads only the response head of a successful upgrade (the socket stays open).
+    /// Reads only the response head (after a successful upgrade the socket stays open).
     fn http_upgrade_only(&self, head: &str) -> (u16, String) {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
@@ -306,13 +306,19 @@ fn a_client_that_stops_answering_pings_is_closed_and_a_healthy_one_is_not() {
     let mut healthy = s.client();
     let mut silent = s.client();
     silent.answer_pings = false;
-    // The healthy client answers pings on its own thread the whole time.
+    // The healthy client answers pings on its own thread until the silent one is closed, and
+    // one more after that.
+    let (closed, silent_closed) = std::sync::mpsc::channel();
     let healthy = std::thread::spawn(move || {
-        healthy.drain(Duration::from_millis(2500));
+        while silent_closed.try_recv().is_err() {
+            healthy.answer_keepalive_pings(1);
+        }
+        healthy.answer_keepalive_pings(1);
         healthy.request("ping", json!({}))
     });
     let started = Instant::now();
     let (code, reason) = silent.closed();
+    closed.send(()).unwrap();
     assert_eq!(code, Some(1001));
     assert!(reason.contains("ping"), "{reason}");
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -353,8 +359,9 @@ fn the_connection_cap_answers_503_and_frees_slots() {
     );
     assert_eq!(s.http(&head).0, 503);
     drop(a);
+    // Only the head: an upgraded connection stays open.
     wait_for("a freed slot", DEADLINE, || {
-        (s.http(&head).0 == 101).then_some(())
+        (s.http_upgrade_only(&head).0 == 101).then_some(())
     });
 }
 

@@ -335,6 +335,8 @@ pub fn upgrade_head(port: u16, extra_headers: &str) -> String {
 pub struct Client {
     pub ws: WebSocket<TcpStream>,
     pub answer_pings: bool,
+    /// How many of the server's keepalive pings it has answered.
+    pub pings_answered: u64,
     next_id: u64,
     /// Messages received while waiting for something else.
     pub backlog: VecDeque<Value>,
@@ -375,6 +377,7 @@ impl Client {
         Ok(Client {
             ws,
             answer_pings: true,
+            pings_answered: 0,
             next_id: 0,
             backlog: VecDeque::new(),
             subprotocol,
@@ -398,26 +401,35 @@ impl Client {
             if left.is_zero() {
                 return None;
             }
-            self.ws.get_mut().set_read_timeout(Some(left)).unwrap();
-            match self.ws.read() {
-                Ok(Message::Text(t)) => {
-                    let v: Value = serde_json::from_str(t.as_str()).expect("server sent JSON");
-                    if self.answer_pings && v["method"] == "ping" && v.get("id").is_some() {
-                        let reply = json!({"jsonrpc":"2.0","id":v["id"],"result":{}});
-                        self.send(&reply);
-                        continue;
-                    }
-                    return Some(v);
-                }
-                Ok(_) => continue,
-                Err(tungstenite::Error::Io(e))
-                    if e.kind() == std::io::ErrorKind::WouldBlock
-                        || e.kind() == std::io::ErrorKind::TimedOut =>
-                {
+            if let Some(v) = self.read_frame(left) {
+                return Some(v);
+            }
+        }
+    }
+
+    /// Reads one frame within `limit`: the JSON message it holds, or None when it was something
+    /// else (a keepalive ping, answered) or nothing came.
+    fn read_frame(&mut self, limit: Duration) -> Option<Value> {
+        self.ws.get_mut().set_read_timeout(Some(limit)).unwrap();
+        match self.ws.read() {
+            Ok(Message::Text(t)) => {
+                let v: Value = serde_json::from_str(t.as_str()).expect("server sent JSON");
+                if self.answer_pings && v["method"] == "ping" && v.get("id").is_some() {
+                    let reply = json!({"jsonrpc":"2.0","id":v["id"],"result":{}});
+                    self.send(&reply);
+                    self.pings_answered += 1;
                     return None;
                 }
-                Err(e) => panic!("websocket read: {e}"),
+                Some(v)
             }
+            Ok(_) => None,
+            Err(tungstenite::Error::Io(e))
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                None
+            }
+            Err(e) => panic!("websocket read: {e}"),
         }
     }
 
@@ -463,7 +475,40 @@ impl Client {
         }
     }
 
-    /// Whatever arrives within `limit` (answering pings meanwhile).
+    /// What the server sent before its answer to a `ping` request sent now (the backlog first).
+    /// The server answers a client in order, so this is everything it had for this client when
+    /// it read the ping: the proof that something was not sent, without waiting to see.
+    pub fn before_ping(&mut self) -> Vec<Value> {
+        let id = self.send_request("ping", json!({}));
+        let mut before: Vec<Value> = self.backlog.drain(..).collect();
+        loop {
+            let v = self
+                .read_raw(DEADLINE)
+                .unwrap_or_else(|| panic!("no answer to ping {id} within {DEADLINE:?}"));
+            if v.get("method").is_none() && v["id"] == id {
+                assert_eq!(v["result"], json!({}), "{v}");
+                return before;
+            }
+            before.push(v);
+        }
+    }
+
+    /// Reads on, answering the server's keepalive pings, until it has answered `n` more of them;
+    /// anything else goes to the backlog.
+    pub fn answer_keepalive_pings(&mut self, n: u64) {
+        let target = self.pings_answered + n;
+        let end = Instant::now() + DEADLINE;
+        while self.pings_answered < target {
+            let left = end.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "no keepalive ping within {DEADLINE:?}");
+            if let Some(v) = self.read_frame(left) {
+                self.backlog.push_back(v);
+            }
+        }
+    }
+
+    /// Whatever arrives within `limit` (answering pings meanwhile). Only for a window that is
+    /// the behaviour under test; `before_ping` proves that nothing came.
     pub fn drain(&mut self, limit: Duration) -> Vec<Value> {
         let mut out: Vec<Value> = self.backlog.drain(..).collect();
         let end = Instant::now() + limit;
@@ -557,6 +602,7 @@ impl Client {
                                 .to_string()
                                 .into(),
                         ));
+                        self.pings_answered += 1;
                     }
                 }
                 Ok(_) => {}
