@@ -202,6 +202,7 @@ fn send_head(port: u16, bytes: &[u8]) -> (TcpStream, u16, String) {
     while !buf.ends_with(b"\r\n\r\n") {
         match s.read(&mut b) {
             Ok(1) => buf.push(b[0]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             _ => break,
         }
     }

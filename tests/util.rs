@@ -20,6 +20,14 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_ccide");
 /// Generous bound for "eventually": these are behaviour deadlines, not speed assertions.
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
+/// Whether a read failed only for the time being: nothing came within its timeout, or a signal
+/// interrupted it (EINTR). The tests start many children, and a SIGCHLD delivered to a thread
+/// blocked in a read with a timeout ends that read with EINTR; it is no answer from the server.
+pub fn read_again(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
+    matches!(e.kind(), WouldBlock | TimedOut | Interrupted)
+}
+
 /// Waits until `f` returns Some, or panics with `what` after `limit`.
 pub fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let end = Instant::now() + limit;
@@ -423,12 +431,7 @@ impl Client {
                 Some(v)
             }
             Ok(_) => None,
-            Err(tungstenite::Error::Io(e))
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.kind() == std::io::ErrorKind::TimedOut =>
-            {
-                None
-            }
+            Err(tungstenite::Error::Io(e)) if read_again(&e) => None,
             Err(e) => panic!("websocket read: {e}"),
         }
     }
@@ -437,8 +440,11 @@ impl Client {
     pub fn recv_raw_text(&mut self) -> String {
         self.ws.get_mut().set_read_timeout(Some(DEADLINE)).unwrap();
         loop {
-            if let Message::Text(t) = self.ws.read().expect("a text frame") {
-                return t.to_string();
+            match self.ws.read() {
+                Ok(Message::Text(t)) => return t.to_string(),
+                Ok(_) => {}
+                Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => panic!("a text frame: {e}"),
             }
         }
     }
@@ -609,10 +615,8 @@ impl Client {
                 Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
                     return (None, String::new());
                 }
-                Err(tungstenite::Error::Io(e))
-                    if e.kind() == std::io::ErrorKind::WouldBlock
-                        || e.kind() == std::io::ErrorKind::TimedOut =>
-                {
+                Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(tungstenite::Error::Io(e)) if read_again(&e) => {
                     panic!("connection not closed within {DEADLINE:?}")
                 }
                 Err(_) => return (None, String::new()),
