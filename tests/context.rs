@@ -1130,6 +1130,7 @@ fn assert_outside_untouched(sb: &Sandbox) {
     assert_eq!(
         names,
         [
+            "bin",
             "config",
             "home",
             "outdir",

@@ -148,76 +148,47 @@ t=$(tr a-z A-Z < "$1") && printf '%s\n' "$t" > "$1""#,
     );
 }
 
-/// What rustup's and pyenv's shims need to find their tools, since the sandbox has its own HOME.
-fn tool_env() -> Vec<(String, String)> {
-    let home = std::env::var("HOME").unwrap_or_default();
-    [
-        ("RUSTUP_HOME", ".rustup"),
-        ("CARGO_HOME", ".cargo"),
-        ("PYENV_ROOT", ".pyenv"),
-    ]
-    .iter()
-    .map(|(var, dir)| {
-        let v = std::env::var(var).unwrap_or_else(|_| format!("{home}/{dir}"));
-        (var.to_string(), v)
-    })
-    .collect()
-}
-
-fn on_path(program: &str) -> bool {
-    std::process::Command::new(program)
-        .arg("--version")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(tool_env())
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+/// A Rust file rustfmt changes; `mod util;` names a file that does not exist, so rustfmt must
+/// format this file alone.
+const UNFORMATTED_RS: &str = "mod util;\nfn main( ) { let x=1;println!(\"{x}\") ; }\n";
 
 #[test]
-fn built_in_formatters_when_on_path() {
+fn the_built_in_rust_formatter_is_rustfmt_on_path() {
     let sb = Sandbox::new();
+    sb.add_tool("rustfmt", rustfmt());
     sb.write(
         "Cargo.toml",
         "[package]\nname = \"x\"\nedition = \"2024\"\n",
     );
-    // `mod util;` names a file that does not exist: rustfmt must format this file alone.
-    let rs = sb.write(
-        "src/main.rs",
-        "mod util;\nfn main( ) { let x=1;println!(\"{x}\") ; }\n",
+    let rs = sb.write("src/main.rs", UNFORMATTED_RS);
+    let s = sb.serve(&[]);
+    let mut c = s.client();
+    let r = reformat(&mut c, &rs);
+    assert_eq!(texts(&r), ["OK"], "{r}");
+    assert_eq!(
+        std::fs::read_to_string(&rs).unwrap(),
+        "mod util;\nfn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n"
+    );
+    assert_eq!(names(&sb.ws().join("src")), ["main.rs"]);
+    assert_eq!(names(&sb.ws()), ["Cargo.toml", "src"]);
+}
+
+#[test]
+#[ignore = "needs ruff: .ci/run installs it and names it in CCIDE_TEST_RUFF"]
+fn the_built_in_python_formatter_is_ruff_on_path() {
+    let sb = Sandbox::new();
+    sb.add_tool(
+        "ruff",
+        tool_from_env("CCIDE_TEST_RUFF", "pip install ruff==0.17.6"),
     );
     let py = sb.write("app.py", "x = [1,2 ,3]\nprint( x )\n");
-    let (ws, state) = (sb.ws(), sb.state());
-    let mut cmd = sb.command(&[
-        "serve",
-        "--workspace",
-        ws.to_str().unwrap(),
-        "--state-dir",
-        state.to_str().unwrap(),
-    ]);
-    cmd.envs(tool_env());
-    let s = Server::spawn(&mut cmd, &sb.config());
+    let s = sb.serve(&[]);
     let mut c = s.client();
-    if on_path("rustfmt") {
-        let r = reformat(&mut c, &rs);
-        assert_eq!(texts(&r), ["OK"], "{r}");
-        assert_eq!(
-            std::fs::read_to_string(&rs).unwrap(),
-            "mod util;\nfn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n"
-        );
-        assert_eq!(names(&sb.ws().join("src")), ["main.rs"]);
-    } else {
-        println!("skipped rustfmt: not on PATH");
-    }
-    if on_path("ruff") {
-        let r = reformat(&mut c, &py);
-        assert_eq!(texts(&r), ["OK"], "{r}");
-        assert_eq!(
-            std::fs::read_to_string(&py).unwrap(),
-            "x = [1, 2, 3]\nprint(x)\n"
-        );
-    } else {
-        println!("skipped ruff: not on PATH");
-    }
-    assert_eq!(names(&sb.ws()), ["Cargo.toml", "app.py", "src"]);
+    let r = reformat(&mut c, &py);
+    assert_eq!(texts(&r), ["OK"], "{r}");
+    assert_eq!(
+        std::fs::read_to_string(&py).unwrap(),
+        "x = [1, 2, 3]\nprint(x)\n"
+    );
+    assert_eq!(names(&sb.ws()), ["app.py"]);
 }

@@ -1,5 +1,6 @@
 //! A small vocabulary for integration tests: temporary directories, the real `ccide` binary
-//! started as `serve`, a tungstenite client speaking to it over a real socket, and raw HTTP.
+//! started as `serve`, a tungstenite client speaking to it over a real socket, raw HTTP, and
+//! the tools a test gives ccide (never whatever happens to be on the test's PATH).
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -7,6 +8,7 @@ use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -81,7 +83,64 @@ impl Drop for TempDir {
     }
 }
 
-/// A sandbox for one test: a home, a config dir, a state dir and a workspace.
+// ---------------------------------------------------------------------------------------------
+// The tools a test gives ccide, by an explicit path: what ccide finds never depends on the test's
+// PATH. A test whose tool is missing fails, it never skips. `cargo test` needs the Rust toolchain
+// with rustfmt, python3, groff, patch and systemd-escape; a test that needs more (ruff,
+// matplotlib, root, the static build) is `#[ignore = "needs ..."]`, and `.ci/run` provides what
+// it needs and runs it with `--ignored`.
+
+/// The python3 interpreter itself (not a pyenv shim, which needs the test's environment):
+/// `$CCIDE_TEST_PYTHON` (`.ci/run` names the one it installed matplotlib for), else the python3
+/// on the test's PATH. None when there is none.
+pub fn find_python3() -> Option<&'static Path> {
+    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            if let Some(p) = std::env::var_os("CCIDE_TEST_PYTHON") {
+                return Some(PathBuf::from(p));
+            }
+            let o = Command::new("python3")
+                .args(["-c", "import sys; print(sys.executable)"])
+                .output()
+                .ok()?;
+            let exe = String::from_utf8(o.stdout).ok()?;
+            (o.status.success() && !exe.trim().is_empty()).then(|| PathBuf::from(exe.trim()))
+        })
+        .as_deref()
+}
+
+/// The python3 interpreter, for a test that needs it.
+pub fn python3() -> &'static Path {
+    find_python3().expect("python3 is needed: install it, or name it in CCIDE_TEST_PYTHON")
+}
+
+/// The rustfmt of the toolchain that built the tests (it sits beside cargo).
+pub fn rustfmt() -> PathBuf {
+    let p = Path::new(env!("CARGO")).with_file_name("rustfmt");
+    assert!(
+        p.is_file(),
+        "no rustfmt beside {}: rustup component add rustfmt (.ci/run does)",
+        env!("CARGO")
+    );
+    p
+}
+
+/// A tool named by the environment variable `var`, which `.ci/run` sets after installing it.
+pub fn tool_from_env(var: &str, install: &str) -> PathBuf {
+    let p = std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("{var} is not set: {install}, and name it in {var}"));
+    assert!(p.is_file(), "{var}={} is not a file", p.display());
+    p
+}
+
+/// The directories every command of a sandbox finds after its own `bin`: the system's, where a
+/// test's shell scripts find `tr`, `grep` or `sleep`.
+const SYSTEM_PATH: &str = "/usr/bin:/bin";
+
+/// A sandbox for one test: a home, a config dir, a state dir, a workspace, and a `bin` directory
+/// with the tools ccide may find on its PATH: python3, and what the test adds with `add_tool`.
 pub struct Sandbox {
     pub root: TempDir,
 }
@@ -89,10 +148,15 @@ pub struct Sandbox {
 impl Sandbox {
     pub fn new() -> Sandbox {
         let root = TempDir::new();
-        for d in ["home", "config", "state", "ws"] {
+        for d in ["home", "config", "state", "ws", "bin"] {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
-        Sandbox { root }
+        let sb = Sandbox { root };
+        // executeCode's kernel and the built-in python checker run `python3`.
+        if let Some(python) = find_python3() {
+            sb.add_tool("python3", python);
+        }
+        sb
     }
     pub fn home(&self) -> PathBuf {
         self.root.join("home")
@@ -117,13 +181,21 @@ impl Sandbox {
         p
     }
 
+    /// Puts `program` on the PATH of this sandbox's commands, as `name`.
+    pub fn add_tool(&self, name: &str, program: impl AsRef<Path>) {
+        std::os::unix::fs::symlink(program, self.root.join("bin").join(name)).unwrap();
+    }
+
     /// A `ccide` command with a clean environment pointing at this sandbox.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(BIN);
         c.args(args)
             .env_clear()
             .env("HOME", self.home())
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env(
+                "PATH",
+                format!("{}:{SYSTEM_PATH}", self.root.join("bin").display()),
+            )
             .env("CLAUDE_CONFIG_DIR", self.config())
             .current_dir(self.ws());
         c
