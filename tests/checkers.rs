@@ -199,10 +199,7 @@ fn without_ruff_the_built_in_python_checker_is_python3_and_reports_a_syntax_erro
 #[ignore = "needs ruff: .ci/run installs it and names it in CCIDE_TEST_RUFF"]
 fn with_ruff_the_built_in_python_checker_is_ruff_and_reports_a_syntax_error() {
     let sb = Sandbox::new();
-    sb.add_tool(
-        "ruff",
-        tool_from_env("CCIDE_TEST_RUFF", "pip install ruff==0.17.6"),
-    );
+    sb.add_tool("ruff", ruff());
     let found = python_syntax_error(&sb);
     assert_eq!(found[0]["severity"], "Error", "{found:?}");
     assert_eq!(found[0]["range"]["start"]["line"], 1, "{found:?}");

@@ -177,10 +177,7 @@ fn the_built_in_rust_formatter_is_rustfmt_on_path() {
 #[ignore = "needs ruff: .ci/run installs it and names it in CCIDE_TEST_RUFF"]
 fn the_built_in_python_formatter_is_ruff_on_path() {
     let sb = Sandbox::new();
-    sb.add_tool(
-        "ruff",
-        tool_from_env("CCIDE_TEST_RUFF", "pip install ruff==0.17.6"),
-    );
+    sb.add_tool("ruff", ruff());
     let py = sb.write("app.py", "x = [1,2 ,3]\nprint( x )\n");
     let s = sb.serve(&[]);
     let mut c = s.client();

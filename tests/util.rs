@@ -126,6 +126,11 @@ pub fn rustfmt() -> PathBuf {
     p
 }
 
+/// ruff, the version `.ci/run` installs.
+pub fn ruff() -> PathBuf {
+    tool_from_env("CCIDE_TEST_RUFF", "pip install ruff==0.17.6")
+}
+
 /// A tool named by the environment variable `var`, which `.ci/run` sets after installing it.
 pub fn tool_from_env(var: &str, install: &str) -> PathBuf {
     let p = std::env::var_os(var)
