@@ -8,7 +8,9 @@
 //!
 //! Every figure is a median over repeated runs; latencies also give p99.
 
-mod common;
+// The integration tests' vocabulary; the benchmark uses part of it.
+#[allow(dead_code)]
+mod util;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -17,11 +19,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
 use serde_json::{Value, json};
 use tungstenite::client::IntoClientRequest;
 use tungstenite::protocol::{WebSocket, WebSocketConfig};
 use tungstenite::{Message, http};
+use util::*;
 
 /// `serve` flags for every measurement: no keepalive ping during a run, room for 100 clients.
 const SERVE: &[&str] = &["--ping-interval", "3600", "--max-connections", "512"];

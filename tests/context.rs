@@ -2,26 +2,17 @@
 //! the editor tools (PROTOCOL 6 and 7), seed 002's methods served directly and as tools, and
 //! the confinement of every path to the workspace.
 
-mod common;
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use common::*;
+use crate::util::*;
 use serde_json::{Value, json};
 
 /// Five lines, the last without a newline; line 4 has multi-byte characters.
 const APP: &str =
     "import os\ndef greet(name): return name\nprint(greet('x'))\ns = \"héllo wörld ✻\"\nlast";
-
-/// How long a "nothing more arrives" check listens.
-const QUIET: Duration = Duration::from_millis(300);
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 /// Runs a ccide command and insists on success.
 fn run_ok(sb: &Sandbox, args: &[&str]) -> Output {
@@ -72,16 +63,12 @@ fn status_json(sb: &Sandbox) -> Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
-/// The notifications named `method` that arrive within `QUIET`.
+/// The notifications named `method` the server sent before answering a ping sent now.
 fn quiet(c: &mut Client, method: &str) -> Vec<Value> {
-    c.drain(QUIET)
+    c.before_ping()
         .into_iter()
         .filter(|v| v["method"] == method)
         .collect()
-}
-
-fn mode(p: &Path) -> u32 {
-    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
 }
 
 /// Files whose name marks a temporary file of ccide's atomic writes.
@@ -311,6 +298,7 @@ fn a_client_connecting_later_gets_the_current_selection_once_initialized() {
         json!({"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claude-code","version":"2.1.330"}}),
     );
     assert_eq!(r["result"]["serverInfo"]["name"], "ccide");
+    // The greeting is only scheduled by notifications/initialized: nothing to wait for.
     assert_eq!(
         quiet(&mut c, "selection_changed"),
         Vec::<Value>::new(),
@@ -418,8 +406,11 @@ fn mentions_made_with_no_client_wait_for_the_next_handshake_in_order() {
         ]
     );
     assert_eq!(quiet(&mut c, "at_mentioned"), Vec::<Value>::new());
-    // The first client consumed the queue.
+    // The first client consumed the queue. A selection makes the next greeting visible: the
+    // mentions would follow it.
+    run_ok(&sb, &["select", "app.py:1"]);
     let mut d = srv.client();
+    d.notification("selection_changed");
     assert_eq!(quiet(&mut d, "at_mentioned"), Vec::<Value>::new());
 }
 
@@ -433,9 +424,11 @@ fn queued_mentions_older_than_mention_max_age_are_dropped() {
     std::thread::sleep(Duration::from_millis(700));
     run_ok(&sb, &["mention", "app.py:2"]);
     let mut c = srv.client();
+    // The greeting sends the queued mentions at once, oldest first.
+    let mut got = vec![c.notification("at_mentioned")];
+    got.extend(quiet(&mut c, "at_mentioned"));
     assert_eq!(
-        quiet(&mut c, "at_mentioned")
-            .into_iter()
+        got.into_iter()
             .map(|v| v["params"].clone())
             .collect::<Vec<_>>(),
         vec![json!({"filePath": s(&app), "lineStart": 1, "lineEnd": 1})],
@@ -451,7 +444,10 @@ fn queued_mentions_older_than_mention_max_age_are_dropped() {
     let o = run_ok(&sb, &["mention", "app.py:3"]);
     assert!(stderr(&o).contains("queued"), "{}", stderr(&o));
     std::thread::sleep(Duration::from_millis(700));
+    // A selection makes the greeting visible: the mention would follow it.
+    run_ok(&sb, &["select", "app.py:1"]);
     let mut d = srv.client();
+    d.notification("selection_changed");
     assert_eq!(quiet(&mut d, "at_mentioned"), Vec::<Value>::new());
 }
 
@@ -1134,6 +1130,7 @@ fn assert_outside_untouched(sb: &Sandbox) {
     assert_eq!(
         names,
         [
+            "bin",
             "config",
             "home",
             "outdir",
@@ -1469,8 +1466,7 @@ fn status_shows_port_folders_clients_tabs_and_selection() {
 fn fake_claude(sb: &Sandbox) -> PathBuf {
     let out = sb.root.join("claude-ran.txt");
     let script = format!(
-        r#"#!/bin/sh
-{{
+        r#"{{
   printf 'port=%s\n' "$CLAUDE_CODE_SSE_PORT"
   printf 'ide=%s\n' "$ENABLE_IDE_INTEGRATION"
   printf 'no_proxy=%s\n' "$no_proxy"
@@ -1482,15 +1478,12 @@ fn fake_claude(sb: &Sandbox) -> PathBuf {
   done
   '{bin}' status --json > '{root}/status-seen.json' && printf 'status=ok\n'
 }} > '{out}'
-exit 7
-"#,
+exit 7"#,
         root = sb.root.path().display(),
         bin = BIN,
         out = out.display(),
     );
-    let path = sb.root.write("fake-claude", script);
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
+    sb.script("fake-claude", &script)
 }
 
 fn recorded(sb: &Sandbox) -> Vec<String> {
@@ -1613,7 +1606,10 @@ fn missed_selection_and_queued_mentions_follow_the_clients_tools_list() {
     let mut c = s.connect();
     c.request("initialize", json!({"protocolVersion": "2025-11-25"}));
     c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    let early = c.drain(std::time::Duration::from_millis(600));
+    // A deliberate window, not a wait for nothing: the greeting's timer is what is tested. It
+    // fires 250 ms after tools/list, or 1500 ms after initialized for a client that never asks;
+    // 600 ms without tools/list must bring nothing.
+    let early = c.drain(Duration::from_millis(600));
     assert!(
         early.iter().all(|m| m.get("method").is_none()),
         "nothing before tools/list: {early:?}"

@@ -1,13 +1,7 @@
 //! getDiagnostics from the store, fed by `ccide diagnostics import`.
 
-mod common;
-
-use common::*;
-use serde_json::{Value, json};
-
-fn diagnostics(c: &mut Client, args: Value) -> Value {
-    json_text(&c.call("getDiagnostics", args))
-}
+use crate::util::*;
+use serde_json::json;
 
 #[test]
 fn the_answer_echoes_the_requested_uri_exactly_even_when_empty() {
@@ -21,14 +15,7 @@ fn the_answer_echoes_the_requested_uri_exactly_even_when_empty() {
         json!([{"uri": uri, "diagnostics": []}])
     );
     assert_eq!(diagnostics(&mut c, json!({})), json!([]));
-    let tools = c.request("tools/list", json!({}));
-    assert!(
-        tools["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|t| t["name"] == "getDiagnostics")
-    );
+    assert!(c.tool_names().iter().any(|t| t == "getDiagnostics"));
 }
 
 #[test]

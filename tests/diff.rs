@@ -1,11 +1,9 @@
 //! The diff issue: openDiff is file-backed and blocking; settled by `ccide diff`, close_tab,
 //! closeAllDiffTabs, a replacing openDiff, or the client's disconnect.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::util::*;
 use serde_json::{Value, json};
 
 const TAB: &str = "✻ [Claude Code] app.py (9c7eda) ⧉";
@@ -20,12 +18,7 @@ fn open_diff(c: &mut Client, path: &Path, contents: &str, tab: &str) -> Value {
 
 /// Waits until the server lists `n` pending diffs.
 fn wait_pending(sb: &Sandbox, n: usize) -> Vec<Value> {
-    wait_for(&format!("{n} pending diffs"), DEADLINE, || {
-        let o = sb.run(&["diff", "--json"]);
-        let v: Value = serde_json::from_slice(&o.stdout).ok()?;
-        let list = v.as_array()?.clone();
-        (list.len() == n).then_some(list)
-    })
+    sb.wait_for_listing(&["diff", "--json"], n)
 }
 
 #[test]

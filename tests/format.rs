@@ -1,30 +1,17 @@
 //! reformat_file: a stand-in formatter on a temporary copy beside the file; the original is
 //! replaced atomically, keeping its mode, only when the formatter exited 0.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use common::*;
+use crate::util::*;
 use serde_json::{Value, json};
-
-/// Writes an executable sh script outside the workspace and returns its path.
-fn script(sb: &Sandbox, name: &str, body: &str) -> PathBuf {
-    let p = sb.root.write(name, format!("#!/bin/sh\n{body}\n"));
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-    p
-}
 
 fn reformat(c: &mut Client, path: &Path) -> Value {
     c.call(
         "reformat_file",
         json!({"file_path": path.to_str().unwrap()}),
     )
-}
-
-fn is_error(r: &Value) -> bool {
-    r["result"]["isError"] == true
 }
 
 /// The names in a directory, sorted: no temporary copy may be left behind.
@@ -40,8 +27,7 @@ fn names(dir: &Path) -> Vec<String> {
 #[test]
 fn a_formatter_that_rewrites_the_file_in_place() {
     let sb = Sandbox::new();
-    let fmt = script(
-        &sb,
+    let fmt = sb.script(
         "upper.sh",
         r#"t=$(tr a-z A-Z < "$1") && printf '%s\n' "$t" > "$1""#,
     );
@@ -62,7 +48,7 @@ fn a_formatter_that_rewrites_the_file_in_place() {
 #[test]
 fn a_formatter_that_prints_the_result_and_one_reading_stdin() {
     let sb = Sandbox::new();
-    let fmt = script(&sb, "print.sh", r#"tr a-z A-Z < "$1""#);
+    let fmt = sb.script("print.sh", r#"tr a-z A-Z < "$1""#);
     let file = sb.write("sub/a.txt", "abc\n");
     let piped = sb.write("b.up", "xyz\n");
     let spec = format!("*.txt={} {{file}}", fmt.display());
@@ -74,7 +60,7 @@ fn a_formatter_that_prints_the_result_and_one_reading_stdin() {
     assert_eq!(texts(&reformat(&mut c, &piped)), ["OK"]);
     assert_eq!(std::fs::read_to_string(&piped).unwrap(), "XYZ\n");
     // A formatter that succeeds without output and without a change leaves the file alone.
-    let quiet = script(&sb, "quiet.sh", "exit 0");
+    let quiet = sb.script("quiet.sh", "exit 0");
     drop(c);
     drop(s);
     let spec = format!("*.txt={} {{file}}", quiet.display());
@@ -88,8 +74,7 @@ fn a_formatter_that_prints_the_result_and_one_reading_stdin() {
 #[test]
 fn a_failing_formatter_leaves_the_file_intact_and_reports_its_message() {
     let sb = Sandbox::new();
-    let fmt = script(
-        &sb,
+    let fmt = sb.script(
         "fail.sh",
         r#"echo garbage > "$1"; echo "cannot parse $1 at line 3" >&2; exit 1"#,
     );
@@ -113,7 +98,7 @@ fn a_failing_formatter_leaves_the_file_intact_and_reports_its_message() {
 #[test]
 fn missing_outside_and_unformattable_files_are_refused() {
     let sb = Sandbox::new();
-    let fmt = script(&sb, "print.sh", r#"tr a-z A-Z < "$1""#);
+    let fmt = sb.script("print.sh", r#"tr a-z A-Z < "$1""#);
     let outside = sb.root.write("outside.txt", "secret\n");
     let odd = sb.write("data.xyz", "abc\n");
     let spec = format!("*.txt={} {{file}}", fmt.display());
@@ -144,8 +129,7 @@ fn missing_outside_and_unformattable_files_are_refused() {
 fn the_file_placeholder_is_one_argument_whatever_the_path_holds() {
     let sb = Sandbox::new();
     // Fails unless it gets exactly one argument naming an existing file.
-    let fmt = script(
-        &sb,
+    let fmt = sb.script(
         "one.sh",
         r#"[ "$#" -eq 1 ] && [ -f "$1" ] || { echo "got $# arguments" >&2; exit 1; }
 t=$(tr a-z A-Z < "$1") && printf '%s\n' "$t" > "$1""#,
@@ -164,76 +148,44 @@ t=$(tr a-z A-Z < "$1") && printf '%s\n' "$t" > "$1""#,
     );
 }
 
-/// What rustup's and pyenv's shims need to find their tools, since the sandbox has its own HOME.
-fn tool_env() -> Vec<(String, String)> {
-    let home = std::env::var("HOME").unwrap_or_default();
-    [
-        ("RUSTUP_HOME", ".rustup"),
-        ("CARGO_HOME", ".cargo"),
-        ("PYENV_ROOT", ".pyenv"),
-    ]
-    .iter()
-    .map(|(var, dir)| {
-        let v = std::env::var(var).unwrap_or_else(|_| format!("{home}/{dir}"));
-        (var.to_string(), v)
-    })
-    .collect()
-}
-
-fn on_path(program: &str) -> bool {
-    std::process::Command::new(program)
-        .arg("--version")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(tool_env())
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+/// A Rust file rustfmt changes; `mod util;` names a file that does not exist, so rustfmt must
+/// format this file alone.
+const UNFORMATTED_RS: &str = "mod util;\nfn main( ) { let x=1;println!(\"{x}\") ; }\n";
 
 #[test]
-fn built_in_formatters_when_on_path() {
+fn the_built_in_rust_formatter_is_rustfmt_on_path() {
     let sb = Sandbox::new();
+    sb.add_tool("rustfmt", rustfmt());
     sb.write(
         "Cargo.toml",
         "[package]\nname = \"x\"\nedition = \"2024\"\n",
     );
-    // `mod util;` names a file that does not exist: rustfmt must format this file alone.
-    let rs = sb.write(
-        "src/main.rs",
-        "mod util;\nfn main( ) { let x=1;println!(\"{x}\") ; }\n",
-    );
-    let py = sb.write("app.py", "x = [1,2 ,3]\nprint( x )\n");
-    let (ws, state) = (sb.ws(), sb.state());
-    let mut cmd = sb.command(&[
-        "serve",
-        "--workspace",
-        ws.to_str().unwrap(),
-        "--state-dir",
-        state.to_str().unwrap(),
-    ]);
-    cmd.envs(tool_env());
-    let s = Server::spawn(&mut cmd, &sb.config());
+    let rs = sb.write("src/main.rs", UNFORMATTED_RS);
+    let s = sb.serve(&[]);
     let mut c = s.client();
-    if on_path("rustfmt") {
-        let r = reformat(&mut c, &rs);
-        assert_eq!(texts(&r), ["OK"], "{r}");
-        assert_eq!(
-            std::fs::read_to_string(&rs).unwrap(),
-            "mod util;\nfn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n"
-        );
-        assert_eq!(names(&sb.ws().join("src")), ["main.rs"]);
-    } else {
-        println!("skipped rustfmt: not on PATH");
-    }
-    if on_path("ruff") {
-        let r = reformat(&mut c, &py);
-        assert_eq!(texts(&r), ["OK"], "{r}");
-        assert_eq!(
-            std::fs::read_to_string(&py).unwrap(),
-            "x = [1, 2, 3]\nprint(x)\n"
-        );
-    } else {
-        println!("skipped ruff: not on PATH");
-    }
-    assert_eq!(names(&sb.ws()), ["Cargo.toml", "app.py", "src"]);
+    let r = reformat(&mut c, &rs);
+    assert_eq!(texts(&r), ["OK"], "{r}");
+    assert_eq!(
+        std::fs::read_to_string(&rs).unwrap(),
+        "mod util;\nfn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n"
+    );
+    assert_eq!(names(&sb.ws().join("src")), ["main.rs"]);
+    assert_eq!(names(&sb.ws()), ["Cargo.toml", "src"]);
+}
+
+#[test]
+#[ignore = "needs ruff: .ci/run installs it and names it in CCIDE_TEST_RUFF"]
+fn the_built_in_python_formatter_is_ruff_on_path() {
+    let sb = Sandbox::new();
+    sb.add_tool("ruff", ruff());
+    let py = sb.write("app.py", "x = [1,2 ,3]\nprint( x )\n");
+    let s = sb.serve(&[]);
+    let mut c = s.client();
+    let r = reformat(&mut c, &py);
+    assert_eq!(texts(&r), ["OK"], "{r}");
+    assert_eq!(
+        std::fs::read_to_string(&py).unwrap(),
+        "x = [1, 2, 3]\nprint(x)\n"
+    );
+    assert_eq!(names(&sb.ws()), ["app.py"]);
 }

@@ -7,8 +7,6 @@
 //! claims) are written by hand. A test that found a fault stays here, marked
 //! `#[ignore = "FAULT: ..."]` until the fix lands.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -17,13 +15,13 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::util::*;
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
@@ -204,6 +202,7 @@ fn send_head(port: u16, bytes: &[u8]) -> (TcpStream, u16, String) {
     while !buf.ends_with(b"\r\n\r\n") {
         match s.read(&mut b) {
             Ok(1) => buf.push(b[0]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             _ => break,
         }
     }
@@ -249,6 +248,8 @@ struct Conn {
     pongs: Vec<Vec<u8>>,
     /// Set once the server ended the connection: the close code it sent, if any.
     closed: Option<Option<u16>>,
+    /// How many keepalive pings the reader thread has answered.
+    pings: Arc<AtomicU64>,
 }
 
 impl Conn {
@@ -261,7 +262,9 @@ impl Conn {
     fn over(s: TcpStream, answer_pings: bool) -> Conn {
         s.set_read_timeout(None).unwrap();
         let writer = Arc::new(Mutex::new(s.try_clone().unwrap()));
-        let rx = spawn_reader(s.try_clone().unwrap(), writer.clone(), answer_pings);
+        let pings = Arc::new(AtomicU64::new(0));
+        let answered = answer_pings.then(|| pings.clone());
+        let rx = spawn_reader(s.try_clone().unwrap(), writer.clone(), answered);
         Conn {
             sock: s,
             writer,
@@ -269,6 +272,7 @@ impl Conn {
             kept: VecDeque::new(),
             pongs: Vec::new(),
             closed: None,
+            pings,
         }
     }
 
@@ -365,6 +369,32 @@ impl Conn {
         }
     }
 
+    /// What the server sent before its answer to a `ping` with this id, sent now (kept ones
+    /// first): everything it had for this connection when it read the ping, since it answers
+    /// in order. The proof that nothing else came, without waiting to see.
+    fn before_ping(&mut self, id: Value) -> Vec<Value> {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
+        let mut before: Vec<Value> = self.kept.drain(..).collect();
+        loop {
+            let v = self.read(DEADLINE).unwrap_or_else(|| {
+                panic!(
+                    "no answer to ping {id} (connection ended: {:?}); before it: {before:?}",
+                    self.closed
+                )
+            });
+            if v.get("method").is_none() && v["id"] == id {
+                assert_eq!(v["result"], json!({}), "{v}");
+                return before;
+            }
+            before.push(v);
+        }
+    }
+
+    /// How many of the server's keepalive pings this connection has answered.
+    fn pings_answered(&self) -> u64 {
+        self.pings.load(Ordering::SeqCst)
+    }
+
     /// Waits for the server to end the connection; the close code it sent (None: no close
     /// frame, only the end of the TCP stream).
     fn ended(&mut self, limit: Duration) -> Option<u16> {
@@ -388,10 +418,12 @@ impl Drop for Conn {
     }
 }
 
+/// Reads `s` on a thread of its own; answers the server's keepalive pings when given a counter
+/// of the answers.
 fn spawn_reader(
     mut s: TcpStream,
     writer: Arc<Mutex<TcpStream>>,
-    answer_pings: bool,
+    answer_pings: Option<Arc<AtomicU64>>,
 ) -> Receiver<In> {
     let (tx, rx) = channel();
     std::thread::spawn(move || {
@@ -409,12 +441,15 @@ fn spawn_reader(
                     }
                     let text = String::from_utf8(std::mem::take(&mut message))
                         .expect("the server sends UTF-8");
-                    if answer_pings && text.contains("\"ping\"") {
+                    if let Some(answered) = &answer_pings
+                        && text.contains("\"ping\"")
+                    {
                         let v: Value = serde_json::from_str(&text).expect("JSON");
                         if v["method"] == "ping" && v.get("id").is_some() {
                             let reply = json!({"jsonrpc": "2.0", "id": v["id"], "result": {}});
                             let bytes = frame(FIN | TEXT, reply.to_string().as_bytes());
                             let _ = writer.lock().unwrap().write_all(&bytes);
+                            answered.fetch_add(1, Ordering::SeqCst);
                             continue;
                         }
                     }
@@ -502,10 +537,6 @@ impl Watch {
 
 // ---------------------------------------------------------------------------------------------
 // Small helpers.
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 /// One request on the control socket, answered by one line.
 fn control(sb: &Sandbox, req: Value) -> Value {
@@ -1462,8 +1493,8 @@ fn hostile_json_gets_exactly_one_answer_per_request_and_never_takes_the_server_d
             got.record(v);
         }
     }
-    // Anything arriving late would be a second answer.
-    while let Some(v) = c.next(Duration::from_millis(300)) {
+    // Anything else the server sent would be a second answer.
+    for v in c.before_ping(json!("barrier")) {
         got.record(v);
     }
     let refused = got.null.values().sum::<usize>()
@@ -2386,7 +2417,10 @@ fn the_token_appears_in_no_log_line_at_any_level() {
     drop(Conn::open(port, &token, true));
     let bad = Conn::open(port, &token, true);
     let _ = bad.write(&frame(FIN | TEXT, &[0xff]));
-    std::thread::sleep(Duration::from_millis(500));
+    // The server has logged the end of those four, whose lines are checked too.
+    wait_for("four disconnects in the log", DEADLINE, || {
+        (srv.log().matches(" disconnected (").count() >= 4).then_some(())
+    });
     drop(c);
     assert_eq!(srv.stop_with("TERM"), Some(0));
     let log = std::fs::read_to_string(&srv.stderr_path).unwrap();
@@ -2401,21 +2435,10 @@ fn the_token_appears_in_no_log_line_at_any_level() {
     }
 }
 
-#[test]
-fn a_lock_or_state_directory_of_another_user_or_open_to_others_is_refused() {
-    let cases: &[(&str, Option<u32>, u32, &str)] = &[
-        ("config/ide", None, 0o770, "writable by group or others"),
-        ("config/ide", None, 0o707, "writable by group or others"),
-        ("config/ide", None, 0o777, "writable by group or others"),
-        ("state", None, 0o720, "writable by group or others"),
-        ("config/ide", Some(65534), 0o700, "belongs to uid 65534"),
-        ("state", Some(65534), 0o700, "belongs to uid 65534"),
-    ];
+/// Starts `serve` with each directory (`dir` below the sandbox) given `mode` and owned by `owner`
+/// (this user if None); each start must be refused, saying so, and change nothing.
+fn refused_directories(cases: &[(&str, Option<u32>, u32, &str)]) {
     for (dir, owner, mode, says) in cases {
-        if owner.is_some() && !is_root() {
-            eprintln!("skipped: a directory of another user needs root to chown it ({dir})");
-            continue;
-        }
         let sb = Sandbox::new();
         let d = sb.root.join(dir);
         std::fs::create_dir_all(&d).unwrap();
@@ -2439,21 +2462,29 @@ fn a_lock_or_state_directory_of_another_user_or_open_to_others_is_refused() {
     }
 }
 
-/// Runs `args` as uid and gid 65534 (nobody); None when this machine cannot.
-fn as_nobody(args: &[&str], cwd: &Path) -> Option<std::process::Output> {
-    let probe = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-            "true",
-        ])
-        .status();
-    if !probe.is_ok_and(|s| s.success()) {
-        return None;
-    }
-    let out = Command::new("setpriv")
+#[test]
+fn a_lock_or_state_directory_open_to_others_is_refused() {
+    refused_directories(&[
+        ("config/ide", None, 0o770, "writable by group or others"),
+        ("config/ide", None, 0o707, "writable by group or others"),
+        ("config/ide", None, 0o777, "writable by group or others"),
+        ("state", None, 0o720, "writable by group or others"),
+    ]);
+}
+
+#[test]
+#[ignore = "needs root, to give a directory to uid 65534: .ci/run runs it as root"]
+fn a_lock_or_state_directory_of_another_user_is_refused() {
+    assert!(is_root(), "only root can chown a directory to another user");
+    refused_directories(&[
+        ("config/ide", Some(65534), 0o700, "belongs to uid 65534"),
+        ("state", Some(65534), 0o700, "belongs to uid 65534"),
+    ]);
+}
+
+/// Runs `args` as uid and gid 65534 (nobody), which needs root.
+fn as_nobody(args: &[&str], cwd: &Path) -> std::process::Output {
+    Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .args(args)
         .env_clear()
@@ -2462,16 +2493,13 @@ fn as_nobody(args: &[&str], cwd: &Path) -> Option<std::process::Output> {
         .current_dir(cwd)
         .stdin(Stdio::null())
         .output()
-        .unwrap();
-    Some(out)
+        .expect("setpriv (util-linux) runs")
 }
 
 #[test]
+#[ignore = "needs root, to connect as uid 65534: .ci/run runs it as root"]
 fn the_control_socket_refuses_another_user() {
-    if !is_root() {
-        eprintln!("skipped: connecting as another user needs root");
-        return;
-    }
+    assert!(is_root(), "only root can connect as another user");
     let sb = Sandbox::new();
     sb.write("app.py", "x\n");
     let mut srv = sb.serve(&[]);
@@ -2504,10 +2532,7 @@ fn the_control_socket_refuses_another_user() {
         "--config-dir",
         s(&config),
     ];
-    let Some(o) = as_nobody(&args, &theirs) else {
-        eprintln!("skipped: setpriv cannot switch to uid 65534 here");
-        return;
-    };
+    let o = as_nobody(&args, &theirs);
     // As it is, the 0700 state directory already keeps them out.
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
@@ -2520,7 +2545,7 @@ fn the_control_socket_refuses_another_user() {
     let sock = sb.state().join("control.sock");
     std::fs::set_permissions(sb.state(), std::fs::Permissions::from_mode(0o711)).unwrap();
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let o = as_nobody(&args, &theirs).unwrap();
+    let o = as_nobody(&args, &theirs);
     std::fs::set_permissions(sb.state(), std::fs::Permissions::from_mode(0o700)).unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
@@ -2808,8 +2833,8 @@ fn no_command_reaches_outside_the_workspace() {
         wrong.join("\n")
     );
     let notes: Vec<Value> = c
-        .kept
-        .drain(..)
+        .before_ping(json!("barrier"))
+        .into_iter()
         .filter(|v| v.get("method").is_some())
         .collect();
     assert!(
@@ -3236,15 +3261,15 @@ fn kill_9_loses_no_editor_state_and_cleans_orphaned_diffs() {
 struct Mount(PathBuf);
 
 impl Mount {
-    fn tmpfs(dir: &Path, size: &str) -> Option<Mount> {
+    fn tmpfs(dir: &Path, size: &str) -> Mount {
         std::fs::create_dir_all(dir).unwrap();
-        let ok = Command::new("mount")
+        let o = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
             .arg(dir)
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then(|| Mount(dir.to_path_buf()))
+            .output()
+            .expect("run mount");
+        assert!(o.status.success(), "mount -t tmpfs: {}", stderr(&o));
+        Mount(dir.to_path_buf())
     }
 }
 
@@ -3293,12 +3318,17 @@ fn failed_writes_say_why_and_leave_the_previous_content() {
         std::fs::read_to_string(sb.ws().join("adir/kept.txt")).unwrap(),
         "kept\n"
     );
-    // A full file system, where mount works.
+}
+
+#[test]
+#[ignore = "needs root, to mount a tmpfs: .ci/run runs it as root"]
+fn writes_to_a_full_file_system_say_why_and_leave_the_previous_content() {
+    let sb = Sandbox::new();
     let full = sb.ws().join("full");
-    let Some(_mount) = Mount::tmpfs(&full, "256k") else {
-        eprintln!("skipped the full file system: mount -t tmpfs does not work here");
-        return;
-    };
+    let _mount = Mount::tmpfs(&full, "256k");
+    let srv = sb.serve(&[]);
+    let mut c = Conn::open(srv.port, &srv.token, true);
+    c.handshake();
     std::fs::write(full.join("keep.txt"), "keep me\n").unwrap();
     let mut filler = std::fs::File::create(full.join("filler")).unwrap();
     while filler.write_all(&[b'f'; 4096]).is_ok() {}
@@ -3527,7 +3557,7 @@ fn mixed_client(port: u16, token: String, k: usize) -> Result<usize, String> {
         }
     }
     // Nothing twice, nothing late.
-    while let Some(v) = c.next(Duration::from_millis(200)) {
+    for v in c.before_ping(json!(format!("c{k}-barrier"))) {
         if v.get("method").is_none() {
             return Err(format!("client {k}: an extra answer: {v:.200}"));
         }
@@ -3680,17 +3710,38 @@ fn a_paused_server_keeps_its_healthy_clients() {
     for c in &mut healthy {
         c.handshake();
     }
-    std::thread::sleep(Duration::from_millis(1200));
+    let answered = |healthy: &[Conn], n: &[u64]| {
+        healthy
+            .iter()
+            .zip(n)
+            .all(|(c, n)| c.pings_answered() >= *n)
+            .then_some(())
+    };
+    wait_for("each client to answer a keepalive ping", DEADLINE, || {
+        answered(&healthy, &[1, 1])
+    });
     srv.signal("STOP");
     // Asked during the pause, answered after it.
     healthy[0].send(&json!({"jsonrpc": "2.0", "id": "paused", "method": "ping"}));
+    // The pause itself, longer than --ping-interval and --ping-timeout together.
     std::thread::sleep(Duration::from_secs(2));
     srv.signal("CONT");
     assert_eq!(
         healthy[0].response(&json!("paused"), DEADLINE)["result"],
         json!({})
     );
-    std::thread::sleep(Duration::from_millis(1500));
+    // Two more keepalive pings each after the pause: a deadline the pause made them miss would
+    // have closed them by then.
+    let after: Vec<u64> = healthy.iter().map(|c| c.pings_answered() + 2).collect();
+    wait_for("two keepalive pings after the pause", DEADLINE, || {
+        for (i, c) in healthy.iter_mut().enumerate() {
+            if let Some(v) = c.read(Duration::ZERO) {
+                c.kept.push_back(v);
+            }
+            assert_eq!(c.closed, None, "client {i} was dropped: {}", srv.log());
+        }
+        answered(&healthy, &after)
+    });
     for (i, c) in healthy.iter_mut().enumerate() {
         let r = c.request(json!(format!("after-{i}")), "ping", json!({}));
         assert_eq!(r["result"], json!({}), "client {i}");

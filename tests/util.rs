@@ -1,12 +1,14 @@
 //! A small vocabulary for integration tests: temporary directories, the real `ccide` binary
-//! started as `serve`, a tungstenite client speaking to it over a real socket, and raw HTTP.
-#![allow(dead_code)]
+//! started as `serve`, a tungstenite client speaking to it over a real socket, raw HTTP, and
+//! the tools a test gives ccide (never whatever happens to be on the test's PATH).
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -19,6 +21,14 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_ccide");
 
 /// Generous bound for "eventually": these are behaviour deadlines, not speed assertions.
 pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// Whether a read failed only for the time being: nothing came within its timeout, or a signal
+/// interrupted it (EINTR). The tests start many children, and a SIGCHLD delivered to a thread
+/// blocked in a read with a timeout ends that read with EINTR; it is no answer from the server.
+pub fn read_again(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
+    matches!(e.kind(), WouldBlock | TimedOut | Interrupted)
+}
 
 /// Waits until `f` returns Some, or panics with `what` after `limit`.
 pub fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
@@ -73,7 +83,69 @@ impl Drop for TempDir {
     }
 }
 
-/// A sandbox for one test: a home, a config dir, a state dir and a workspace.
+// ---------------------------------------------------------------------------------------------
+// The tools a test gives ccide, by an explicit path: what ccide finds never depends on the test's
+// PATH. A test whose tool is missing fails, it never skips. `cargo test` needs the Rust toolchain
+// with rustfmt, python3, groff, patch and systemd-escape; a test that needs more (ruff,
+// matplotlib, root, the static build) is `#[ignore = "needs ..."]`, and `.ci/run` provides what
+// it needs and runs it with `--ignored`.
+
+/// The python3 interpreter itself (not a pyenv shim, which needs the test's environment):
+/// `$CCIDE_TEST_PYTHON` (`.ci/run` names the one it installed matplotlib for), else the python3
+/// on the test's PATH. None when there is none.
+pub fn find_python3() -> Option<&'static Path> {
+    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            if let Some(p) = std::env::var_os("CCIDE_TEST_PYTHON") {
+                return Some(PathBuf::from(p));
+            }
+            let o = Command::new("python3")
+                .args(["-c", "import sys; print(sys.executable)"])
+                .output()
+                .ok()?;
+            let exe = String::from_utf8(o.stdout).ok()?;
+            (o.status.success() && !exe.trim().is_empty()).then(|| PathBuf::from(exe.trim()))
+        })
+        .as_deref()
+}
+
+/// The python3 interpreter, for a test that needs it.
+pub fn python3() -> &'static Path {
+    find_python3().expect("python3 is needed: install it, or name it in CCIDE_TEST_PYTHON")
+}
+
+/// The rustfmt of the toolchain that built the tests (it sits beside cargo).
+pub fn rustfmt() -> PathBuf {
+    let p = Path::new(env!("CARGO")).with_file_name("rustfmt");
+    assert!(
+        p.is_file(),
+        "no rustfmt beside {}: rustup component add rustfmt (.ci/run does)",
+        env!("CARGO")
+    );
+    p
+}
+
+/// ruff, the version `.ci/run` installs.
+pub fn ruff() -> PathBuf {
+    tool_from_env("CCIDE_TEST_RUFF", "pip install ruff==0.17.6")
+}
+
+/// A tool named by the environment variable `var`, which `.ci/run` sets after installing it.
+pub fn tool_from_env(var: &str, install: &str) -> PathBuf {
+    let p = std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("{var} is not set: {install}, and name it in {var}"));
+    assert!(p.is_file(), "{var}={} is not a file", p.display());
+    p
+}
+
+/// The directories every command of a sandbox finds after its own `bin`: the system's, where a
+/// test's shell scripts find `tr`, `grep` or `sleep`.
+const SYSTEM_PATH: &str = "/usr/bin:/bin";
+
+/// A sandbox for one test: a home, a config dir, a state dir, a workspace, and a `bin` directory
+/// with the tools ccide may find on its PATH: python3, and what the test adds with `add_tool`.
 pub struct Sandbox {
     pub root: TempDir,
 }
@@ -81,10 +153,15 @@ pub struct Sandbox {
 impl Sandbox {
     pub fn new() -> Sandbox {
         let root = TempDir::new();
-        for d in ["home", "config", "state", "ws"] {
+        for d in ["home", "config", "state", "ws", "bin"] {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
-        Sandbox { root }
+        let sb = Sandbox { root };
+        // executeCode's kernel and the built-in python checker run `python3`.
+        if let Some(python) = find_python3() {
+            sb.add_tool("python3", python);
+        }
+        sb
     }
     pub fn home(&self) -> PathBuf {
         self.root.join("home")
@@ -102,13 +179,28 @@ impl Sandbox {
         self.root.write(&format!("ws/{rel}"), content)
     }
 
+    /// Writes an executable `sh` script outside the workspace and returns its path.
+    pub fn script(&self, name: &str, body: &str) -> PathBuf {
+        let p = self.root.write(name, format!("#!/bin/sh\n{body}\n"));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    /// Puts `program` on the PATH of this sandbox's commands, as `name`.
+    pub fn add_tool(&self, name: &str, program: impl AsRef<Path>) {
+        std::os::unix::fs::symlink(program, self.root.join("bin").join(name)).unwrap();
+    }
+
     /// A `ccide` command with a clean environment pointing at this sandbox.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(BIN);
         c.args(args)
             .env_clear()
             .env("HOME", self.home())
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env(
+                "PATH",
+                format!("{}:{SYSTEM_PATH}", self.root.join("bin").display()),
+            )
             .env("CLAUDE_CONFIG_DIR", self.config())
             .current_dir(self.ws());
         c
@@ -132,6 +224,16 @@ impl Sandbox {
             .unwrap();
         child.stdin.take().unwrap().write_all(input).unwrap();
         child.wait_with_output().unwrap()
+    }
+
+    /// Waits until `ccide ARGS`, a `--json` listing, lists `n` items; returns them.
+    pub fn wait_for_listing(&self, args: &[&str], n: usize) -> Vec<Value> {
+        wait_for(&format!("{n} items in ccide {args:?}"), DEADLINE, || {
+            let o = self.run(args);
+            let v: Value = serde_json::from_slice(&o.stdout).ok()?;
+            let list = v.as_array()?.clone();
+            (list.len() == n).then_some(list)
+        })
     }
 
     /// Starts `ccide serve` for the workspace with `extra` flags and waits for its lock file.
@@ -318,6 +420,8 @@ pub fn upgrade_head(port: u16, extra_headers: &str) -> String {
 pub struct Client {
     pub ws: WebSocket<TcpStream>,
     pub answer_pings: bool,
+    /// How many of the server's keepalive pings it has answered.
+    pub pings_answered: u64,
     next_id: u64,
     /// Messages received while waiting for something else.
     pub backlog: VecDeque<Value>,
@@ -358,6 +462,7 @@ impl Client {
         Ok(Client {
             ws,
             answer_pings: true,
+            pings_answered: 0,
             next_id: 0,
             backlog: VecDeque::new(),
             subprotocol,
@@ -381,26 +486,30 @@ impl Client {
             if left.is_zero() {
                 return None;
             }
-            self.ws.get_mut().set_read_timeout(Some(left)).unwrap();
-            match self.ws.read() {
-                Ok(Message::Text(t)) => {
-                    let v: Value = serde_json::from_str(t.as_str()).expect("server sent JSON");
-                    if self.answer_pings && v["method"] == "ping" && v.get("id").is_some() {
-                        let reply = json!({"jsonrpc":"2.0","id":v["id"],"result":{}});
-                        self.send(&reply);
-                        continue;
-                    }
-                    return Some(v);
-                }
-                Ok(_) => continue,
-                Err(tungstenite::Error::Io(e))
-                    if e.kind() == std::io::ErrorKind::WouldBlock
-                        || e.kind() == std::io::ErrorKind::TimedOut =>
-                {
+            if let Some(v) = self.read_frame(left) {
+                return Some(v);
+            }
+        }
+    }
+
+    /// Reads one frame within `limit`: the JSON message it holds, or None when it was something
+    /// else (a keepalive ping, answered) or nothing came.
+    fn read_frame(&mut self, limit: Duration) -> Option<Value> {
+        self.ws.get_mut().set_read_timeout(Some(limit)).unwrap();
+        match self.ws.read() {
+            Ok(Message::Text(t)) => {
+                let v: Value = serde_json::from_str(t.as_str()).expect("server sent JSON");
+                if self.answer_pings && v["method"] == "ping" && v.get("id").is_some() {
+                    let reply = json!({"jsonrpc":"2.0","id":v["id"],"result":{}});
+                    self.send(&reply);
+                    self.pings_answered += 1;
                     return None;
                 }
-                Err(e) => panic!("websocket read: {e}"),
+                Some(v)
             }
+            Ok(_) => None,
+            Err(tungstenite::Error::Io(e)) if read_again(&e) => None,
+            Err(e) => panic!("websocket read: {e}"),
         }
     }
 
@@ -408,8 +517,11 @@ impl Client {
     pub fn recv_raw_text(&mut self) -> String {
         self.ws.get_mut().set_read_timeout(Some(DEADLINE)).unwrap();
         loop {
-            if let Message::Text(t) = self.ws.read().expect("a text frame") {
-                return t.to_string();
+            match self.ws.read() {
+                Ok(Message::Text(t)) => return t.to_string(),
+                Ok(_) => {}
+                Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => panic!("a text frame: {e}"),
             }
         }
     }
@@ -446,7 +558,40 @@ impl Client {
         }
     }
 
-    /// Whatever arrives within `limit` (answering pings meanwhile).
+    /// What the server sent before its answer to a `ping` request sent now (the backlog first).
+    /// The server answers a client in order, so this is everything it had for this client when
+    /// it read the ping: the proof that something was not sent, without waiting to see.
+    pub fn before_ping(&mut self) -> Vec<Value> {
+        let id = self.send_request("ping", json!({}));
+        let mut before: Vec<Value> = self.backlog.drain(..).collect();
+        loop {
+            let v = self
+                .read_raw(DEADLINE)
+                .unwrap_or_else(|| panic!("no answer to ping {id} within {DEADLINE:?}"));
+            if v.get("method").is_none() && v["id"] == id {
+                assert_eq!(v["result"], json!({}), "{v}");
+                return before;
+            }
+            before.push(v);
+        }
+    }
+
+    /// Reads on, answering the server's keepalive pings, until it has answered `n` more of them;
+    /// anything else goes to the backlog.
+    pub fn answer_keepalive_pings(&mut self, n: u64) {
+        let target = self.pings_answered + n;
+        let end = Instant::now() + DEADLINE;
+        while self.pings_answered < target {
+            let left = end.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "no keepalive ping within {DEADLINE:?}");
+            if let Some(v) = self.read_frame(left) {
+                self.backlog.push_back(v);
+            }
+        }
+    }
+
+    /// Whatever arrives within `limit` (answering pings meanwhile). Only for a window that is
+    /// the behaviour under test; `before_ping` proves that nothing came.
     pub fn drain(&mut self, limit: Duration) -> Vec<Value> {
         let mut out: Vec<Value> = self.backlog.drain(..).collect();
         let end = Instant::now() + limit;
@@ -483,6 +628,17 @@ impl Client {
     pub fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.send_request(method, params);
         self.response(&id)
+    }
+
+    /// The names `tools/list` lists, in its order.
+    pub fn tool_names(&mut self) -> Vec<String> {
+        let r = self.request("tools/list", json!({}));
+        r["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tools in {r}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
     }
 
     /// `tools/call`, returning the whole response.
@@ -529,16 +685,15 @@ impl Client {
                                 .to_string()
                                 .into(),
                         ));
+                        self.pings_answered += 1;
                     }
                 }
                 Ok(_) => {}
                 Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
                     return (None, String::new());
                 }
-                Err(tungstenite::Error::Io(e))
-                    if e.kind() == std::io::ErrorKind::WouldBlock
-                        || e.kind() == std::io::ErrorKind::TimedOut =>
-                {
+                Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(tungstenite::Error::Io(e)) if read_again(&e) => {
                     panic!("connection not closed within {DEADLINE:?}")
                 }
                 Err(_) => return (None, String::new()),
@@ -568,4 +723,32 @@ pub fn stdout(o: &Output) -> String {
 
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `p` as a `&str`: every path a test makes is UTF-8.
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The permission bits of a file.
+pub fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// Whether a process runs (a zombie, exited but not yet reaped, does not).
+pub fn process_alive(pid: u64) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+/// Whether a tools/call response is a tool error (`isError`).
+pub fn is_error(response: &Value) -> bool {
+    response["result"]["isError"] == true
+}
+
+/// getDiagnostics with `args`, returning the JSON of its answer.
+pub fn diagnostics(c: &mut Client, args: Value) -> Value {
+    json_text(&c.call("getDiagnostics", args))
 }

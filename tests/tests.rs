@@ -1,0 +1,19 @@
+//! The integration tests, one binary: each module drives the real `ccide` binary over real
+//! sockets for one part of the behaviour, in the vocabulary of `util`.
+//!
+//! One binary links once and runs every test in one pool of threads. A new module is listed
+//! here; a file in `tests/` that is not listed is not compiled (`autotests = false`).
+//! `tests/bench.rs` is the one other target: an ignored benchmark, run as README.md says.
+
+mod util;
+
+mod checkers;
+mod container;
+mod context;
+mod diagnostics;
+mod diff;
+mod exec;
+mod format;
+mod hardening;
+mod serve;
+mod systemd;
