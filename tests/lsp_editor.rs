@@ -2,8 +2,6 @@
 //! real `ccide serve`, and a real WebSocket client in the place of Claude Code, which must
 //! receive exactly what VS Code would send it.
 
-mod common;
-
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -11,7 +9,7 @@ use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{DEADLINE, Sandbox, Server, stdout, wait_for};
+use crate::util::{DEADLINE, Sandbox, Server, stdout, wait_for};
 use serde_json::{Value, json};
 
 /// An LSP client speaking to `ccide lsp` over its standard streams.
@@ -209,7 +207,7 @@ fn range(l1: u64, c1: u64, l2: u64, c2: u64) -> Value {
 
 fn status(sb: &Sandbox) -> Value {
     let o = sb.run(&["status", "--json"]);
-    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(o.status.success(), "{}", crate::util::stderr(&o));
     serde_json::from_str(&stdout(&o)).unwrap()
 }
 
@@ -293,7 +291,7 @@ fn open_change_save_close_are_tabs_and_unsaved_buffers() {
     });
     let r = claude.call("checkDocumentDirty", json!({"filePath": a}));
     assert_eq!(
-        common::json_text(&r),
+        crate::util::json_text(&r),
         json!({"success": true, "filePath": a, "isDirty": true, "isUntitled": false})
     );
     // Changing it back makes it clean again, as in VS Code.
@@ -311,7 +309,7 @@ fn open_change_save_close_are_tabs_and_unsaved_buffers() {
     });
     // saveDocument from the CLI writes exactly what the editor shows.
     let r = claude.call("saveDocument", json!({"filePath": a}));
-    assert_eq!(common::json_text(&r)["saved"], true);
+    assert_eq!(crate::util::json_text(&r)["saved"], true);
     assert_eq!(std::fs::read_to_string(&a).unwrap(), "z = 3\n");
     ed.notify(
         "textDocument/didSave",
@@ -724,7 +722,10 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
     let r = ed.run_action(&f, range(0, 0, 0, 0), "Claude: accept as edited");
     assert_eq!(r["result"], Value::Null, "{r}");
     let answer = claude.response(&open_diff);
-    assert_eq!(common::texts(&answer), ["FILE_SAVED", "print('edited')\n"]);
+    assert_eq!(
+        crate::util::texts(&answer),
+        ["FILE_SAVED", "print('edited')\n"]
+    );
     // The CLI writes the file; the editor's clean buffer is replaced with it.
     std::fs::write(&f, "print('edited')\n").unwrap();
     let edit = ed.incoming("workspace/applyEdit");
@@ -744,7 +745,7 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
     ed.incoming("window/showMessage");
     ed.run_action(&f, range(0, 0, 0, 0), "Claude: reject");
     assert_eq!(
-        common::texts(&claude.response(&open_diff)),
+        crate::util::texts(&claude.response(&open_diff)),
         ["DIFF_REJECTED", tab]
     );
     // Nothing pending any more: the diff actions are gone.
@@ -769,7 +770,7 @@ fn diagnostics_of_open_files_are_published_with_the_flag() {
         {"message": "bad", "severity": "Warning", "source": "lint", "code": "W1",
          "range": {"start": {"line": 1, "character": 13}, "end": {"line": 1, "character": 14}}}]}]);
     let o = sb.run_stdin(&["diagnostics", "import"], import.to_string().as_bytes());
-    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(o.status.success(), "{}", crate::util::stderr(&o));
     let n = ed.incoming("textDocument/publishDiagnostics");
     assert_eq!(
         n["params"],
@@ -812,7 +813,7 @@ fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
     let init_lua = sb.root.write("init.lua", init);
     let bin = sb.root.join("bin");
     std::fs::create_dir(&bin).unwrap();
-    std::os::unix::fs::symlink(common::BIN, bin.join("ccide")).unwrap();
+    std::os::unix::fs::symlink(crate::util::BIN, bin.join("ccide")).unwrap();
     let mut claude = server.client();
     let mut child = std::process::Command::new(&nvim)
         .args([
@@ -861,7 +862,7 @@ fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
         s["tabs"] == tabs(&[(&b, false), (&f, true)])
     });
     done("tabs-checked");
-    let selection = |claude: &mut common::Client, text: &str, end: u64| {
+    let selection = |claude: &mut crate::util::Client, text: &str, end: u64| {
         let n = claude.notification("selection_changed");
         assert_eq!(
             n["params"],
@@ -910,7 +911,7 @@ fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
         got.into_iter().find(|m| m["id"] == open_diff)
     });
     assert_eq!(
-        common::texts(&answer),
+        crate::util::texts(&answer),
         ["FILE_SAVED", "print(\"edited\")\n"]
     );
     std::fs::write(&f, "print(\"edited\")\n").unwrap();
@@ -1009,7 +1010,7 @@ fn latency_of_a_selection_from_the_editor() {
 
 /// The next notification `method` Claude Code receives, checking meanwhile that the editor
 /// has not failed (its error says more than a timeout would).
-fn notification_or(claude: &mut common::Client, method: &str, failed: impl Fn()) -> Value {
+fn notification_or(claude: &mut crate::util::Client, method: &str, failed: impl Fn()) -> Value {
     wait_for(method, Duration::from_secs(20), || {
         failed();
         if let Some(i) = claude.backlog.iter().position(|m| m["method"] == method) {
@@ -1054,7 +1055,7 @@ fn emacs_eglot_selects_and_mentions() {
         .write("init.el", format!("(require 'eglot)\n{init}"));
     let bin = sb.root.join("bin");
     std::fs::create_dir(&bin).unwrap();
-    std::os::unix::fs::symlink(common::BIN, bin.join("ccide")).unwrap();
+    std::os::unix::fs::symlink(crate::util::BIN, bin.join("ccide")).unwrap();
     let mut claude = server.client();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/eglot.el");
     let mut child = std::process::Command::new(&emacs)

@@ -121,17 +121,25 @@ fn status_all_and_gc_on_live_dead_and_foreign_lock_files() {
     std::fs::write(dead_state.join("server.json"), "{}").unwrap();
     // pid 2^22+1 is above Linux's pid_max default range: never alive.
     let dead_pid = 4_194_305;
-    let write_lock = |port: u16, pid: u32, ccide: bool| {
+    // The pid namespace a lock's pid belongs to, as ccide records it.
+    let our_ns = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self/ns/pid").unwrap().ino()
+    };
+    let write_lock = |port: u16, pid: u32, ccide: Option<u64>| {
         let mut v = json!({"pid": pid, "workspaceFolders": [sb.ws()], "ideName": format!("ide {port}"),
             "transport": "ws", "runningInWindows": false, "authToken": "t"});
-        if ccide {
-            v["ccide"] = json!({"control": dead_state.join("control.sock"), "state": dead_state});
+        if let Some(ns) = ccide {
+            v["ccide"] = json!({"control": dead_state.join("control.sock"), "state": dead_state, "pidns": ns});
         }
         std::fs::write(ide.join(format!("{port}.lock")), v.to_string()).unwrap();
     };
-    write_lock(1, dead_pid, true);
-    write_lock(2, dead_pid, false);
-    write_lock(3, std::process::id(), false);
+    write_lock(1, dead_pid, Some(our_ns));
+    write_lock(2, dead_pid, None);
+    write_lock(3, std::process::id(), None);
+    // A server in another pid namespace (a container sharing ~/.claude): its pid means
+    // nothing here, so nothing proves it dead.
+    write_lock(4, dead_pid, Some(our_ns + 1));
     let o = sb.run(&["status", "--all"]);
     let out = stdout(&o);
     assert!(out.contains("1      dead  ccide  ide 1"), "{out}");
@@ -147,6 +155,14 @@ fn status_all_and_gc_on_live_dead_and_foreign_lock_files() {
         "{}",
         stdout(&o)
     );
+    assert!(
+        stdout(&o).contains(&format!(
+            "kept {}: it was written in another pid namespace (a container?), where its server may run",
+            ide.join("4.lock").display()
+        )),
+        "{}",
+        stdout(&o)
+    );
     assert!(ide.join("1.lock").exists());
     let o = sb.run(&["gc"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -159,7 +175,9 @@ fn status_all_and_gc_on_live_dead_and_foreign_lock_files() {
     for kept in ["2.lock", "3.lock"] {
         assert!(ide.join(kept).exists(), "{kept} is another IDE's");
     }
+    assert!(ide.join("4.lock").exists(), "not proven dead");
     assert!(s.lock_path.exists(), "a live server's lock stays");
+    std::fs::remove_file(ide.join("4.lock")).unwrap();
     assert_eq!(
         stdout(&sb.run(&["gc"])),
         format!("nothing to clean up in {}\n", ide.display())

@@ -15,5 +15,7 @@ mod diff;
 mod exec;
 mod format;
 mod hardening;
+mod lsp_editor;
+mod protocol_man;
 mod serve;
 mod systemd;

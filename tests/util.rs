@@ -352,11 +352,39 @@ impl Server {
         Client::connect(self.port, &self.token)
     }
 
-    /// A connected client that completed initialize, initialized and ide_connected.
+    /// A connected client that completed initialize, initialized, ide_connected and
+    /// tools/list, and whose setup has settled: from now on it receives notifications (before,
+    /// the server holds them for it, as the CLI would drop them).
     pub fn client(&self) -> Client {
         let mut c = self.connect();
         c.handshake();
+        self.wait_ready();
         c
+    }
+
+    /// One request on the control socket, as ccide's commands send them.
+    pub fn control(&self, request: &Value) -> Value {
+        use std::io::{BufRead, BufReader};
+        let path = self.lock["ccide"]["control"]
+            .as_str()
+            .expect("a ccide lock");
+        let mut s = std::os::unix::net::UnixStream::connect(path).unwrap();
+        s.write_all(format!("{request}\n").as_bytes()).unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Waits until every initialized client's setup has settled (`ready` in status).
+    pub fn wait_ready(&self) {
+        wait_for("clients ready", DEADLINE, || {
+            let status = self.control(&json!({"cmd": "status"}));
+            let clients = status["status"]["clients"].as_array()?.clone();
+            clients
+                .iter()
+                .all(|c| c["initialized"] != true || c["ready"] == true)
+                .then_some(())
+        });
     }
 
     pub fn http(&self, head: &str) -> (u16, String) {
