@@ -16,6 +16,7 @@ mod exec;
 mod format;
 mod hardening;
 mod lsp_editor;
+mod lsp_servers;
 mod protocol_man;
 mod serve;
 mod systemd;
