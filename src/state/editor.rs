@@ -394,7 +394,19 @@ pub fn selection_for(
         }
     }
     let text = stdin_text.unwrap_or_else(|| text_between(content, start, end));
-    Ok(selection_payload(path, start, end, &text))
+    // People count characters; the wire counts UTF-16 units, as VS Code does.
+    let wire = |p: Pos| Pos {
+        line: p.line,
+        character: utf16_len(ls.get(p.line).copied().unwrap_or(""), p.character),
+    };
+    Ok(selection_payload(path, wire(start), wire(end), &text))
+}
+
+/// How many UTF-16 code units the first `chars` characters of `line` take: a selection's
+/// column as VS Code (and so the CLI) counts it. Only characters outside the Basic
+/// Multilingual Plane (emoji) take two.
+pub fn utf16_len(line: &str, chars: usize) -> usize {
+    line.chars().take(chars).map(char::len_utf16).sum()
 }
 
 /// An `at_mentioned` payload; lines are 1-based here and 0-based on the wire.
@@ -423,6 +435,23 @@ mod tests {
 
     fn p(line: usize, character: usize) -> Pos {
         Pos { line, character }
+    }
+
+    #[test]
+    fn selections_count_utf16_units_on_the_wire() {
+        let content = "a😀b é\nx\n";
+        let r = HumanRange {
+            start_line: Some(1),
+            start_col: Some(3),
+            end_line: Some(1),
+            end_col: Some(5),
+        };
+        let v = selection_for(content, Path::new("/w/f"), r, None).unwrap();
+        // Characters 3 to 5 ("b é") are UTF-16 units 3 to 6: the emoji takes two.
+        assert_eq!(v["text"], "b é");
+        assert_eq!(v["selection"]["start"], json!({"line": 0, "character": 3}));
+        assert_eq!(v["selection"]["end"], json!({"line": 0, "character": 6}));
+        assert_eq!(utf16_len("a😀b", 2), 3);
     }
 
     #[test]

@@ -99,13 +99,14 @@ pub fn open_file(state: &Arc<State>, _call: &Call, args: &Map<String, Value>) ->
     }
 }
 
+/// The wire position (0-based line, UTF-16 units, as VS Code counts) of a byte offset.
 fn pos_of(text: &str, byte: usize) -> Pos {
     let before = &text[..byte];
     let line = before.matches('\n').count();
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     Pos {
         line,
-        character: before[line_start..].chars().count(),
+        character: before[line_start..].encode_utf16().count(),
     }
 }
 
