@@ -62,6 +62,14 @@ fn messages(answer: &Value, file: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Asks for `file`'s diagnostics until the server's result is in, and returns the answer.
+fn until_reported(c: &mut Client, file: &Path) -> Value {
+    wait_for("the server's result", DEADLINE, || {
+        let (v, _) = get(c, Some(file));
+        (!messages(&v, file).is_empty()).then_some(v)
+    })
+}
+
 fn pid_alive(pid: u64) -> bool {
     // A zombie waiting for its reaper is gone for our purposes.
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
@@ -179,10 +187,7 @@ fn no_language_server_outlives_serve() {
         &fake_lsp("*.fk", "child", &log),
     ]);
     let mut c = s.client();
-    wait_for("the server's result", DEADLINE, || {
-        let (v, _) = get(&mut c, Some(&a));
-        (!messages(&v, &a).is_empty()).then_some(())
-    });
+    until_reported(&mut c, &a);
     let pid = servers(&sb)[0]["pid"].as_u64().unwrap();
     // The fake server started a `sleep` of its own: the whole group must go.
     let child: u64 = wait_for("the fake's child", DEADLINE, || {
@@ -214,10 +219,7 @@ fn status_lists_each_language_server() {
         (1, Some("stopped"), Some("python3"))
     );
     let mut c = s.client();
-    wait_for("a result", DEADLINE, || {
-        let (v, _) = get(&mut c, Some(&a));
-        (!messages(&v, &a).is_empty()).then_some(())
-    });
+    until_reported(&mut c, &a);
     let st = servers(&sb);
     assert_eq!(
         (
@@ -246,10 +248,7 @@ fn the_built_in_checker_steps_aside_for_a_language_server() {
     let log = sb.root.join("fake.log");
     let s = sb.serve(&["--no-default-lsp", "--lsp", &fake_lsp("*.py", "", &log)]);
     let mut c = s.client();
-    let v = wait_for("the server's result", DEADLINE, || {
-        let (v, _) = get(&mut c, Some(&a));
-        (!messages(&v, &a).is_empty()).then_some(v)
-    });
+    let v = until_reported(&mut c, &a);
     let (v2, _) = get(&mut c, None);
     for v in [&v, &v2] {
         assert_eq!(messages(v, &a), vec!["bad ERR"], "{v}");
