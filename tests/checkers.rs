@@ -26,7 +26,7 @@ fn the_baseline_includes_an_error_the_file_already_had_and_changes_are_broadcast
     let script = sb.script("check.sh", REPORT_BAD);
     let file = sb.write("notes dir/ä.txt", "all bad here\n");
     let s = serve_with(&sb, &script, &[]);
-    let mut c = s.client();
+    let mut c = s.ready_client();
     let expected = json!({"uri": uri(&file), "diagnostics": [{
         "message": "found bad", "severity": "Error", "source": "check.sh", "code": "X1",
         "range": {"start": {"line": 0, "character": 4}, "end": {"line": 0, "character": 4}},

@@ -89,8 +89,8 @@ fn select_sends_the_0_based_range_and_its_text_to_every_client() {
     let sb = Sandbox::new();
     let app = sb.write("app.py", APP);
     let srv = sb.serve(&[]);
-    let mut one = srv.client();
-    let mut two = srv.client();
+    let mut one = srv.ready_client();
+    let mut two = srv.ready_client();
     let cases: &[(&str, Pos, Pos, &str)] = &[
         ("app.py:2:5-2:14", (1, 4), (1, 14), "greet(name"),
         (
@@ -328,8 +328,8 @@ fn mention_sends_0_based_lines_or_none_and_accepts_directories_without_lines() {
     let app = sb.write("app.py", APP);
     sb.write("src/lib.py", "");
     let srv = sb.serve(&[]);
-    let mut c = srv.client();
-    let mut d = srv.client();
+    let mut c = srv.ready_client();
+    let mut d = srv.ready_client();
     let o = run_ok(&sb, &["mention", "app.py:10-20"]);
     assert_eq!(stderr(&o), "mentioned app.py (sent to 2 clients)\n");
     for x in [&mut c, &mut d] {

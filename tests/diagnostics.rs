@@ -23,7 +23,7 @@ fn imported_compiler_lines_are_answered_zero_based_and_broadcast() {
     let sb = Sandbox::new();
     let file = sb.write("src/my app.py", "import os\nprint(undefined)\n");
     let s = sb.serve(&["--no-default-checkers"]);
-    let mut c = s.client();
+    let mut c = s.ready_client();
     let lines = "src/my app.py:2:7: error: Name \"undefined\" is not defined  [name-defined]\n";
     let o = sb.run_stdin(
         &["diagnostics", "import", "--format", "compiler"],

@@ -353,11 +353,19 @@ impl Server {
     }
 
     /// A connected client that completed initialize, initialized, ide_connected and
-    /// tools/list, and whose setup has settled: from now on it receives notifications (before,
-    /// the server holds them for it, as the CLI would drop them).
+    /// tools/list, as the CLI does. Its setup settles about 250 ms later: until then a
+    /// selection or mention is held for it and comes with its greeting, and
+    /// `diagnostics_changed` does not reach it; see `ready_client`.
     pub fn client(&self) -> Client {
         let mut c = self.connect();
         c.handshake();
+        c
+    }
+
+    /// A `client` whose setup has settled: from now on it receives notifications as they
+    /// happen, and counts as reached in what `select` and `mention` report.
+    pub fn ready_client(&self) -> Client {
+        let c = self.client();
         self.wait_ready();
         c
     }
