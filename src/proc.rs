@@ -93,20 +93,20 @@ pub fn run(
     let mut child = cmd.spawn()?;
     track_group(child.id());
     let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break Some(s);
+    let timed_out = loop {
+        // Not reaped yet: the group's id cannot be reused before the kill below.
+        if crate::sys::exited_unreaped(child.id())? {
+            break false;
         }
         if Instant::now() > deadline {
-            break None;
+            break true;
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    // The group outlives its leader while a background child runs: end it too.
+    // The group outlives its leader while a background child runs: end it too, then reap.
     end_group(child.id());
-    if status.is_none() {
-        let _ = child.wait();
-    }
+    let status = child.wait()?;
+    let status = (!timed_out).then_some(status);
     let mut truncated = false;
     let mut read = |f: &mut File| -> io::Result<Vec<u8>> {
         let mut buf = Vec::new();

@@ -114,6 +114,22 @@ pub fn try_lock_exclusive(f: &std::fs::File) -> io::Result<bool> {
     }
 }
 
+/// Whether the child `pid` has exited, without reaping it: while it stays a zombie its pid,
+/// and so its process group's id, cannot be reused, so the group can still be killed safely.
+pub fn exited_unreaped(pid: u32) -> io::Result<bool> {
+    // SAFETY: waitid fills a zeroed siginfo_t we own.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        check(libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        ))?;
+        Ok(info.si_pid() != 0)
+    }
+}
+
 /// Sends `signal` to a child process group leader or process.
 pub fn kill(pid: i32, signal: libc::c_int) -> io::Result<()> {
     // SAFETY: plain system call on integers.
