@@ -6,17 +6,14 @@
 
 use std::io::{BufRead, BufReader, Take, Write};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use super::failure;
 use crate::state::State;
 use crate::state::editor::{Pos, selection_payload};
-
-/// The files each live session holds: (session, file).
-static HELD: Mutex<Vec<(u64, PathBuf)>> = Mutex::new(Vec::new());
 
 /// Serves an attached connection until it ends, then drops what it held.
 pub fn attach(
@@ -49,31 +46,12 @@ pub fn attach(
             Err(e) => failure(&format!("bad control request: {e}")),
         };
     }
-    let gone: Vec<PathBuf> = {
-        let mut held = HELD.lock().unwrap();
-        let mine: Vec<PathBuf> = held
-            .iter()
-            .filter(|h| h.0 == id)
-            .map(|h| h.1.clone())
-            .collect();
-        held.retain(|h| h.0 != id);
-        mine.into_iter()
-            .filter(|p| !held.iter().any(|h| h.1 == *p))
-            .collect()
-    };
+    let gone = state.editor.release(id);
     let mut n = 0;
     for p in &gone {
         n += usize::from(state.editor.close_tab(p, true));
     }
     crate::info!("editor session {id} ended: closed {n} tab(s) and dropped their unsaved content");
-}
-
-fn hold(id: u64, p: PathBuf, on: bool) {
-    let mut held = HELD.lock().unwrap();
-    held.retain(|h| h.0 != id || h.1 != p);
-    if on {
-        held.push((id, p));
-    }
 }
 
 fn handle(state: &Arc<State>, id: u64, req: &Value) -> Value {
@@ -89,7 +67,7 @@ fn handle(state: &Arc<State>, id: u64, req: &Value) -> Value {
             };
             let text = req["text"].as_str().unwrap_or("");
             let payload = selection_payload(&p, pos(&req["start"]), pos(&req["end"]), text);
-            hold(id, p, true);
+            state.editor.hold(id, &p, true);
             match state.select(payload) {
                 Ok(n) => json!({"ok": true, "clients": n.sent, "held": n.held}),
                 Err(e) => failure(&e),
@@ -104,7 +82,7 @@ fn handle(state: &Arc<State>, id: u64, req: &Value) -> Value {
                     .cloned()
                     .unwrap_or_else(|| vec![req["path"].clone()]);
                 for p in raw.iter().filter_map(|p| state.resolve(p.as_str()?).ok()) {
-                    hold(id, p, on);
+                    state.editor.hold(id, &p, on);
                 }
             }
             answer

@@ -47,6 +47,9 @@ struct Model {
 pub struct Editor {
     file: PathBuf,
     model: Mutex<Model>,
+    /// Which attached editor session (`ccide lsp`) holds which file open: when a session ends,
+    /// the files no other session holds are closed. Not saved: sessions end with the server.
+    held: Mutex<Vec<(u64, PathBuf)>>,
     pub mention_max_age: Duration,
 }
 
@@ -91,6 +94,7 @@ impl Editor {
         Editor {
             file,
             model: Mutex::new(m),
+            held: Mutex::default(),
             mention_max_age,
         }
     }
@@ -119,6 +123,29 @@ impl Editor {
                 Some(e)
             }
         };
+    }
+
+    /// Records that editor session `session` holds `path` open (or no longer does).
+    pub fn hold(&self, session: u64, path: &Path, on: bool) {
+        let mut held = self.held.lock().unwrap();
+        held.retain(|h| h.0 != session || h.1 != path);
+        if on {
+            held.push((session, path.to_path_buf()));
+        }
+    }
+
+    /// Forgets session `session` and returns the files it held that no other session holds.
+    pub fn release(&self, session: u64) -> Vec<PathBuf> {
+        let mut held = self.held.lock().unwrap();
+        let mine: Vec<PathBuf> = held
+            .iter()
+            .filter(|h| h.0 == session)
+            .map(|h| h.1.clone())
+            .collect();
+        held.retain(|h| h.0 != session);
+        mine.into_iter()
+            .filter(|p| !held.iter().any(|h| h.1 == *p))
+            .collect()
     }
 
     /// Why the editor state could not be saved the last time, if it could not: a command
@@ -435,6 +462,23 @@ mod tests {
 
     fn p(line: usize, character: usize) -> Pos {
         Pos { line, character }
+    }
+
+    #[test]
+    fn a_session_releases_only_the_files_no_other_session_holds() {
+        let dir = std::env::temp_dir().join(format!("ccide-held-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let e = Editor::open(&dir, Duration::from_secs(30));
+        let (a, b) = (Path::new("/w/a"), Path::new("/w/b"));
+        e.hold(1, a, true);
+        e.hold(1, b, true);
+        e.hold(2, b, true);
+        e.hold(1, a, false);
+        e.hold(1, a, true);
+        assert_eq!(e.release(1), vec![a.to_path_buf()]);
+        assert_eq!(e.release(2), vec![b.to_path_buf()]);
+        assert_eq!(e.release(2), Vec::<PathBuf>::new());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
