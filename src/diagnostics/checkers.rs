@@ -15,6 +15,9 @@ use crate::proc::on_path;
 
 /// A checker's output beyond this is not read: the diagnostics that fit are kept.
 const MAX_OUTPUT: u64 = 8 << 20;
+/// Checks running at once (each on a thread of its own). A file asked about beyond that is
+/// checked on a later request: a client asking about ten thousand files costs eight threads.
+const MAX_RUNNING: usize = 8;
 
 pub struct Checker {
     pub pattern: String,
@@ -172,14 +175,6 @@ impl Checks {
             format!("project:{index}")
         }
     }
-
-    fn running_for(&self, index: usize, file: &Path) -> Option<Arc<Running>> {
-        self.running
-            .lock()
-            .unwrap()
-            .get(&self.key(index, file))
-            .cloned()
-    }
 }
 
 /// Starts a check of `file` if it has a checker and changed since its last check;
@@ -193,15 +188,19 @@ pub fn refresh(diagnostics: &Arc<Diagnostics>, file: &Path) -> Option<Arc<Runnin
         return None;
     }
     let now = state_of(file);
+    let key = this.key(index, file);
+    let mut running = this.running.lock().unwrap();
     {
         let mut checked = this.checked.lock().unwrap();
         if checked.get(file) == Some(&now) {
-            return this.running_for(index, file);
+            return running.get(&key).cloned();
+        }
+        if !running.contains_key(&key) && running.len() >= MAX_RUNNING {
+            // Not recorded as checked: the next request for it starts the check.
+            return None;
         }
         checked.insert(file.to_path_buf(), now);
     }
-    let key = this.key(index, file);
-    let mut running = this.running.lock().unwrap();
     if let Some(r) = running.get(&key) {
         // Coalesced: the running check may have read the old content, so it runs once
         // more when it ends, and waiters wait for that run too.
@@ -374,6 +373,38 @@ mod tests {
         assert!(!c.per_file);
         assert!(Checker::parse("nothing").is_err());
         assert!(Checker::parse("*.py='unterminated").is_err());
+    }
+
+    #[test]
+    fn at_most_eight_checks_run_at_once_and_the_rest_wait_for_a_later_request() {
+        let mut ts = crate::state::testing::state();
+        let gate = ts.root.join("gate");
+        let spec = format!(
+            "*.py=sh -c 'while [ ! -e {} ]; do sleep 0.01; done' {{file}}",
+            gate.display()
+        );
+        let state = Arc::get_mut(&mut ts.state).unwrap();
+        let diagnostics = Arc::get_mut(&mut state.diagnostics).unwrap();
+        diagnostics
+            .checks
+            .checkers
+            .push(Checker::parse(&spec).unwrap());
+        let files: Vec<PathBuf> = (0..10)
+            .map(|i| ts.write(&format!("f{i}.py"), "x\n"))
+            .collect();
+        let d = &ts.state.diagnostics;
+        let started: Vec<bool> = files.iter().map(|f| refresh(d, f).is_some()).collect();
+        assert_eq!(started.iter().filter(|s| **s).count(), MAX_RUNNING);
+        assert_eq!(d.checks.running.lock().unwrap().len(), MAX_RUNNING);
+        // The two refused ones are not taken as checked: asked again once there is room,
+        // they run.
+        std::fs::write(&gate, "").unwrap();
+        let end = Instant::now() + Duration::from_secs(20);
+        while !d.checks.running.lock().unwrap().is_empty() {
+            assert!(Instant::now() < end);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(refresh(d, &files[9]).is_some());
     }
 
     #[test]
