@@ -39,25 +39,37 @@ pub struct Hunk {
     pub lines: Vec<(char, Vec<u8>)>,
 }
 
-/// A file as the CLI reads it before proposing an edit: a UTF-8 BOM is dropped, UTF-16LE
-/// (with its BOM) is decoded, and CRLF becomes LF. Its proposal is LF UTF-8 text, and it
-/// restores the line endings and the encoding when it writes, so this is what a review must
-/// compare the proposal with (ccide-protocol(7) §5.1).
+/// A file as the CLI reads it before proposing an edit: UTF-16LE (with its BOM) is decoded,
+/// CRLF becomes LF, and a byte order mark stays, as U+FEFF at the start of the text. Its
+/// proposal is that text edited, in UTF-8; when it writes, it encodes the file as before and
+/// gives every line the ending most of the file's lines had (LF on a tie). So this is what a
+/// review compares the proposal with (ccide-protocol(7) §5.1). Observed with 2.1.330: the
+/// proposal for a BOM file starts with U+FEFF; a file of 2 CRLF and 2 LF lines is written all
+/// LF, one of 3 CRLF and 1 LF all CRLF.
 pub struct AsRead {
     pub text: Vec<u8>,
-    /// The file has CRLF line endings.
-    pub crlf: bool,
-    /// The file's encoding when it is not plain UTF-8: "UTF-8 with BOM" or "UTF-16LE".
+    /// Lines that end in CRLF and in a lone LF.
+    pub crlf_lines: usize,
+    pub lf_lines: usize,
+    /// The file's encoding when the proposal's UTF-8 is turned back into something else.
     pub encoding: Option<&'static str>,
 }
 
+impl AsRead {
+    /// The line ending the CLI gives every line when it writes the file.
+    pub fn writes_crlf(&self) -> bool {
+        self.crlf_lines > self.lf_lines
+    }
+}
+
 pub fn as_cli_reads(bytes: &[u8]) -> AsRead {
-    let (decoded, encoding) = if let Some(rest) = bytes.strip_prefix(b"\xEF\xBB\xBF") {
-        (rest.to_vec(), Some("UTF-8 with BOM"))
-    } else if let Some(rest) = bytes.strip_prefix(b"\xFF\xFE") {
-        let units: Vec<u16> = rest
-            .chunks(2)
-            .map(|c| u16::from_le_bytes([c[0], *c.get(1).unwrap_or(&0)]))
+    let (decoded, encoding) = if let Some(rest) = bytes.strip_prefix(b"\xFF\xFE") {
+        let units: Vec<u16> = [0xFEFF]
+            .into_iter()
+            .chain(
+                rest.chunks(2)
+                    .map(|c| u16::from_le_bytes([c[0], *c.get(1).unwrap_or(&0)])),
+            )
             .collect();
         (
             String::from_utf16_lossy(&units).into_bytes(),
@@ -66,23 +78,25 @@ pub fn as_cli_reads(bytes: &[u8]) -> AsRead {
     } else {
         (bytes.to_vec(), None)
     };
-    let crlf = decoded.windows(2).any(|w| w == b"\r\n");
-    let text = if crlf {
-        let mut out = Vec::with_capacity(decoded.len());
-        let mut it = decoded.iter().peekable();
-        while let Some(&b) = it.next() {
-            if b == b'\r' && it.peek() == Some(&&b'\n') {
-                continue;
-            }
-            out.push(b);
+    let mut text = Vec::with_capacity(decoded.len());
+    let (mut crlf_lines, mut lf_lines) = (0, 0);
+    let mut it = decoded.iter().peekable();
+    while let Some(&b) = it.next() {
+        if b == b'\r' && it.peek() == Some(&&b'\n') {
+            crlf_lines += 1;
+            continue;
         }
-        out
-    } else {
-        decoded
-    };
+        if b == b'\n' && text.last() != Some(&b'\r') {
+            lf_lines += 1;
+        }
+        text.push(b);
+    }
+    // Lone LFs counted above include those CRLFs became.
+    lf_lines -= crlf_lines;
     AsRead {
         text,
-        crlf,
+        crlf_lines,
+        lf_lines,
         encoding,
     }
 }
@@ -1439,13 +1453,15 @@ mod tests {
         let lf = b"a\nb\nc\n";
         let r = as_cli_reads(b"a\r\nb\r\nc\r\n");
         assert_eq!(
-            (r.text.as_slice(), r.crlf, r.encoding),
-            (&lf[..], true, None)
+            (r.text.as_slice(), r.crlf_lines, r.lf_lines, r.encoding),
+            (&lf[..], 3, 0, None)
         );
+        assert!(r.writes_crlf());
+        // The BOM stays, as in the CLI's proposal.
         let r = as_cli_reads(b"\xEF\xBB\xBFa\nb\nc\n");
         assert_eq!(
-            (r.text.as_slice(), r.crlf, r.encoding),
-            (&lf[..], false, Some("UTF-8 with BOM"))
+            (r.text.as_slice(), r.writes_crlf(), r.encoding),
+            (&b"\xEF\xBB\xBFa\nb\nc\n"[..], false, None)
         );
         let utf16: Vec<u8> = [0xFF, 0xFE]
             .into_iter()
@@ -1453,9 +1469,12 @@ mod tests {
             .collect();
         let r = as_cli_reads(&utf16);
         assert_eq!(
-            (r.text.as_slice(), r.crlf, r.encoding),
-            (&lf[..], true, Some("UTF-16LE"))
+            (r.text.as_slice(), r.writes_crlf(), r.encoding),
+            (&b"\xEF\xBB\xBFa\nb\nc\n"[..], true, Some("UTF-16LE"))
         );
+        // Mixed endings: the majority wins, LF on a tie.
+        assert!(!as_cli_reads(b"a\r\nb\r\nc\nd\n").writes_crlf());
+        assert!(as_cli_reads(b"a\r\nb\r\nc\r\nd\n").writes_crlf());
         // A one-line edit to a CRLF file is one line, not the whole file.
         assert_eq!(
             stat(&as_cli_reads(b"a\r\nb\r\nc\r\n").text, b"a\nB\nc\n"),

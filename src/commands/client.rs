@@ -73,8 +73,17 @@ impl DiffFiles {
     /// What the CLI restores when it writes, which the review does not show as changes.
     fn restored(&self) -> Option<String> {
         let o = &self.original;
+        if o.crlf_lines > 0 && o.lf_lines > 0 {
+            let (ending, encoding) = (
+                if o.writes_crlf() { "CRLF" } else { "LF" },
+                o.encoding.map(|e| format!(", in {e}")).unwrap_or_default(),
+            );
+            return Some(format!(
+                "note: the file mixes CRLF and LF line endings; Claude Code writes it with {ending} on every line (the ending most lines have){encoding}"
+            ));
+        }
         let mut what = Vec::new();
-        if o.crlf {
+        if o.writes_crlf() {
             what.push("CRLF line endings".to_string());
         }
         if let Some(e) = o.encoding {
@@ -207,8 +216,7 @@ pub fn diff(args: &Args) -> Outcome {
                         d["added"] = added.into();
                         d["removed"] = removed.into();
                         d["diff"] = String::from_utf8_lossy(&text).into_owned().into();
-                        d["restored"] =
-                            json!({"crlf": f.original.crlf, "encoding": f.original.encoding});
+                        d["restored"] = json!({"crlf": f.original.writes_crlf(), "encoding": f.original.encoding});
                         print_json(&d);
                     } else {
                         let text = crate::textdiff::unified(
