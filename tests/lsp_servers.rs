@@ -238,6 +238,33 @@ fn status_lists_each_language_server() {
     );
 }
 
+/// `--lsp-warm` starts each server with `serve` and opens one file it covers, so the project
+/// is loaded before the first edit (not only the process started).
+#[test]
+fn warm_starts_each_server_with_a_file_of_the_project_open() {
+    let sb = Sandbox::new();
+    sb.write("node_modules/x/skip.fk", "");
+    sb.write("src/a.fk", "ERR\n");
+    let log = sb.root.join("fake.log");
+    let _s = sb.serve(&[
+        "--no-default-lsp",
+        "--no-default-checkers",
+        "--lsp-warm",
+        "--lsp",
+        &fake_lsp("*.fk", "", &log),
+    ]);
+    let st = wait_for("a warm server", DEADLINE, || {
+        let st = servers(&sb);
+        (st[0]["state"] == "ready" && st[0]["open_documents"] == 1).then_some(st)
+    });
+    assert_eq!(st[0]["restarts"], 0);
+    let opened = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        opened.contains("src/a.fk") && !opened.contains("skip.fk"),
+        "{opened}"
+    );
+}
+
 /// Where a language server covers a file, the built-in checker for its language steps aside;
 /// a `--checker` of the user's stays.
 #[test]
