@@ -234,7 +234,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         name: "gc",
         usage: "ccide gc [--dry-run] [OPTIONS]",
-        about: "Remove ccide lock files whose process is gone, and their servers' leftovers.",
+        about: "Remove ccide lock files whose server is proven gone, and their leftovers.",
         details: "Never touches another IDE's lock file, nor a live server's. The state kept for a\nrestart (port, token, editor model, diagnostics) stays.",
         flags: &[
             flag("--dry-run", None, None, "Only say what would be removed."),
