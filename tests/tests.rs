@@ -19,4 +19,5 @@ mod lsp_editor;
 mod lsp_servers;
 mod protocol_man;
 mod serve;
+mod sessions;
 mod systemd;
