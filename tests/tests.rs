@@ -15,6 +15,7 @@ mod diff;
 mod exec;
 mod format;
 mod hardening;
+mod hardening2;
 mod lsp_editor;
 mod lsp_servers;
 mod protocol_man;
