@@ -202,7 +202,9 @@ fn a_selection_and_a_mention_made_during_setup_arrive_in_order_once_the_client_i
     c.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
     c.send(&json!({"jsonrpc":"2.0","method":"ide_connected","params":{"pid": std::process::id()}}));
     // The server reads a connection in order: once this is answered, the client counts as
-    // initialized, and its greeting is 1.5 s away (250 ms once it asks for tools/list).
+    // initialized and its greeting is 1.5 s away (250 ms once it asks for tools/list). The
+    // commands run in that wider window, before tools/list, so the test never races the
+    // greeting's timer; what they send is held the same way in either window.
     assert_eq!(c.before_ping(), Vec::<Value>::new());
 
     let o = run_ok(&sb, &["select", "app.py:2-3"]);
