@@ -141,8 +141,22 @@ pub fn claim_state_dir(state: &Path) -> Result<fs::File, String> {
     let mine = crate::sys::try_lock_exclusive(&f)
         .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
     if !mine {
+        // The holder writes its pid just after taking the lock: a start racing it can read the
+        // file empty, or with a previous server's pid, for a moment.
         let mut pid = String::new();
-        let _ = f.read_to_string(&mut pid);
+        for _ in 0..50 {
+            pid.clear();
+            let _ = f.rewind();
+            let _ = f.read_to_string(&mut pid);
+            if pid
+                .trim()
+                .parse::<i64>()
+                .is_ok_and(crate::sys::process_alive)
+            {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let pid = pid.trim();
         return Err(format!(
             "another ccide serve{} already runs with the state directory {}; stop it, or give this one another --state-dir",
