@@ -7,16 +7,28 @@
 //! ```
 //!
 //! Every figure is a median over repeated runs; latencies also give p99.
+//!
+//! The language-server rows need the servers `.ci/lsp-install DIR` installs, named by
+//! `CCIDE_TEST_LSP_DIR=DIR` (never found on PATH); without it they say so. Each language is
+//! measured on the project named by `CCIDE_BENCH_TS`, `CCIDE_BENCH_PY` or `CCIDE_BENCH_C` (a
+//! directory; the file edited is `$VAR_FILE` relative to it, by default hono's
+//! `src/hono-base.ts` and rich's `rich/text.py`; C needs `compile_commands.json` and
+//! `CCIDE_BENCH_C_FILE`; `CCIDE_BENCH_TS_TSCONFIG` names tsc's project, by default
+//! `tsconfig.build.json` where there is one), else on a small project the benchmark generates.
+//! The file edited is restored whatever happens. Progress goes to stderr.
 
 // The integration tests' vocabulary; the benchmark uses part of it.
 #[allow(dead_code)]
 mod util;
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -63,7 +75,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn fmt_d(d: Duration) -> String {
     let us = d.as_secs_f64() * 1e6;
-    if us < 1000.0 {
+    if us >= 10e6 {
+        format!("{:.1} s", us / 1e6)
+    } else if us >= 1e6 {
+        format!("{:.2} s", us / 1e6)
+    } else if us < 1000.0 {
         format!("{us:.0} µs")
     } else if us < 100_000.0 {
         format!("{:.2} ms", us / 1000.0)
@@ -160,23 +176,21 @@ fn ready_ws(s: &Server, read_buffer: usize) -> WebSocket<TcpStream> {
     let r = next_response(&mut ws);
     assert!(r.as_str().contains("\"tools\""), "{r}");
     // Whatever the greeting sent (a stored selection, ...) is read and dropped.
-    ws.get_mut()
-        .set_read_timeout(Some(Duration::from_millis(30)))
-        .unwrap();
+    drain_ws(&mut ws, Duration::from_millis(30));
+    ws
+}
+
+/// Reads and drops whatever arrives until nothing has come for `quiet`.
+fn drain_ws(ws: &mut WebSocket<TcpStream>, quiet: Duration) {
+    ws.get_mut().set_read_timeout(Some(quiet)).unwrap();
     loop {
         match ws.read() {
             Ok(_) => {}
-            Err(tungstenite::Error::Io(e))
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.kind() == std::io::ErrorKind::TimedOut =>
-            {
-                break;
-            }
+            Err(tungstenite::Error::Io(e)) if read_again(&e) => break,
             Err(e) => panic!("websocket read: {e}"),
         }
     }
     ws.get_mut().set_read_timeout(Some(DEADLINE)).unwrap();
-    ws
 }
 
 /// The small read buffer for request/response measurements.
@@ -801,6 +815,1240 @@ fn measure_churn() -> f64 {
     median(rates)
 }
 
+// ---------------------------------------------------------------------------------------------
+// An LSP peer over a child's standard streams: `ccide lsp` driven as an editor drives it, and a
+// language server driven directly, as a minimal editor would.
+
+struct Lsp {
+    child: Child,
+    stdin: ChildStdin,
+    rx: mpsc::Receiver<Value>,
+    /// Messages received while waiting for something else.
+    backlog: VecDeque<Value>,
+    next_id: u64,
+    /// The folders answered to `workspace/workspaceFolders`.
+    folders: Value,
+    /// `textDocument/diagnostic` once the server registered it: its identifier, if any.
+    pull_registered: Option<Option<String>>,
+}
+
+/// One framed message (`Content-Length`, other headers ignored), or None at end of stream.
+fn read_lsp_message(r: &mut impl BufRead) -> Option<Value> {
+    let mut length = None;
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':')
+            && k.eq_ignore_ascii_case("content-length")
+        {
+            length = v.trim().parse::<usize>().ok();
+        }
+    }
+    let mut body = vec![0; length?];
+    r.read_exact(&mut body).ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
+impl Lsp {
+    /// Starts `cmd` in a process group of its own (a language server's children go with it).
+    fn start(mut cmd: Command, folders: &[&Path]) -> Lsp {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            while let Some(v) = read_lsp_message(&mut out) {
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        Lsp {
+            stdin: child.stdin.take().unwrap(),
+            child,
+            rx,
+            backlog: VecDeque::new(),
+            next_id: 1,
+            folders: folders
+                .iter()
+                .map(|f| json!({"uri": file_uri(f), "name": f.file_name().map(|n| n.to_string_lossy())}))
+                .collect(),
+            pull_registered: None,
+        }
+    }
+
+    fn send(&mut self, v: &Value) {
+        let body = v.to_string();
+        let framed = format!("Content-Length: {}\r\n\r\n{body}", body.len());
+        self.stdin.write_all(framed.as_bytes()).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// The next message from the peer within `limit`; its requests are answered on the way,
+    /// since several servers wait for an answer before going on (LSP.md).
+    fn next(&mut self, limit: Duration) -> Option<Value> {
+        let end = Instant::now() + limit;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let v = self.rx.recv_timeout(left).ok()?;
+            let (Some(method), Some(id)) = (v["method"].as_str(), v.get("id")) else {
+                return Some(v);
+            };
+            let result = match method {
+                "workspace/configuration" => {
+                    let n = v["params"]["items"].as_array().map_or(0, Vec::len);
+                    Value::Array(vec![Value::Null; n])
+                }
+                "workspace/workspaceFolders" => self.folders.clone(),
+                "client/registerCapability" => {
+                    for r in v["params"]["registrations"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                    {
+                        if r["method"] == "textDocument/diagnostic" {
+                            let identifier = r["registerOptions"]["identifier"].as_str();
+                            self.pull_registered = Some(identifier.map(str::to_string));
+                        }
+                    }
+                    Value::Null
+                }
+                _ => Value::Null,
+            };
+            self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+        }
+    }
+
+    /// The next message satisfying `pred` within `limit`; the others are kept for later.
+    fn recv_where(&mut self, what: &str, limit: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.backlog.iter().position(&pred) {
+            return self.backlog.remove(i).unwrap();
+        }
+        let end = Instant::now() + limit;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.next(left) {
+                Some(v) if pred(&v) => return v,
+                Some(v) => self.backlog.push_back(v),
+                None => panic!(
+                    "no message matching {what} within {limit:?}; last received: {:?}",
+                    self.backlog.back()
+                ),
+            }
+        }
+    }
+
+    fn response(&mut self, id: u64, limit: Duration) -> Value {
+        self.recv_where(&format!("the response to {id}"), limit, |v| {
+            v["id"] == id && v.get("method").is_none()
+        })
+    }
+
+    fn request(&mut self, method: &str, params: Value, limit: Duration) -> Value {
+        let id = self.send_request(method, params);
+        self.response(id, limit)
+    }
+
+    /// initialize (answered within `limit`) and initialized; returns the server's capabilities.
+    fn initialize(&mut self, root: &Path, capabilities: Value, limit: Duration) -> Value {
+        let params = json!({
+            "processId": std::process::id(), "rootUri": file_uri(root), "rootPath": root,
+            "workspaceFolders": self.folders.clone(), "capabilities": capabilities,
+            "clientInfo": {"name": "ccide-bench", "version": "1"},
+        });
+        let r = self.request("initialize", params, limit);
+        assert!(r.get("error").is_none(), "initialize failed: {r}");
+        self.notify("initialized", json!({}));
+        r["result"]["capabilities"].clone()
+    }
+
+    fn open(&mut self, path: &Path, language: &str, text: &str) {
+        let td = json!({"uri": file_uri(path), "languageId": language, "version": 1, "text": text});
+        self.notify("textDocument/didOpen", json!({"textDocument": td}));
+    }
+
+    /// Replaces the document's whole text.
+    fn change(&mut self, path: &Path, version: i32, text: &str) {
+        self.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": file_uri(path), "version": version},
+                   "contentChanges": [{"text": text}]}),
+        );
+    }
+
+    /// Drops what arrives until nothing has come for `quiet` (at most `limit` in all).
+    fn drain(&mut self, quiet: Duration, limit: Duration) {
+        let end = Instant::now() + limit;
+        while Instant::now() < end && self.next(quiet).is_some() {}
+        self.backlog.clear();
+    }
+}
+
+impl Drop for Lsp {
+    /// shutdown and exit, then SIGKILL to the process group whatever happened.
+    fn drop(&mut self) {
+        let id = self.send_request("shutdown", Value::Null);
+        let end = Instant::now() + Duration::from_secs(2);
+        while let Some(v) = self.next(end.saturating_duration_since(Instant::now())) {
+            if v["id"] == id && v.get("method").is_none() {
+                break;
+            }
+        }
+        self.notify("exit", Value::Null);
+        let end = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < end && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // SAFETY: kill(2) on the process group this Lsp started (its pid is the group id).
+        unsafe {
+            libc::kill(-(self.child.id() as i32), libc::SIGKILL);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// A path as a `file://` URI; every path here is plain ASCII, but spaces are allowed for.
+fn file_uri(p: &Path) -> String {
+    format!("file://{}", p.display()).replace(' ', "%20")
+}
+
+/// A URI with its `%XX` escapes decoded, for comparing what a server sends back.
+fn decoded(uri: &str) -> String {
+    let b = uri.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(c)) => {
+                out.push(c);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+// ---------------------------------------------------------------------------------------------
+// A selection from the editor (issue 14)
+
+struct EditorSelection {
+    action: Lat,
+    command: Lat,
+    follow: Lat,
+    process: Lat,
+}
+
+/// `ccide lsp` started as an editor starts it, initialized, with `file` open; what its opening
+/// told the client is read and dropped.
+fn editor(sb: &Sandbox, ws: &mut WebSocket<TcpStream>, flags: &[&str], file: &Path) -> Lsp {
+    let mut args = vec!["lsp"];
+    args.extend_from_slice(flags);
+    let mut ed = Lsp::start(sb.command(&args), &[&sb.ws()]);
+    ed.initialize(
+        &sb.ws(),
+        json!({"workspace": {"applyEdit": true}}),
+        DEADLINE,
+    );
+    ed.open(file, "python", &std::fs::read_to_string(file).unwrap());
+    drain_ws(ws, Duration::from_millis(300));
+    ed
+}
+
+/// From the editor's LSP message (or a key mapping's `ccide select` process) until the
+/// connected client, ready, has read `selection_changed`. Lines change from run to run, so
+/// that every run is a new selection.
+fn measure_editor_selection() -> EditorSelection {
+    let sb = Sandbox::new();
+    let mut text = String::new();
+    for i in 0..50 {
+        text.push_str(&format!("def line_{i}():\n    return {i}\n"));
+    }
+    let file = sb.write("src/sel.py", &text);
+    let s = sb.serve(SERVE);
+    let mut ws = ready_ws(&s, SMALL);
+    s.wait_ready();
+    let range = |l1: u64, c1: u64, l2: u64, c2: u64| json!({"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2}});
+    let line = |i: u64| i % 40 + 1;
+
+    // The code action an editor shows for the selection: codeAction, then executeCommand of
+    // the action chosen. `--no-follow`: the codeAction alone sends nothing.
+    let mut ed = editor(&sb, &mut ws, &["--no-follow"], &file);
+    let uri = file_uri(&file);
+    let mut action = Vec::new();
+    for i in 0..110u64 {
+        let params = json!({"textDocument": {"uri": uri}, "range": range(line(i), 4, line(i) + 1, 0),
+                            "context": {"diagnostics": []}});
+        let t0 = Instant::now();
+        let actions = ed.request("textDocument/codeAction", params, DEADLINE);
+        let chosen = actions["result"]
+            .as_array()
+            .and_then(|a| a.iter().find(|a| a["title"] == "Claude: send selection"))
+            .unwrap_or_else(|| panic!("no \"Claude: send selection\" in {actions}"))
+            .clone();
+        let id = ed.send_request("workspace/executeCommand", chosen["command"].clone());
+        wait_notification(&mut ws, "selection_changed");
+        let d = t0.elapsed();
+        assert_eq!(ed.response(id, DEADLINE)["result"], Value::Null);
+        if i >= 10 {
+            action.push(d);
+        }
+    }
+    // The same command bound to a key: one message.
+    let mut command = Vec::new();
+    for i in 0..110u64 {
+        let args = json!([{"uri": uri, "range": range(line(i), 0, line(i) + 1, 0)}]);
+        let t0 = Instant::now();
+        let id = ed.send_request(
+            "workspace/executeCommand",
+            json!({"command": "ccide.select", "arguments": args}),
+        );
+        wait_notification(&mut ws, "selection_changed");
+        let d = t0.elapsed();
+        assert_eq!(ed.response(id, DEADLINE)["result"], Value::Null);
+        if i >= 10 {
+            command.push(d);
+        }
+    }
+    drop(ed);
+    drain_ws(&mut ws, Duration::from_millis(300));
+
+    // Following the cursor: the codeAction an editor sends as the cursor moves (a lightbulb),
+    // then the rest of 100 ms after which the selection is sent.
+    let mut ed = editor(&sb, &mut ws, &[], &file);
+    let mut follow = Vec::new();
+    for i in 0..55u64 {
+        let params = json!({"textDocument": {"uri": uri}, "range": range(line(i), 1, line(i), 1),
+                            "context": {"diagnostics": []}});
+        let t0 = Instant::now();
+        let id = ed.send_request("textDocument/codeAction", params);
+        wait_notification(&mut ws, "selection_changed");
+        let d = t0.elapsed();
+        ed.response(id, DEADLINE);
+        if i >= 5 {
+            follow.push(d);
+        }
+    }
+    drop(ed);
+    drain_ws(&mut ws, Duration::from_millis(300));
+
+    // The shell mapping it replaces: `ccide select FILE:L-L`, started, not waited for.
+    let mut process = Vec::new();
+    for i in 0..55u64 {
+        let spec = format!("{}:{}-{}", file.display(), line(i), line(i) + 1);
+        let t0 = Instant::now();
+        let mut child = sb
+            .command(&["select", &spec])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_notification(&mut ws, "selection_changed");
+        let d = t0.elapsed();
+        assert!(child.wait().unwrap().success());
+        if i >= 5 {
+            process.push(d);
+        }
+    }
+    EditorSelection {
+        action: lat(action),
+        command: lat(command),
+        follow: lat(follow),
+        process: lat(process),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Edit → diagnostic through language servers (issue 15)
+
+/// One language's measurement set-up: the project, the file edited, the server, the batch
+/// checker.
+struct Project {
+    /// "TypeScript", "Python", "C".
+    lang: &'static str,
+    language_id: &'static str,
+    /// The project's directory name, or "generated"; its size.
+    name: String,
+    size: String,
+    dir: PathBuf,
+    file: PathBuf,
+    /// Appended to `file`: a type error on a line of its own.
+    error: &'static str,
+    /// `--lsp`'s pattern, and the server's command (absolute program path).
+    pattern: &'static str,
+    server: Vec<String>,
+    /// The batch checker's command, run in `dir`, and its output's mark of the new error
+    /// (`{line}` is the 1-based line).
+    batch: Vec<String>,
+    batch_mark: String,
+    /// A generated project lives here.
+    _generated: Option<TempDir>,
+}
+
+/// Edit → diagnostic through ccide, and the server's memory.
+struct ThroughCcide {
+    warm: Vec<Duration>,
+    /// (after the edit, after `serve` started)
+    cold: (Duration, Duration),
+    second_session: Duration,
+    rss_kib: u64,
+}
+
+/// What was measured for one language.
+struct LangTimes {
+    ccide: ThroughCcide,
+    /// The server driven directly the way ccide asks it (a pull, where it has one), and as it
+    /// publishes (None: it only publishes, and the first is that).
+    direct_ccide_way: (&'static str, Vec<Duration>),
+    direct_published: Option<Vec<Duration>>,
+    batch: Vec<Duration>,
+}
+
+/// Files under `dir` with extension `ext` and their lines, skipping dependencies and hidden
+/// directories.
+fn project_size(dir: &Path, ext: &str) -> (usize, usize) {
+    let (mut files, mut lines) = (0, 0);
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let p = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                if !name.starts_with('.') && name != "node_modules" {
+                    stack.push(p);
+                }
+            } else if ft.is_file() && p.extension().is_some_and(|x| x == ext) {
+                files += 1;
+                lines += std::fs::read(&p)
+                    .map(|b| b.iter().filter(|&&c| c == b'\n').count())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    (files, lines)
+}
+
+/// The project named by `var` (and the file `var`_FILE, else `default_file`), or a generated
+/// one when `var` is unset.
+fn project_dir(
+    var: &str,
+    default_file: &str,
+    ext: &str,
+    generate: fn(&Path) -> &'static str,
+) -> (PathBuf, PathBuf, String, String, Option<TempDir>) {
+    let (dir, file, name, tmp) = match std::env::var_os(var) {
+        Some(d) => {
+            let dir = std::fs::canonicalize(&d)
+                .unwrap_or_else(|e| panic!("{var}={}: {e}", Path::new(&d).display()));
+            let file = std::env::var(format!("{var}_FILE")).unwrap_or(default_file.into());
+            let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+            (dir.clone(), dir.join(file), name, None)
+        }
+        None => {
+            let tmp = TempDir::new();
+            let file = generate(tmp.path());
+            let dir = tmp.path().to_path_buf();
+            (
+                dir.clone(),
+                dir.join(file),
+                "generated".to_string(),
+                Some(tmp),
+            )
+        }
+    };
+    assert!(file.is_file(), "{} is not a file", file.display());
+    let (n, lines) = project_size(&dir, ext);
+    let size = format!("{n} .{ext} files, {:.1} kLOC", lines as f64 / 1000.0);
+    (dir, file, name, size, tmp)
+}
+
+/// 40 TypeScript modules, each importing the one before; returns the file to edit.
+fn generate_ts(dir: &Path) -> &'static str {
+    std::fs::write(
+        dir.join("tsconfig.json"),
+        r#"{"compilerOptions": {"strict": true, "noEmit": true, "target": "ES2022", "module": "ES2022", "moduleResolution": "Bundler", "types": []}, "include": ["src"]}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    for k in 0..40 {
+        let mut t = String::new();
+        if k > 0 {
+            t.push_str(&format!(
+                "import {{ make{0}, type Item{0} }} from \"./m{0}\";\n\n",
+                k - 1
+            ));
+        }
+        t.push_str(&format!(
+            "export interface Item{k} {{\n  id: number;\n  name: string;\n  tags: string[];\n}}\n\n"
+        ));
+        t.push_str(&format!(
+            "export function make{k}(id: number): Item{k} {{\n"
+        ));
+        if k > 0 {
+            t.push_str(&format!(
+                "  const prev: Item{} = make{}(id - 1);\n  return {{ id, name: prev.name + \"-{k}\", tags: [...prev.tags, \"{k}\"] }};\n}}\n",
+                k - 1,
+                k - 1
+            ));
+        } else {
+            t.push_str("  return { id, name: \"0\", tags: [] };\n}\n");
+        }
+        for j in 0..8 {
+            t.push_str(&format!(
+                "\nexport function count{k}_{j}(items: Item{k}[]): Map<string, number> {{\n  const m = new Map<string, number>();\n  for (const it of items) {{\n    for (const tag of it.tags) m.set(tag, (m.get(tag) ?? 0) + {j});\n  }}\n  return m;\n}}\n"
+            ));
+        }
+        std::fs::write(dir.join(format!("src/m{k}.ts")), t).unwrap();
+    }
+    "src/m39.ts"
+}
+
+/// 40 Python modules of a package, each importing the one before.
+fn generate_py(dir: &Path) -> &'static str {
+    std::fs::create_dir_all(dir.join("pkg")).unwrap();
+    std::fs::write(dir.join("pkg/__init__.py"), "").unwrap();
+    for k in 0..40 {
+        let mut t = String::from("from dataclasses import dataclass, field\n\n");
+        if k > 0 {
+            t.push_str(&format!("from pkg.m{0} import Item{0}, make{0}\n", k - 1));
+        }
+        t.push_str(&format!(
+            "\n\n@dataclass\nclass Item{k}:\n    id: int\n    name: str\n    tags: list[str] = field(default_factory=list)\n\n\n"
+        ));
+        if k > 0 {
+            t.push_str(&format!(
+                "def make{k}(id: int) -> Item{k}:\n    prev: Item{} = make{}(id - 1)\n    return Item{k}(id, prev.name + \"-{k}\", [*prev.tags, \"{k}\"])\n",
+                k - 1,
+                k - 1
+            ));
+        } else {
+            t.push_str("def make0(id: int) -> Item0:\n    return Item0(id, \"0\")\n");
+        }
+        for j in 0..8 {
+            t.push_str(&format!(
+                "\n\ndef count{k}_{j}(items: list[Item{k}]) -> dict[str, int]:\n    m: dict[str, int] = {{}}\n    for it in items:\n        for tag in it.tags:\n            m[tag] = m.get(tag, 0) + {j}\n    return m\n"
+            ));
+        }
+        std::fs::write(dir.join(format!("pkg/m{k}.py")), t).unwrap();
+    }
+    "pkg/m39.py"
+}
+
+/// 40 C files over one header, with a compilation database.
+fn generate_c(dir: &Path) -> &'static str {
+    std::fs::create_dir_all(dir.join("include")).unwrap();
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    let mut h = String::from(
+        "#ifndef COMMON_H\n#define COMMON_H\n#include <stddef.h>\n\nstruct item {\n    int id;\n    const char *name;\n    size_t ntags;\n};\n\n",
+    );
+    let mut db = Vec::new();
+    for k in 0..40 {
+        h.push_str(&format!("int make{k}(struct item *out, int id);\n"));
+        let mut t = String::from("#include <string.h>\n#include \"common.h\"\n\n");
+        t.push_str(&format!(
+            "int make{k}(struct item *out, int id)\n{{\n    memset(out, 0, sizeof *out);\n    out->id = id;\n    out->name = \"{k}\";\n"
+        ));
+        if k > 0 {
+            t.push_str(&format!(
+                "    struct item prev;\n    make{}(&prev, id - 1);\n    out->ntags = prev.ntags + 1;\n",
+                k - 1
+            ));
+        }
+        t.push_str("    return 0;\n}\n");
+        for j in 0..8 {
+            t.push_str(&format!(
+                "\nint count{k}_{j}(const struct item *items, size_t n)\n{{\n    int total = 0;\n    for (size_t i = 0; i < n; i++)\n        total += (int)items[i].ntags * {j};\n    return total;\n}}\n"
+            ));
+        }
+        let rel = format!("src/m{k}.c");
+        std::fs::write(dir.join(&rel), t).unwrap();
+        db.push(json!({"directory": dir, "file": dir.join(&rel),
+                       "arguments": ["/usr/bin/cc", "-std=c11", "-Wall", "-Iinclude", "-c", rel, "-o", format!("m{k}.o")]}));
+    }
+    h.push_str("\n#endif\n");
+    std::fs::write(dir.join("include/common.h"), h).unwrap();
+    std::fs::write(
+        dir.join("compile_commands.json"),
+        serde_json::to_string_pretty(&db).unwrap(),
+    )
+    .unwrap();
+    "src/m0.c"
+}
+
+/// The file's compile command from `compile_commands.json` with `-fsyntax-only` in place of
+/// compiling: the batch check of one C file.
+fn c_syntax_only(dir: &Path, file: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join("compile_commands.json"))
+        .expect("a C project has compile_commands.json");
+    let db: Value = serde_json::from_str(&text).unwrap();
+    let entry = db
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| {
+            Path::new(e["directory"].as_str().unwrap_or("")).join(e["file"].as_str().unwrap_or(""))
+                == file
+        })
+        .unwrap_or_else(|| panic!("{} is not in compile_commands.json", file.display()));
+    let words: Vec<String> = match entry["arguments"].as_array() {
+        Some(a) => a.iter().map(|w| w.as_str().unwrap().to_string()).collect(),
+        None => entry["command"]
+            .as_str()
+            .unwrap()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect(),
+    };
+    assert_eq!(
+        Path::new(entry["directory"].as_str().unwrap()),
+        dir,
+        "the batch check runs in the project directory"
+    );
+    let mut out = Vec::new();
+    let mut it = words.into_iter();
+    while let Some(w) = it.next() {
+        match w.as_str() {
+            "-c" => {}
+            "-o" => {
+                it.next();
+            }
+            _ => out.push(w),
+        }
+    }
+    out.push("-fsyntax-only".into());
+    out
+}
+
+/// The projects measured, for the servers `.ci/lsp-install` put in `lsp_dir`.
+fn projects(lsp_dir: &Path) -> Vec<Project> {
+    let bin = |name: &str| {
+        lsp_dir
+            .join("bin")
+            .join(name)
+            .to_string_lossy()
+            .into_owned()
+    };
+    let mut out = Vec::new();
+    let (dir, file, name, size, tmp) =
+        project_dir("CCIDE_BENCH_TS", "src/hono-base.ts", "ts", generate_ts);
+    let tsconfig = std::env::var("CCIDE_BENCH_TS_TSCONFIG").unwrap_or_else(|_| {
+        if dir.join("tsconfig.build.json").is_file() {
+            "tsconfig.build.json".into()
+        } else {
+            "tsconfig.json".into()
+        }
+    });
+    out.push(Project {
+        lang: "TypeScript",
+        language_id: "typescript",
+        name,
+        size,
+        batch: vec![bin("tsc"), "--noEmit".into(), "-p".into(), tsconfig],
+        batch_mark: format!("{}({{line}},", file.file_name().unwrap().to_string_lossy()),
+        dir,
+        file,
+        error: "export const __ccide_bench: string = 1 as number;",
+        pattern: "*.ts",
+        server: vec![bin("typescript-language-server"), "--stdio".into()],
+        _generated: tmp,
+    });
+    let (dir, file, name, size, tmp) =
+        project_dir("CCIDE_BENCH_PY", "rich/text.py", "py", generate_py);
+    out.push(Project {
+        lang: "Python",
+        language_id: "python",
+        name,
+        size,
+        batch: vec![bin("pyright"), file.to_string_lossy().into_owned()],
+        batch_mark: format!("{}:{{line}}:", file.file_name().unwrap().to_string_lossy()),
+        dir,
+        file,
+        error: "__ccide_bench: str = 1",
+        pattern: "*.py",
+        server: vec![bin("pyright-langserver"), "--stdio".into()],
+        _generated: tmp,
+    });
+    let (dir, file, name, size, tmp) = project_dir("CCIDE_BENCH_C", "", "c", generate_c);
+    out.push(Project {
+        lang: "C",
+        language_id: "c",
+        name,
+        size,
+        batch: c_syntax_only(&dir, &file),
+        batch_mark: format!("{}:{{line}}:", file.file_name().unwrap().to_string_lossy()),
+        dir,
+        file,
+        error: "int __ccide_bench(void) { return __ccide_undeclared; }",
+        pattern: "*.c",
+        server: vec![bin("clangd"), "--background-index=false".into()],
+        _generated: tmp,
+    });
+    out
+}
+
+/// Puts a file's original content back when dropped, whatever happened meanwhile: the
+/// projects measured are real checkouts.
+struct Restore<'a>(&'a Path, &'a str);
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        std::fs::write(self.0, self.1).unwrap();
+    }
+}
+
+/// Limit for anything a language server does, a cold start on a big project included.
+const LSP_LIMIT: Duration = Duration::from_secs(180);
+
+/// The pause after a measured edit is undone, through ccide and directly alike.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// Whether a diagnostic in `list` starts on 0-based `line` (LSP and getDiagnostics shapes).
+fn has_line(list: &Value, line: u64) -> bool {
+    list.as_array()
+        .is_some_and(|a| a.iter().any(|d| d["range"]["start"]["line"] == line))
+}
+
+/// Whether a getDiagnostics answer holds a diagnostic of `file` on `line`.
+fn answer_has(answer: &Value, file: &Path, line: u64) -> bool {
+    let uri = format!("file://{}", file.display());
+    answer.as_array().is_some_and(|a| {
+        a.iter()
+            .any(|f| f["uri"] == uri.as_str() && has_line(&f["diagnostics"], line))
+    })
+}
+
+/// getDiagnostics {} until the new diagnostic is in the answer (`present`) or gone.
+fn ccide_until(c: &mut Client, file: &Path, line: u64, present: bool) {
+    let t0 = Instant::now();
+    while answer_has(&diagnostics(c, json!({})), file, line) != present {
+        assert!(
+            t0.elapsed() < LSP_LIMIT,
+            "getDiagnostics: the error on line {line} of {} never {}",
+            file.display(),
+            if present { "came" } else { "went" }
+        );
+    }
+}
+
+/// A client's edit as the CLI makes it: the baseline `getDiagnostics {uri}`, then the file
+/// written, then `getDiagnostics {}` until the new diagnostic is in the answer. Returns the
+/// time from the write; the file is restored and its clean result awaited.
+fn ccide_edit(c: &mut Client, p: &Project, original: &str, edited: &str, line: u64) -> Duration {
+    diagnostics(c, json!({"uri": format!("file://{}", p.file.display())}));
+    std::fs::write(&p.file, edited).unwrap();
+    let t0 = Instant::now();
+    ccide_until(c, &p.file, line, true);
+    let d = t0.elapsed();
+    std::fs::write(&p.file, original).unwrap();
+    ccide_until(c, &p.file, line, false);
+    // What the server does on its own after a change (typescript-language-server asks
+    // tsserver again 300 ms later) is over before the next edit.
+    std::thread::sleep(SETTLE);
+    d
+}
+
+/// `serve` for the project with only this language server: cold, warm, a second session and
+/// the server's memory.
+fn measure_through_ccide(p: &Project, original: &str, edited: &str, line: u64) -> ThroughCcide {
+    let sb = Sandbox::new();
+    let spec = format!(
+        "{}={}",
+        p.pattern,
+        p.server
+            .iter()
+            .map(|w| format!("'{w}'"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let (dir, state) = (p.dir.to_string_lossy(), sb.state());
+    let mut args = vec!["serve", "--workspace", &dir, "--state-dir", s(&state)];
+    args.extend_from_slice(SERVE);
+    args.extend_from_slice(&[
+        "--no-default-lsp",
+        "--no-default-checkers",
+        "--diagnostics-wait",
+        "5",
+        "--lsp",
+        &spec,
+    ]);
+    let mut cmd = sb.command(&args);
+    eprintln!("bench: {}: cold start through ccide", p.lang);
+    let started = Instant::now();
+    let server = Server::spawn(&mut cmd, &sb.config());
+    let mut first = server.client();
+    // The baseline starts the language server; the edit follows at once.
+    diagnostics(
+        &mut first,
+        json!({"uri": format!("file://{}", p.file.display())}),
+    );
+    std::fs::write(&p.file, edited).unwrap();
+    let t0 = Instant::now();
+    ccide_until(&mut first, &p.file, line, true);
+    let cold = (t0.elapsed(), started.elapsed());
+    std::fs::write(&p.file, original).unwrap();
+    ccide_until(&mut first, &p.file, line, false);
+    eprintln!("bench: {}: warm edits through ccide", p.lang);
+    let _ = ccide_edit(&mut first, p, original, edited, line);
+    let warm: Vec<Duration> = (0..5)
+        .map(|_| ccide_edit(&mut first, p, original, edited, line))
+        .collect();
+    eprintln!("bench: {}: a second session's first edit", p.lang);
+    let mut second = server.client();
+    let second_session = ccide_edit(&mut second, p, original, edited, line);
+    std::thread::sleep(Duration::from_secs(1));
+    let status = server.control(&json!({"cmd": "status"}));
+    let ls = &status["status"]["language_servers"][0];
+    assert_eq!(ls["state"], "ready", "{ls}");
+    ThroughCcide {
+        warm,
+        cold,
+        second_session,
+        rss_kib: ls["rss_kib"].as_u64().unwrap_or(0),
+    }
+}
+
+/// How a direct client learns the diagnostics.
+#[derive(Clone, Debug, PartialEq)]
+enum Ask {
+    /// `textDocument/diagnostic`, with the identifier the server gave.
+    Pull(Option<String>),
+    /// tsserver's own requests through typescript-language-server, as ccide asks them.
+    Tsserver,
+    Published,
+}
+
+/// The client capabilities ccide gives a server (`pull`), or an editor's that only takes
+/// published diagnostics.
+fn direct_capabilities(pull: bool) -> Value {
+    let mut caps = json!({
+        "general": {"positionEncodings": ["utf-32", "utf-16"]},
+        "window": {"workDoneProgress": true},
+        "workspace": {"configuration": true, "workspaceFolders": true,
+                      "didChangeWatchedFiles": {"dynamicRegistration": true}},
+        "textDocument": {"synchronization": {"dynamicRegistration": false},
+                         "publishDiagnostics": {"versionSupport": true}},
+    });
+    if pull {
+        caps["workspace"]["diagnostics"] = json!({"refreshSupport": true});
+        caps["textDocument"]["diagnostic"] = json!({"dynamicRegistration": true});
+    }
+    caps
+}
+
+/// Asks (or waits for) the diagnostics of `version` of the document; true if one starts on
+/// `line`. None: this answer does not count (busy, a stale publish); ask again.
+fn direct_diagnostics(
+    ls: &mut Lsp,
+    ask: &Ask,
+    file: &Path,
+    version: i32,
+    line: u64,
+) -> Option<bool> {
+    let uri = file_uri(file);
+    match ask {
+        Ask::Pull(identifier) => {
+            let mut params = json!({"textDocument": {"uri": uri}});
+            if let Some(i) = identifier {
+                params["identifier"] = i.as_str().into();
+            }
+            let r = ls.request("textDocument/diagnostic", params, LSP_LIMIT);
+            if r.get("error").is_some() {
+                std::thread::sleep(Duration::from_millis(20));
+                return None;
+            }
+            Some(has_line(&r["result"]["items"], line))
+        }
+        Ask::Tsserver => {
+            let ids: Vec<u64> = TSSERVER_PARTS
+                .iter()
+                .map(|command| {
+                    ls.send_request(
+                        "workspace/executeCommand",
+                        json!({"command": "typescript.tsserverRequest",
+                               "arguments": [command, {"file": uri}]}),
+                    )
+                })
+                .collect();
+            let (mut answered, mut found) = (true, false);
+            for id in ids {
+                let r = ls.response(id, LSP_LIMIT);
+                answered &= r["result"]["success"] == true;
+                // tsserver counts lines from 1.
+                let body = r["result"]["body"].as_array().cloned().unwrap_or_default();
+                found |= body.iter().any(|d| d["start"]["line"] == line + 1);
+            }
+            answered.then_some(found)
+        }
+        Ask::Published => {
+            let n = ls.recv_where("publishDiagnostics", LSP_LIMIT, |v| {
+                v["method"] == "textDocument/publishDiagnostics"
+                    && decoded(v["params"]["uri"].as_str().unwrap_or("")) == decoded(&uri)
+            });
+            // A publish for an earlier version does not count; one without a version does.
+            if n["params"]["version"]
+                .as_i64()
+                .is_some_and(|v| v != version as i64)
+            {
+                return None;
+            }
+            Some(has_line(&n["params"]["diagnostics"], line))
+        }
+    }
+}
+
+const TSSERVER_PARTS: [&str; 3] = [
+    "syntacticDiagnosticsSync",
+    "semanticDiagnosticsSync",
+    "suggestionDiagnosticsSync",
+];
+
+/// The language server driven directly, with ccide's capabilities and ccide's way of asking
+/// (`pull`), or as an editor that takes what is published. Returns how it was asked and the
+/// warm times from didChange to the diagnostic (5, after two warm-up edits); None when asked
+/// for pull and the server only publishes.
+fn measure_direct(
+    p: &Project,
+    pull: bool,
+    original: &str,
+    edited: &str,
+    line: u64,
+) -> Option<(Ask, Vec<Duration>)> {
+    let sb = Sandbox::new();
+    let mut cmd = Command::new(&p.server[0]);
+    cmd.args(&p.server[1..])
+        .env_clear()
+        .env("HOME", sb.home())
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", sb.root.join("bin").display()),
+        )
+        .current_dir(&p.dir);
+    let mut ls = Lsp::start(cmd, &[&p.dir]);
+    let caps = ls.initialize(&p.dir, direct_capabilities(pull), LSP_LIMIT);
+    let commands = caps["executeCommandProvider"]["commands"].as_array();
+    let mut ask = if !pull {
+        Ask::Published
+    } else if caps["diagnosticProvider"].is_object() {
+        Ask::Pull(
+            caps["diagnosticProvider"]["identifier"]
+                .as_str()
+                .map(str::to_string),
+        )
+    } else if commands.is_some_and(|c| c.iter().any(|c| c == "typescript.tsserverRequest")) {
+        Ask::Tsserver
+    } else {
+        Ask::Published
+    };
+    ls.open(&p.file, p.language_id, original);
+    // Settled: the first answer to a pull, or the first publish and then a quiet second. A
+    // server that registers pull does so before it publishes (pyright); one that publishes
+    // first only publishes.
+    let uri = file_uri(&p.file);
+    if ask == Ask::Published {
+        let t0 = Instant::now();
+        loop {
+            if pull && let Some(identifier) = ls.pull_registered.clone() {
+                ask = Ask::Pull(identifier);
+                break;
+            }
+            if let Some(v) = ls.next(Duration::from_millis(50))
+                && v["method"] == "textDocument/publishDiagnostics"
+                && decoded(v["params"]["uri"].as_str().unwrap_or("")) == decoded(&uri)
+            {
+                if pull {
+                    return None;
+                }
+                ls.drain(Duration::from_secs(1), Duration::from_secs(30));
+                break;
+            }
+            assert!(
+                t0.elapsed() < LSP_LIMIT,
+                "{}: the server never published",
+                p.lang
+            );
+        }
+    }
+    if ask != Ask::Published {
+        while direct_diagnostics(&mut ls, &ask, &p.file, 1, line).is_none() {}
+    }
+    let mut version = 1;
+    let mut until = |ls: &mut Lsp, text: &str, present: bool| {
+        version += 1;
+        ls.change(&p.file, version, text);
+        let t0 = Instant::now();
+        while direct_diagnostics(ls, &ask, &p.file, version, line) != Some(present) {
+            assert!(
+                t0.elapsed() < LSP_LIMIT,
+                "{}: no diagnostic from the server",
+                p.lang
+            );
+        }
+        t0.elapsed()
+    };
+    // Two edits first, as through ccide (the cold one and a warm-up): a server written in
+    // JavaScript gets faster over its first edits.
+    let mut times = Vec::new();
+    for run in 0..7 {
+        let d = until(&mut ls, edited, true);
+        until(&mut ls, original, false);
+        ls.drain(SETTLE, Duration::from_secs(10));
+        if run > 1 {
+            times.push(d);
+        }
+    }
+    Some((ask, times))
+}
+
+/// A command for a tool of the project (a server, a batch checker) with the environment
+/// ccide's own commands get in a sandbox: its home, its `bin` (python3), the system's.
+fn tool_command(sb: &Sandbox, argv: &[String], dir: &Path) -> Command {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .env_clear()
+        .env("HOME", sb.home())
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", sb.root.join("bin").display()),
+        )
+        .current_dir(dir);
+    cmd
+}
+
+/// The batch checker after the edit: one run on the file as it is (page cache, and a checker's
+/// own incremental state such as a `.tsbuildinfo`, brought up to date), then three runs, each
+/// after an edit of its own (the error's name differs, so an incremental checker sees a
+/// change), each until it exits with the new error in its output.
+fn measure_batch(p: &Project, original: &str, base: &str, line: u64) -> Vec<Duration> {
+    let sb = Sandbox::new();
+    let _restore = Restore(&p.file, original);
+    let mark = p.batch_mark.replace("{line}", &(line + 1).to_string());
+    let run = || {
+        let t0 = Instant::now();
+        let o = tool_command(&sb, &p.batch, &p.dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("{:?}: {e}", p.batch));
+        (t0.elapsed(), format!("{}{}", stdout(&o), stderr(&o)))
+    };
+    run();
+    (0..3)
+        .map(|k| {
+            let error = p
+                .error
+                .replace("__ccide_bench", &format!("__ccide_bench_{k}"));
+            std::fs::write(&p.file, format!("{base}{error}\n")).unwrap();
+            let (d, out) = run();
+            assert!(
+                out.contains(&mark),
+                "{:?} did not report {mark}: {out}",
+                p.batch
+            );
+            d
+        })
+        .collect()
+}
+
+/// Everything measured for one language; the project's file is restored whatever happens.
+fn measure_language(p: &Project) -> LangTimes {
+    let original = std::fs::read_to_string(&p.file).unwrap();
+    let _restore = Restore(&p.file, &original);
+    let mut base = original.clone();
+    if !base.is_empty() && !base.ends_with('\n') {
+        base.push('\n');
+    }
+    let line = base.lines().count() as u64;
+    let edited = format!("{base}{}\n", p.error);
+    eprintln!("bench: {}: batch checker {:?}", p.lang, p.batch_name());
+    let batch = measure_batch(p, &original, &base, line);
+    let ccide = measure_through_ccide(p, &original, &edited, line);
+    eprintln!("bench: {}: the server driven directly", p.lang);
+    let ((ask, times), direct_published) = match measure_direct(p, true, &original, &edited, line) {
+        Some(pulled) => {
+            eprintln!("bench: {}: the server driven directly, published", p.lang);
+            let published = measure_direct(p, false, &original, &edited, line);
+            (pulled, published.map(|x| x.1))
+        }
+        None => (
+            measure_direct(p, false, &original, &edited, line).unwrap(),
+            None,
+        ),
+    };
+    let ask = match ask {
+        Ask::Pull(_) => "pulled (`textDocument/diagnostic`)",
+        Ask::Tsserver => "tsserver's diagnostics requests",
+        Ask::Published => "published",
+    };
+    LangTimes {
+        ccide,
+        direct_ccide_way: (ask, times),
+        direct_published,
+        batch,
+    }
+}
+
+impl Project {
+    /// The batch command as the table shows it: program name and arguments, paths shortened.
+    fn batch_name(&self) -> String {
+        self.batch
+            .iter()
+            .map(|w| {
+                let p = Path::new(w);
+                if p.is_absolute() {
+                    p.file_name().unwrap().to_string_lossy().into_owned()
+                } else {
+                    w.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// A ratio with two significant digits or so.
+fn fmt_ratio(r: f64) -> String {
+    if r >= 10.0 {
+        format!("{r:.0}")
+    } else if r >= 1.0 {
+        format!("{r:.1}")
+    } else {
+        format!("{r:.2}")
+    }
+}
+
+/// "median (min–max)" of a few durations.
+fn fmt_runs(v: &[Duration]) -> String {
+    let mut v = v.to_vec();
+    v.sort();
+    format!(
+        "median {} ({}–{})",
+        fmt_d(pct(&v, 0.5)),
+        fmt_d(v[0]),
+        fmt_d(v[v.len() - 1])
+    )
+}
+
+fn median_d(v: &[Duration]) -> Duration {
+    let mut v = v.to_vec();
+    v.sort();
+    pct(&v, 0.5)
+}
+
+/// The rows of the language servers' measurements, or one saying why there are none.
+fn language_rows(rows: &mut Vec<Row>) {
+    let Some(lsp_dir) = std::env::var_os("CCIDE_TEST_LSP_DIR").map(PathBuf::from) else {
+        rows.push(row(
+            "edit → diagnostic through language servers",
+            "not measured: `CCIDE_TEST_LSP_DIR` is unset (`.ci/lsp-install DIR` installs them)"
+                .into(),
+            "",
+            None,
+        ));
+        return;
+    };
+    for p in projects(&lsp_dir) {
+        let who = format!("{} / {}", p.lang, p.name);
+        if !Path::new(&p.server[0]).is_file() {
+            rows.push(row(
+                &format!("{who}: edit → diagnostic"),
+                format!("not measured: no {}", p.server[0]),
+                "",
+                None,
+            ));
+            continue;
+        }
+        let t = measure_language(&p);
+        let warm = median_d(&t.ccide.warm);
+        let ratio = |other: Duration| warm.as_secs_f64() / other.as_secs_f64();
+        let (ask, direct) = &t.direct_ccide_way;
+        rows.push(row(
+            &format!(
+                "{who} ({}): edit → new diagnostic in `getDiagnostics {{}}` through ccide, warm",
+                p.size
+            ),
+            format!(
+                "{} · ×{} the server driven directly",
+                fmt_runs(&t.ccide.warm),
+                fmt_ratio(ratio(median_d(direct)))
+            ),
+            "",
+            None,
+        ));
+        let mut value = format!("{ask}: {}", fmt_runs(direct));
+        if let Some(published) = &t.direct_published {
+            value.push_str(&format!(
+                " · published (as an editor gets them): {}",
+                fmt_runs(published)
+            ));
+        }
+        rows.push(row(
+            &format!("{who}: the same server driven directly (minimal LSP client), didChange → diagnostic"),
+            value,
+            "",
+            None,
+        ));
+        rows.push(row(
+            &format!("{who}: batch checker `{}` on the same edit", p.batch_name()),
+            format!(
+                "{} (×{} ccide's warm time)",
+                fmt_runs(&t.batch),
+                fmt_ratio(1.0 / ratio(median_d(&t.batch)))
+            ),
+            "",
+            None,
+        ));
+        rows.push(row(
+            &format!("{who}: a Claude session's first edit → diagnostic: cold (fresh `serve`) · second session (`serve` warm)"),
+            format!(
+                "cold {} ({} from `serve` start) · second session {}",
+                fmt_d(t.ccide.cold.0),
+                fmt_d(t.ccide.cold.1),
+                fmt_d(t.ccide.second_session)
+            ),
+            "",
+            None,
+        ));
+        rows.push(row(
+            &format!(
+                "{who}: RSS of `{}`'s process tree, settled",
+                p.server[0].rsplit('/').next().unwrap()
+            ),
+            fmt_kib(t.ccide.rss_kib as f64),
+            "",
+            None,
+        ));
+    }
+}
+
 fn machine() -> String {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .unwrap_or_default()
@@ -851,6 +2099,7 @@ fn bench() {
     let mut rows = Vec::new();
     let ms = |x: f64| Duration::from_secs_f64(x / 1000.0);
 
+    eprintln!("bench: binary size");
     let (size, stripped) = stripped_size();
     rows.push(row(
         if stripped {
@@ -874,6 +2123,7 @@ fn bench() {
         ),
         (true, "start-up: the same, restart on an existing state dir"),
     ] {
+        eprintln!("bench: start-up");
         let (fastest, start, slowest) = measure_startup(restart);
         rows.push(row(
             what,
@@ -888,6 +2138,7 @@ fn bench() {
         ));
     }
 
+    eprintln!("bench: idle memory");
     let (none, one, hundred) = measure_memory();
     rows.push(row(
         "idle RSS, no client",
@@ -918,6 +2169,7 @@ fn bench() {
         placements.push((cpus[1], cpus[0], "different CPUs"));
     }
     for (server_cpu, client_cpu, place) in placements {
+        eprintln!("bench: round trips, {place}");
         let rt = measure_round_trips(server_cpu, client_cpu);
         let ratio = |l: Lat| {
             format!(
@@ -950,6 +2202,7 @@ fn bench() {
         ));
     }
 
+    eprintln!("bench: throughput");
     let (tp1, tp8) = measure_throughput();
     rows.push(row(
         "throughput: pipelined `getWorkspaceFolders`, 1 connection",
@@ -964,6 +2217,7 @@ fn bench() {
         None,
     ));
 
+    eprintln!("bench: notifications");
     let (by_command, by_socket) = measure_notifications();
     rows.push(row(
         "notification: `ccide select` run → `selection_changed` received",
@@ -978,6 +2232,34 @@ fn bench() {
         Some(by_socket.p50 < ms(1.0)),
     ));
 
+    eprintln!("bench: a selection from the editor (`ccide lsp`)");
+    let sel = measure_editor_selection();
+    rows.push(row(
+        "selection from an editor (`ccide lsp`): code action \"Claude: send selection\" (codeAction → executeCommand) → `selection_changed` received",
+        fmt_lat(sel.action),
+        "",
+        None,
+    ));
+    rows.push(row(
+        "selection from an editor: `executeCommand ccide.select` (a key binding) → `selection_changed`",
+        fmt_lat(sel.command),
+        "",
+        None,
+    ));
+    rows.push(row(
+        "selection from an editor: codeAction as the cursor moves (followed after its 100 ms rest) → `selection_changed`",
+        fmt_lat(sel.follow),
+        "",
+        None,
+    ));
+    rows.push(row(
+        "selection by the shell mapping it replaces: `ccide select FILE:L-L` started → `selection_changed`",
+        fmt_lat(sel.process),
+        "",
+        None,
+    ));
+
+    eprintln!("bench: the big diff");
     let (total, open, accept) = measure_big_diff();
     rows.push(row(
         "big diff: `openDiff` 10 MiB → accept (control socket) → `FILE_SAVED`",
@@ -991,6 +2273,7 @@ fn bench() {
         Some(total < ms(100.0)),
     ));
 
+    eprintln!("bench: getDiagnostics with 10,000 stored");
     let (diag, import) = measure_diagnostics();
     rows.push(row(
         "`getDiagnostics {uri}`, 10,000 diagnostics over 1,000 files",
@@ -999,6 +2282,7 @@ fn bench() {
         Some(diag.p99 < ms(5.0)),
     ));
 
+    eprintln!("bench: connection churn");
     let churn = measure_churn();
     rows.push(row(
         "connection churn: connect + upgrade + initialize + close",
@@ -1006,6 +2290,8 @@ fn bench() {
         "",
         None,
     ));
+
+    language_rows(&mut rows);
 
     println!();
     println!("ccide benchmark: {}", machine());
