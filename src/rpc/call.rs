@@ -94,10 +94,12 @@ pub fn answer_later(
     let r = responder.clone();
     let worker_client = client.clone();
     let started = crate::proc::spawn_thread("answer", move || {
-        if let Some(v) = work() {
+        let answer = work();
+        // Free the slot before answering: a client that has its answer may call again.
+        worker_client.state.lock().unwrap().workers -= 1;
+        if let Some(v) = answer {
             r.reply(Ok(v));
         }
-        worker_client.state.lock().unwrap().workers -= 1;
     });
     if let Err(e) = started {
         client.state.lock().unwrap().workers -= 1;
