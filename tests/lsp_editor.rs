@@ -270,7 +270,7 @@ fn open_change_save_close_are_tabs_and_unsaved_buffers() {
     let server = sb.serve(&[]);
     let a = sb.write("a.py", "x = 1\ny = 2\n");
     let b = sb.write("b.py", "print('b')\n");
-    let mut claude = server.client();
+    let mut claude = server.ready_client();
     let mut ed = Editor::start(&sb, &[]);
     ed.initialize(&sb.ws(), json!({}));
     ed.open(&a, "x = 1\ny = 2\n");
@@ -334,7 +334,7 @@ fn send_selection_counts_utf16_units_whatever_the_negotiated_encoding() {
     let sb = Sandbox::new();
     let server = sb.serve(&[]);
     let f = sb.write("wide.py", WIDE);
-    let mut claude = server.client();
+    let mut claude = server.ready_client();
     // The same selection, `é世😀x`, in the three encodings.
     for (enc, start, end) in [("utf-16", 9, 14), ("utf-8", 9, 19), ("utf-32", 9, 13)] {
         let mut ed = Editor::start(&sb, &["--no-follow"]);
@@ -361,7 +361,7 @@ fn mention_sends_lines_or_the_file() {
     let sb = Sandbox::new();
     let server = sb.serve(&[]);
     let f = sb.write("wide.py", WIDE);
-    let mut claude = server.client();
+    let mut claude = server.ready_client();
     let mut ed = Editor::start(&sb, &["--no-follow"]);
     ed.initialize(&sb.ws(), json!({}));
     ed.open(&f, WIDE);
@@ -398,7 +398,7 @@ fn the_selection_follows_the_cursor_of_code_action_requests_debounced() {
     let sb = Sandbox::new();
     let server = sb.serve(&[]);
     let f = sb.write("wide.py", WIDE);
-    let mut claude = server.client();
+    let mut claude = server.ready_client();
     let mut ed = Editor::start(&sb, &[]);
     ed.initialize(&sb.ws(), json!({}));
     ed.open(&f, WIDE);
@@ -560,7 +560,7 @@ fn a_restarted_server_is_found_again_without_restarting_the_editor() {
         s["tabs"] == tabs(&[(&a, false), (&b, true)])
             && s["documents"] == json!([{"path": b, "bytes": 9}])
     });
-    let mut claude = server.client();
+    let mut claude = server.ready_client();
     ed.run_action(&a, range(0, 0, 0, 1), "Claude: send selection");
     assert_eq!(
         claude.notification("selection_changed")["params"]["text"],
@@ -662,7 +662,7 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
     let sb = Sandbox::new();
     let server = sb.serve(&[]);
     let f = sb.write("main.py", "print('old')\n");
-    let mut claude = server.client();
+    let mut claude = server.ready_client();
     let mut ed = Editor::start(&sb, &["--no-follow"]);
     let caps =
         json!({"workspace": {"applyEdit": true}, "window": {"showDocument": {"support": true}}});
@@ -812,9 +812,9 @@ fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
         .expect("README.md has a neovim configuration");
     let init_lua = sb.root.write("init.lua", init);
     let bin = sb.root.join("bin");
-    std::fs::create_dir(&bin).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink(crate::util::BIN, bin.join("ccide")).unwrap();
-    let mut claude = server.client();
+    let mut claude = server.ready_client();
     let mut child = std::process::Command::new(&nvim)
         .args([
             "--headless",
@@ -988,9 +988,9 @@ fn emacs_eglot_selects_and_mentions() {
         .root
         .write("init.el", format!("(require 'eglot)\n{init}"));
     let bin = sb.root.join("bin");
-    std::fs::create_dir(&bin).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink(crate::util::BIN, bin.join("ccide")).unwrap();
-    let mut claude = server.client();
+    let mut claude = server.ready_client();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/eglot.el");
     let mut child = std::process::Command::new(&emacs)
         .args(["--batch", "-l", script])
