@@ -1,4 +1,4 @@
-//! Type-level diagnostics from the project's language servers (issue 15), kept warm for the
+//! Type-level diagnostics from the project's language servers, kept warm for the
 //! life of `serve`: a diagnostics source beside the checkers and imports, with its own origin
 //! per server (`lsp:NAME`), so each result replaces only that server's earlier one.
 //!
