@@ -1,5 +1,6 @@
 //! The editor-context issue: `ccide select`/`mention`/`open`/`close`/`buffer`/`status`/`claude`,
-//! the editor tools (PROTOCOL 6 and 7), seed 002's methods served directly and as tools, and
+//! the editor tools (ccide-protocol(7) §6 and §7), the legacy workspace methods (§7.3) served
+//! directly and as tools, and
 //! the confinement of every path to the workspace.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -36,20 +37,6 @@ fn run_fails(sb: &Sandbox, args: &[&str], code: i32) -> String {
 
 /// A 0-based (line, character) position.
 type Pos = (u64, u64);
-
-/// A `selection_changed` payload as PROTOCOL 6 spells it.
-fn selection(path: &Path, start: Pos, end: Pos, text: &str) -> Value {
-    json!({
-        "text": text,
-        "filePath": s(path),
-        "fileUrl": format!("file://{}", path.display()),
-        "selection": {
-            "start": {"line": start.0, "character": start.1},
-            "end": {"line": end.0, "character": end.1},
-            "isEmpty": start == end,
-        },
-    })
-}
 
 /// The JSON a tool answers with.
 fn tool(c: &mut Client, name: &str, args: Value) -> Value {
@@ -915,7 +902,7 @@ fn close_keeps_unsaved_content_unless_discard() {
 // ---------------------------------------------------------------------------------------------
 // Seed 002's methods
 
-/// A workspace for the seed 002 methods: files, a `.git` to skip, and a file of mode 0640.
+/// A workspace for the legacy workspace methods (ccide-protocol(7) §7.3): files, a `.git` to skip, and a file of mode 0640.
 fn seed_workspace(sb: &Sandbox) {
     sb.write("app.py", "print(1)\n");
     sb.write("src/a.txt", "alpha ✓\n");
@@ -1005,7 +992,7 @@ fn seed_002_methods_are_also_tools_with_the_same_data_as_text() {
         c.call_texts("readFile", json!({"path": "src/a.txt"})),
         vec!["alpha ✓\n"]
     );
-    // A leading '/' is dropped: seed 002's paths are workspace-relative.
+    // A leading '/' is dropped: the legacy workspace methods' paths are workspace-relative.
     assert_eq!(
         c.call_texts("readFile", json!({"path": "/src/a.txt"})),
         vec!["alpha ✓\n"]
@@ -1163,7 +1150,7 @@ fn read_file_refuses_paths_leading_outside_and_returns_nothing_from_there() {
         assert_eq!(r["result"]["isError"], true, "{raw}: {r}");
         let m = texts(&r).join("");
         assert!(!m.contains("SECRET"), "{raw}: {m}");
-        // A leading '/' makes the path workspace-relative (seed 002), so it names that.
+        // A leading '/' makes the path workspace-relative (ccide-protocol(7) §7.3), so it names that.
         let named = if raw.starts_with('/') {
             sb.ws().join(raw.trim_start_matches('/'))
         } else {

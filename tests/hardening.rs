@@ -661,7 +661,7 @@ fn outside_snapshot(sb: &Sandbox) -> BTreeMap<PathBuf, String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The hostile corpus: what to send, and what the server owes for it (PROTOCOL 3).
+// The hostile corpus: what to send, and what the server owes for it (ccide-protocol(7) §3).
 
 #[derive(Clone, Copy, PartialEq)]
 enum Ty {
@@ -719,7 +719,7 @@ const TOOLS: &[(&str, &[Param])] = &[
     ),
 ];
 
-/// Methods besides tools/call, with seed 002's direct ones and a few that do not exist.
+/// Methods besides tools/call, with the legacy workspace methods (ccide-protocol(7) §7.3) and a few that do not exist.
 const METHODS: &[&str] = &[
     "initialize",
     "ping",
@@ -782,7 +782,7 @@ fn id_key(id: &Value) -> String {
 }
 
 /// What the server owes for the inputs sent so far, derived from each payload by the rules of
-/// PROTOCOL 3 (and JSON-RPC 2.0): a request is owed exactly one response with its own id, now
+/// ccide-protocol(7) §3 (and JSON-RPC 2.0): a request is owed exactly one response with its own id, now
 /// or (openDiff, reformat_file) later; a notification or a response nothing; anything else one
 /// error, with its id when it has a usable one, else with a null id.
 #[derive(Default)]

@@ -36,20 +36,6 @@ fn id_of(d: &Value) -> &str {
     d["id"].as_str().expect("a diff id")
 }
 
-/// A `selection_changed` payload; positions are 0-based (line, character).
-fn selection(path: &Path, start: (u64, u64), end: (u64, u64), text: &str) -> Value {
-    json!({
-        "text": text,
-        "filePath": s(path),
-        "fileUrl": format!("file://{}", path.display()),
-        "selection": {
-            "start": {"line": start.0, "character": start.1},
-            "end": {"line": end.0, "character": end.1},
-            "isEmpty": start == end,
-        },
-    })
-}
-
 fn run_ok(sb: &Sandbox, args: &[&str]) -> std::process::Output {
     let o = sb.run(args);
     assert_eq!(

@@ -788,3 +788,18 @@ pub fn is_error(response: &Value) -> bool {
 pub fn diagnostics(c: &mut Client, args: Value) -> Value {
     json_text(&c.call("getDiagnostics", args))
 }
+
+/// A `selection_changed` payload (ccide-protocol(7) §6.1); positions are 0-based
+/// (line, character).
+pub fn selection(path: &Path, start: (u64, u64), end: (u64, u64), text: &str) -> Value {
+    json!({
+        "text": text,
+        "filePath": s(path),
+        "fileUrl": format!("file://{}", path.display()),
+        "selection": {
+            "start": {"line": start.0, "character": start.1},
+            "end": {"line": end.0, "character": end.1},
+            "isEmpty": start == end,
+        },
+    })
+}
