@@ -187,6 +187,14 @@ impl State {
         }
     }
 
+    /// Whether the editor can open a file: it has unsaved content, or it is a regular file.
+    pub fn check_openable(&self, path: &Path) -> Result<(), String> {
+        if self.editor.document(path).is_some() {
+            return Ok(());
+        }
+        open_regular(path).map(|_| ())
+    }
+
     /// The first `n` lines the editor shows for a file (all when it has fewer), read from
     /// disk only as far as needed: selecting a few lines of a 2 GB log reads a few lines.
     pub fn first_lines(&self, path: &Path, n: usize) -> Result<String, String> {

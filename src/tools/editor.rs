@@ -47,15 +47,13 @@ pub fn open_file(state: &Arc<State>, _call: &Call, args: &Map<String, Value>) ->
         Ok(p) => p,
         Err(e) => return done(tool_error(&e)),
     };
-    // Only a search needs the text; a large file (a log) opens without reading it all.
-    let limit = if start_text.is_some() {
-        crate::state::MAX_SEARCH
-    } else {
-        crate::state::MAX_READ
+    // Only a search needs the text; otherwise a file (a 2 GB log too) opens unread.
+    let text = match &start_text {
+        Some(_) => state.current_text(&path, crate::state::MAX_SEARCH),
+        None => state.check_openable(&path).map(|()| String::new()),
     };
-    let text = match state.current_text(&path, limit) {
+    let text = match text {
         Ok(t) => t,
-        Err(e) if start_text.is_none() && e.contains("limit for reading") => String::new(),
         Err(e) => return done(tool_error(&e)),
     };
     state.editor.open_tab(&path, true, preview);
