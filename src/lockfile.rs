@@ -254,7 +254,7 @@ impl LockFile {
         if let Err(e) = fs::remove_file(&self.path)
             && e.kind() != std::io::ErrorKind::NotFound
         {
-            crate::warn!("cannot remove the lock file {}: {e}", self.path.display());
+            crate::log::warn!("cannot remove the lock file {}: {e}", self.path.display());
         }
     }
 }

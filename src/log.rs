@@ -104,14 +104,13 @@ pub fn utc_string(secs: u64) -> String {
     )
 }
 
-#[macro_export]
+// Called through this module (`crate::log::info!`), so every use names where it comes from.
 macro_rules! error { ($($t:tt)*) => { $crate::log::emit($crate::log::Level::Error, format_args!($($t)*)) } }
-#[macro_export]
-macro_rules! warn { ($($t:tt)*) => { $crate::log::emit($crate::log::Level::Warn, format_args!($($t)*)) } }
-#[macro_export]
+macro_rules! warning { ($($t:tt)*) => { $crate::log::emit($crate::log::Level::Warn, format_args!($($t)*)) } }
 macro_rules! info { ($($t:tt)*) => { $crate::log::emit($crate::log::Level::Info, format_args!($($t)*)) } }
-#[macro_export]
 macro_rules! debug { ($($t:tt)*) => { if $crate::log::enabled($crate::log::Level::Debug) { $crate::log::emit($crate::log::Level::Debug, format_args!($($t)*)) } } }
+#[allow(unused_imports)]
+pub(crate) use {debug, error, info, warning as warn};
 
 #[cfg(test)]
 mod tests {

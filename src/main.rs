@@ -39,7 +39,6 @@ mod diagnostics;
 mod files;
 mod lockfile;
 
-#[macro_use]
 mod log;
 mod pattern;
 mod proc;
@@ -396,17 +395,11 @@ mod tests {
     ];
 
     fn layer(module: &str) -> u32 {
-        match module {
-            // The log macros live in `log`.
-            "info" | "warn" | "error" | "debug" => 1,
-            m => {
-                LAYERS
-                    .iter()
-                    .find(|(n, _)| *n == m)
-                    .unwrap_or_else(|| panic!("module {m} has no layer in LAYERS"))
-                    .1
-            }
-        }
+        LAYERS
+            .iter()
+            .find(|(n, _)| *n == module)
+            .unwrap_or_else(|| panic!("module {module} has no layer in LAYERS"))
+            .1
     }
 
     /// Every `crate::NAME` a source file names, including `use crate::{a, b::c}` groups.
@@ -498,9 +491,9 @@ mod tests {
     #[test]
     fn imports_are_read_from_paths_groups_and_macros() {
         let got = imports(
-            "use crate::{rpc::call::Call, state};\ncrate::info!(\"x\"); crate::files::f();",
+            "use crate::{rpc::call::Call, state};\ncrate::log::info!(\"x\"); crate::files::f();",
         );
-        let want: BTreeSet<String> = ["files", "info", "rpc", "state"].map(String::from).into();
+        let want: BTreeSet<String> = ["files", "log", "rpc", "state"].map(String::from).into();
         assert_eq!(got, want);
     }
 

@@ -68,7 +68,7 @@ impl Sessions {
                 ..ClientState::default()
             },
         );
-        crate::debug!(
+        crate::log::debug!(
             "client #{} connected from {} ({})",
             client.id,
             client.addr,
@@ -108,7 +108,7 @@ impl Sessions {
     fn gone(&self, client: &Arc<Client>, how: &str) {
         self.clients.remove(client.id);
         let info = client.info();
-        crate::info!(
+        crate::log::info!(
             "client #{} disconnected (pid {}, {how})",
             client.id,
             info.pid.map_or("unknown".to_string(), |p| p.to_string())
@@ -174,7 +174,7 @@ impl Sessions {
                     _ => String::new(),
                 };
                 let reply = self.dispatch(&call, &req.method, req.params);
-                crate::debug!(
+                crate::log::debug!(
                     "client #{} {}{tool} {} took {:?}{}",
                     client.id,
                     req.method,
@@ -240,7 +240,7 @@ impl Sessions {
                 if self.config.single_client {
                     for other in self.clients.all() {
                         if other.id != client.id && other.state.lock().unwrap().initialized {
-                            crate::info!(
+                            crate::log::info!(
                                 "client #{} replaces client #{} (--single-client)",
                                 client.id,
                                 other.id
@@ -257,7 +257,7 @@ impl Sessions {
                     s.pid = params["pid"].as_i64();
                     (s.pid, s.name.clone(), s.version.clone())
                 };
-                crate::info!(
+                crate::log::info!(
                     "client #{} connected: {} {} (pid {})",
                     client.id,
                     if name.is_empty() {
@@ -383,7 +383,7 @@ impl Sessions {
             let late = gap > tick + Duration::from_millis(750).max(tick);
             last = now;
             if late {
-                crate::info!(
+                crate::log::info!(
                     "keepalive timer woke {} late (process paused?); restarting ping deadlines",
                     human_duration(gap - tick)
                 );
@@ -411,7 +411,7 @@ impl Sessions {
                         "no answer to ping within {}",
                         human_duration(cfg.ping_timeout)
                     );
-                    crate::info!("client #{}: {reason}; closing", c.id);
+                    crate::log::info!("client #{}: {reason}; closing", c.id);
                     c.outbox.close(1001, &reason);
                 }
                 continue;

@@ -398,7 +398,7 @@ pub fn sd_notify(state: &str) {
         sock.send_to(state.as_bytes(), &path)
     };
     if let Err(e) = sent {
-        crate::warn!("cannot notify systemd ({state}): {e}");
+        crate::log::warn!("cannot notify systemd ({state}): {e}");
     }
 }
 

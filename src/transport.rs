@@ -219,7 +219,7 @@ impl Outbox {
 /// upgrade succeeded and returns the callback that receives its messages.
 pub fn run_acceptor(listener: TcpListener, gate: Gate, on_open: Arc<OnOpen>) {
     if let Err(e) = listener.set_nonblocking(true) {
-        crate::error!("cannot make the listening socket non-blocking: {e}");
+        crate::log::error!("cannot make the listening socket non-blocking: {e}");
         return;
     }
     let established = Arc::new(AtomicUsize::new(0));
@@ -241,7 +241,7 @@ pub fn run_acceptor(listener: TcpListener, gate: Gate, on_open: Arc<OnOpen>) {
         let ready = match sys::poll(&interests, timeout) {
             Ok(r) => r,
             Err(e) => {
-                crate::error!("poll on the listening socket failed: {e}");
+                crate::log::error!("poll on the listening socket failed: {e}");
                 std::thread::sleep(Duration::from_millis(100));
                 continue;
             }
@@ -295,7 +295,7 @@ fn accept_all(listener: &TcpListener, pending: &mut VecDeque<Handshake>, timeout
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning on a readable listener.
-                crate::warn!("accept failed: {e}");
+                crate::log::warn!("accept failed: {e}");
                 std::thread::sleep(Duration::from_millis(50));
                 return;
             }
@@ -361,7 +361,7 @@ fn finish_handshake(
     let decision = check_request(&p.buf[..head_len], gate, established.load(Ordering::SeqCst));
     let accept = match decision {
         Err(reject) => {
-            crate::info!(
+            crate::log::info!(
                 "refused a connection from {}: {} {}",
                 p.addr,
                 reject.status,
@@ -388,7 +388,7 @@ fn finish_handshake(
     let outbox = match Outbox::new() {
         Ok(o) => Arc::new(o),
         Err(e) => {
-            crate::error!("cannot create a wake-up pipe for {}: {e}", p.addr);
+            crate::log::error!("cannot create a wake-up pipe for {}: {e}", p.addr);
             return;
         }
     };
@@ -417,7 +417,7 @@ fn finish_handshake(
             established.fetch_sub(1, Ordering::SeqCst);
         });
     if let Err(e) = spawned {
-        crate::error!("cannot start a thread for a new connection: {e}");
+        crate::log::error!("cannot start a thread for a new connection: {e}");
     }
 }
 

@@ -276,7 +276,7 @@ fn options(args: &Args) -> Result<Options, Fail> {
                 "--host {host} is not a loopback address: anyone who can reach it could try the token. Add --allow-remote if you mean it."
             )));
         }
-        crate::warn!(
+        crate::log::warn!(
             "listening on {host}, reachable from other machines: only the token protects this server"
         );
     }
@@ -378,7 +378,7 @@ fn bind(s: &Options, remembered: Option<u16>) -> Result<TcpListener, String> {
     if let Some(p) = remembered {
         match TcpListener::bind((s.host, p)) {
             Ok(l) => return Ok(l),
-            Err(e) => crate::warn!(
+            Err(e) => crate::log::warn!(
                 "port {p} from the last run is not available ({e}); moving to a new port, so a Claude Code that was connected must reconnect with /ide"
             ),
         }
@@ -402,7 +402,7 @@ pub fn run(args: &Args) -> Outcome {
     crate::sys::block_termination_signals();
     let started = start(args)?;
     let signal = crate::sys::signal_name(crate::sys::wait_termination_signal());
-    crate::info!("{signal} received; shutting down");
+    crate::log::info!("{signal} received; shutting down");
     stop(started);
     Ok(crate::cli::EXIT_OK)
 }
@@ -500,7 +500,7 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
         .as_ref()
         .map(|l| l.path.clone())
         .unwrap_or_default();
-    crate::info!(
+    crate::log::info!(
         "listening on {}:{port} for {} (lock file {})",
         o.host,
         o.workspaces
@@ -524,9 +524,9 @@ fn log_tools(state: &State) {
     let e = &state.exec.settings;
     match e.mode {
         exec::Mode::Off => {
-            crate::info!("executeCode is off (enable with --exec ask or --exec on)")
+            crate::log::info!("executeCode is off (enable with --exec ask or --exec on)")
         }
-        mode => crate::info!(
+        mode => crate::log::info!(
             "executeCode is {} (per-call limit {}, approval limit {})",
             if mode == exec::Mode::Ask { "ask" } else { "on" },
             human_duration(e.timeout),
@@ -534,10 +534,10 @@ fn log_tools(state: &State) {
         ),
     }
     for c in &state.diagnostics.checks.checkers {
-        crate::debug!("checker for {}: {}", c.pattern, c.words.join(" "));
+        crate::log::debug!("checker for {}: {}", c.pattern, c.words.join(" "));
     }
     for f in &state.formatters {
-        crate::debug!("formatter {f}");
+        crate::log::debug!("formatter {f}");
     }
     for s in state
         .diagnostics
@@ -547,7 +547,7 @@ fn log_tools(state: &State) {
         .into_iter()
         .flatten()
     {
-        crate::info!(
+        crate::log::info!(
             "language server {} for {}: {}",
             s["name"].as_str().unwrap_or(""),
             s["patterns"]
@@ -609,11 +609,13 @@ impl LockWatch {
             return;
         }
         match self.state.announce() {
-            Ok(_) => crate::warn!(
+            Ok(_) => crate::log::warn!(
                 "the lock file {} was deleted while this server runs; wrote it again (same port and token) so Claude Code can find the server",
                 l.path.display()
             ),
-            Err(e) => crate::error!("the lock file was deleted and cannot be written again: {e}"),
+            Err(e) => {
+                crate::log::error!("the lock file was deleted and cannot be written again: {e}")
+            }
         }
     }
 }

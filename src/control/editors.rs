@@ -24,7 +24,7 @@ pub fn attach(
 ) {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    crate::info!(
+    crate::log::info!(
         "editor session {id} attached: {} (pid {})",
         hello["editor"].as_str().unwrap_or("an editor"),
         hello["pid"]
@@ -51,7 +51,9 @@ pub fn attach(
     for p in &gone {
         n += usize::from(state.editor.close_tab(p, true));
     }
-    crate::info!("editor session {id} ended: closed {n} tab(s) and dropped their unsaved content");
+    crate::log::info!(
+        "editor session {id} ended: closed {n} tab(s) and dropped their unsaved content"
+    );
 }
 
 fn handle(state: &Arc<State>, id: u64, req: &Value) -> Value {

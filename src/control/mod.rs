@@ -65,11 +65,11 @@ pub fn run(state: Arc<State>, listener: UnixListener) {
         match crate::sys::peer_uid(&stream) {
             Ok(uid) if uid == me => {}
             Ok(uid) => {
-                crate::warn!("control socket: refused a connection from uid {uid}");
+                crate::log::warn!("control socket: refused a connection from uid {uid}");
                 continue;
             }
             Err(e) => {
-                crate::warn!("control socket: cannot identify a peer: {e}");
+                crate::log::warn!("control socket: cannot identify a peer: {e}");
                 continue;
             }
         }

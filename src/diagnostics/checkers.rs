@@ -235,7 +235,7 @@ pub fn refresh(diagnostics: &Arc<Diagnostics>, file: &Path) -> Option<Arc<Runnin
         }
     });
     if let Err(e) = spawned {
-        crate::error!("cannot start a checker thread: {e}");
+        crate::log::error!("cannot start a checker thread: {e}");
         this.running.lock().unwrap().remove(&key_on_error);
         return None;
     }
@@ -272,7 +272,7 @@ fn run_check(diagnostics: &Diagnostics, index: usize, file: &Path, root: &Path) 
     {
         Ok(ran) if ran.status.is_some() => {
             if ran.truncated {
-                crate::warn!(
+                crate::log::warn!(
                     "checker {} for {} printed more than {} MiB; only the diagnostics in the first {} MiB of each stream are kept",
                     checker.source(),
                     file.display(),
@@ -285,7 +285,7 @@ fn run_check(diagnostics: &Diagnostics, index: usize, file: &Path, root: &Path) 
             String::from_utf8_lossy(&all).into_owned()
         }
         Ok(_) => {
-            crate::warn!(
+            crate::log::warn!(
                 "checker `{}` for {}: timed out after {}; killed",
                 checker.words.join(" "),
                 file.display(),
@@ -294,7 +294,7 @@ fn run_check(diagnostics: &Diagnostics, index: usize, file: &Path, root: &Path) 
             return;
         }
         Err(e) => {
-            crate::warn!(
+            crate::log::warn!(
                 "checker `{}` for {}: cannot run {}: {e}",
                 checker.words.join(" "),
                 file.display(),
@@ -309,7 +309,7 @@ fn run_check(diagnostics: &Diagnostics, index: usize, file: &Path, root: &Path) 
         output
     };
     let found = parse::parse(&output, checker.format, root, &checker.source());
-    crate::debug!(
+    crate::log::debug!(
         "checker {} for {} found {} diagnostic(s) in {:?}",
         checker.source(),
         file.display(),

@@ -323,7 +323,7 @@ impl Store {
         if let Err(e) =
             crate::files::write_atomic(&self.file, Value::Array(all).to_string().as_bytes(), 0o600)
         {
-            crate::error!("cannot save diagnostics to {}: {e}", self.file.display());
+            crate::log::error!("cannot save diagnostics to {}: {e}", self.file.display());
         }
     }
 
@@ -421,7 +421,7 @@ pub fn watch_drop_dir(diagnostics: &Diagnostics, dir: &Path) {
                     let mut kept = p.clone().into_os_string();
                     kept.push(".rejected");
                     let moved = std::fs::rename(&p, &kept);
-                    crate::warn!(
+                    crate::log::warn!(
                         "cannot read {}: {e}; {}",
                         p.display(),
                         match moved {
@@ -437,7 +437,7 @@ pub fn watch_drop_dir(diagnostics: &Diagnostics, dir: &Path) {
             let text = String::from_utf8_lossy(&bytes);
             let base = diagnostics.workspaces.first();
             let r = diagnostics.import(&text, Format::Auto, &base);
-            crate::info!(
+            crate::log::info!(
                 "imported {} diagnostic(s) from {}",
                 r["diagnostics"],
                 p.display()

@@ -115,7 +115,7 @@ impl Clients {
         let text = super::notification(method, params.clone()).to_string();
         let mut reach = Reach::default();
         if text.len() > super::MAX_TO_CLIENT {
-            crate::warn!(
+            crate::log::warn!(
                 "not sending {method}: it is {} as JSON, above the 16 MiB a Claude Code client accepts",
                 super::mib(text.len())
             );

@@ -354,7 +354,7 @@ impl Diffs {
             dir,
             responder,
         };
-        crate::info!(
+        crate::log::info!(
             "diff {id} opened for {} (review: ccide diff show {id}; then ccide diff accept|reject {id})",
             d.path.display()
         );
@@ -431,13 +431,13 @@ impl Diffs {
         }
         let _ = std::fs::remove_dir_all(&d.dir);
         match how {
-            How::Closed => crate::info!(
+            How::Closed => crate::log::info!(
                 "diff {} for {} closed by client #{}",
                 d.id,
                 d.path.display(),
                 d.client
             ),
-            _ => crate::info!("diff {} for {} {}", d.id, d.path.display(), how.word()),
+            _ => crate::log::info!("diff {} for {} {}", d.id, d.path.display(), how.word()),
         }
         self.events.emit(json!({
             "event": "diff_settled", "id": d.id.to_string(), "how": how.word(),

@@ -119,7 +119,7 @@ impl Editor {
                     "cannot save the editor state to {}: {e}",
                     self.file.display()
                 );
-                crate::error!("{e}");
+                crate::log::error!("{e}");
                 Some(e)
             }
         };

@@ -165,7 +165,7 @@ impl Exec {
             decision: None,
             responder,
         };
-        crate::info!(
+        crate::log::info!(
             "executeCode request {0} from client #{client} waits for you: ccide exec approve {0} (or deny {0}); see the code with ccide exec",
             p.id
         );
@@ -204,7 +204,7 @@ impl Exec {
             ),
             None => ("abandoned", Err(None)),
         };
-        crate::info!("executeCode request {id} {how}");
+        crate::log::info!("executeCode request {id} {how}");
         self.events
             .emit(json!({"event": "exec_settled", "id": id.to_string(), "how": how}));
         result
@@ -325,7 +325,7 @@ impl Kernel {
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(std::io::Error::other("no pipes to the kernel"));
         };
-        crate::debug!("started a Python kernel (pid {})", child.id());
+        crate::log::debug!("started a Python kernel (pid {})", child.id());
         Ok(Kernel {
             child,
             stdin,

@@ -290,7 +290,7 @@ impl State {
             let written = self.announce();
             crate::sys::sd_notify("READY=1");
             written?;
-            crate::info!(
+            crate::log::info!(
                 "workspace folder {} {}",
                 dir.display(),
                 if add { "added" } else { "removed" }

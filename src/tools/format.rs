@@ -130,7 +130,7 @@ fn reformat(state: &State, raw: &str) -> Result<(), String> {
         state
             .write_file(&path, &new)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        crate::info!("reformatted {} with {prog}", path.display());
+        crate::log::info!("reformatted {} with {prog}", path.display());
     }
     Ok(())
 }

@@ -235,7 +235,7 @@ pub fn run(args: &Args) -> Outcome {
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    crate::error!("reading from the editor: {e}");
+                    crate::log::error!("reading from the editor: {e}");
                     break;
                 }
             }
@@ -377,7 +377,7 @@ impl Lsp {
     /// A warning the user sees once, not at every keystroke.
     fn warn_once(&mut self, message: String) {
         if !self.warned.contains(&message) {
-            crate::warn!("{message}");
+            crate::log::warn!("{message}");
             self.show(2, format!("ccide: {message}"));
             self.warned.push(message);
         }
@@ -586,7 +586,7 @@ impl Lsp {
             Args::parse(&super::serve::COMMAND, &argv).and_then(|a| super::serve::start(&a));
         match started {
             Ok(r) => {
-                crate::info!(
+                crate::log::info!(
                     "no ccide serve ran for {}: serving it in this process",
                     root.display()
                 );
@@ -687,7 +687,7 @@ impl Lsp {
     fn lose(&mut self, i: usize) {
         let l = &mut self.links[i];
         if l.conn.take().is_some() {
-            crate::info!(
+            crate::log::info!(
                 "lost the ccide server {}; looking for it again",
                 l.control.display()
             );

@@ -277,7 +277,7 @@ impl LangServers {
                 .stack_size(crate::proc::THREAD_STACK)
                 .spawn(move || c.run(&s));
             if let Err(e) = spawned {
-                crate::error!("cannot start the language servers' clock thread: {e}");
+                crate::log::error!("cannot start the language servers' clock thread: {e}");
             }
         }
         Arc::new(LangServers {
@@ -426,7 +426,7 @@ impl LangServers {
         let deadline = Instant::now() + Duration::from_secs(1);
         for s in &self.servers {
             if !s.wait_gone(deadline) {
-                crate::warn!("language server {} did not end after SIGKILL", s.name);
+                crate::log::warn!("language server {} did not end after SIGKILL", s.name);
             }
         }
     }

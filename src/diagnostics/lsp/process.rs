@@ -148,11 +148,11 @@ fn own(
                 match crate::rpc::read_framed(&mut r) {
                     Ok(Some(body)) => match serde_json::from_slice(&body) {
                         Ok(v) => s.on_message(run, v),
-                        Err(e) => crate::warn!("language server {}: bad JSON: {e}", s.name),
+                        Err(e) => crate::log::warn!("language server {}: bad JSON: {e}", s.name),
                     },
                     Ok(None) => break,
                     Err(e) => {
-                        crate::warn!("language server {}: {e}", s.name);
+                        crate::log::warn!("language server {}: {e}", s.name);
                         break;
                     }
                 }
@@ -175,7 +175,7 @@ fn own(
             }
         });
     if reader.is_err() || err_reader.is_err() {
-        crate::warn!("language server {}: cannot start its threads", server.name);
+        crate::log::warn!("language server {}: cannot start its threads", server.name);
     }
 
     // A write error means it stopped reading: it is dying, and the end of its stdout will
@@ -186,7 +186,7 @@ fn own(
         match inbox.pop(None).expect("no deadline") {
             ToProc::Send(v) => {
                 if !write_failed && let Err(e) = crate::rpc::write_framed(&mut stdin, &v) {
-                    crate::debug!("language server {}: write: {e}", server.name);
+                    crate::log::debug!("language server {}: write: {e}", server.name);
                     write_failed = true;
                 }
             }

@@ -265,7 +265,7 @@ impl Server {
             None => match stamp(path) {
                 None => return self.forget(path),
                 Some(s) if s.0 > MAX_DOC_BYTES => {
-                    crate::debug!("{}: {} is too large to send", self.name, path.display());
+                    crate::log::debug!("{}: {} is too large to send", self.name, path.display());
                     return None;
                 }
                 Some(s) if known == Some(Some(s)) => None,
@@ -387,7 +387,7 @@ impl Server {
             };
             let d = st.docs.remove(&oldest).expect("listed document");
             if d.open {
-                crate::debug!(
+                crate::log::debug!(
                     "{}: closing {} (least recently used)",
                     self.name,
                     oldest.display()
@@ -459,7 +459,7 @@ impl Server {
             .map_or(Path::new("/"), |w| w.as_path());
         match process::spawn(self, st.run, &self.words, cwd) {
             Ok((pid, tx)) => {
-                crate::info!(
+                crate::log::info!(
                     "language server {} started (pid {pid}): {}",
                     self.name,
                     self.words.join(" ")
@@ -491,7 +491,7 @@ impl Server {
                 request(st, "initialize", params, Pending::Initialize);
             }
             Err(e) => {
-                crate::warn!("language server {}: {e}; not used", self.name);
+                crate::log::warn!("language server {}: {e}; not used", self.name);
                 st.phase = Phase::Failed;
                 st.last_error = Some(e);
             }
@@ -501,7 +501,7 @@ impl Server {
     fn stop(&self, st: &mut State, why: &str) {
         st.docs.clear();
         if matches!(st.phase, Phase::Starting | Phase::Running) && st.tx.is_some() {
-            crate::info!("stopping language server {} ({why})", self.name);
+            crate::log::info!("stopping language server {} ({why})", self.name);
             st.phase = Phase::Stopping;
             let id = st.next_id + 1;
             st.next_id = id;
@@ -585,7 +585,7 @@ impl Server {
                             "no answer to initialize within {}",
                             crate::text::human_duration(self.cfg.init_timeout)
                         );
-                        crate::warn!("language server {}: {e}; killing it", self.name);
+                        crate::log::warn!("language server {}: {e}; killing it", self.name);
                         st.killed_because = Some(e);
                         process::kill_tree(pid);
                     }
@@ -718,7 +718,7 @@ impl Server {
         let order = self.delivering.lock().unwrap_or_else(|e| e.into_inner());
         drop(st);
         for (p, ds) in finals {
-            crate::debug!(
+            crate::log::debug!(
                 "{}: {} final diagnostic(s) for {}",
                 self.name,
                 ds.len(),
@@ -730,7 +730,7 @@ impl Server {
     }
 
     pub fn on_stderr(&self, run: u64, line: &str) {
-        crate::debug!("{}: {line}", self.name);
+        crate::log::debug!("{}: {line}", self.name);
         let mut st = self.lock();
         if st.run == run {
             if st.stderr_tail.len() == STDERR_TAIL {
@@ -758,7 +758,7 @@ impl Server {
                     self.on_notification(&mut st, &n.method, n.params)
                 }
                 Ok(rpc::Message::Response(_)) => {}
-                Err(e) => crate::debug!("{}: invalid message: {e}", self.name),
+                Err(e) => crate::log::debug!("{}: invalid message: {e}", self.name),
             }
         }
         let next = self.advance(&mut st, &mut finals);
@@ -785,7 +785,7 @@ impl Server {
                         "initialize failed: {}",
                         e["message"].as_str().unwrap_or("?")
                     );
-                    crate::warn!("language server {}: {e}; not used", self.name);
+                    crate::log::warn!("language server {}: {e}; not used", self.name);
                     st.last_error = Some(e);
                     self.stop(st, "initialize failed");
                     st.phase = Phase::Failed;
@@ -836,7 +836,7 @@ impl Server {
         if last {
             d.pull = None;
         }
-        crate::debug!(
+        crate::log::debug!(
             "{}: pull answer {part} for {} (version {version}, now {}{}): {}",
             self.name,
             path.display(),
@@ -895,7 +895,7 @@ impl Server {
                     d.pull_again = true;
                     st.pull_retry_at = Some(Instant::now() + PULL_RETRY);
                 } else {
-                    crate::warn!(
+                    crate::log::warn!(
                         "language server {}: asking for diagnostics failed ({}); using its published diagnostics instead",
                         self.name,
                         e["message"].as_str().unwrap_or("?")
@@ -922,7 +922,7 @@ impl Server {
             .join(" ");
         send(st, rpc::notification("initialized", json!({})));
         st.phase = Phase::Running;
-        crate::info!(
+        crate::log::info!(
             "language server {} ready after {} ({}; diagnostics by {}; columns in {})",
             self.name,
             crate::text::human_duration(st.started.elapsed()),
@@ -1028,7 +1028,7 @@ impl Server {
                     Value::Array(a) => a,
                     _ => Vec::new(),
                 };
-                crate::debug!(
+                crate::log::debug!(
                     "{}: published {} item(s) for {} (version {}, sent {})",
                     self.name,
                     items.len(),
@@ -1055,9 +1055,9 @@ impl Server {
             "window/logMessage" | "window/showMessage" => {
                 let text = params["message"].as_str().unwrap_or_default();
                 if method == "window/showMessage" && params["type"] == 1 {
-                    crate::warn!("language server {}: {text}", self.name);
+                    crate::log::warn!("language server {}: {text}", self.name);
                 } else {
-                    crate::debug!("{}: {text}", self.name);
+                    crate::log::debug!("{}: {text}", self.name);
                 }
             }
             _ => {}
@@ -1087,7 +1087,7 @@ impl Server {
         match st.phase {
             Phase::Stopping | Phase::Stopped => {
                 st.phase = Phase::Stopped;
-                crate::info!("language server {} stopped", self.name);
+                crate::log::info!("language server {} stopped", self.name);
             }
             Phase::Failed => {}
             _ => {
@@ -1104,7 +1104,7 @@ impl Server {
                 };
                 if !was_initialized && st.crashes >= 3 {
                     let e = format!("exited before answering initialize, 3 times ({how}){tail}");
-                    crate::warn!("language server {}: {e}; not used", self.name);
+                    crate::log::warn!("language server {}: {e}; not used", self.name);
                     st.last_error = Some(e);
                     st.phase = Phase::Failed;
                 } else {
@@ -1113,7 +1113,7 @@ impl Server {
                     st.retry_at = now + delay;
                     st.last_error = Some(format!("exited ({how}){tail}"));
                     st.phase = Phase::Crashed;
-                    crate::warn!(
+                    crate::log::warn!(
                         "language server {} exited unexpectedly ({how}); restarting in {}{tail}",
                         self.name,
                         crate::text::human_duration(delay)
