@@ -212,10 +212,44 @@ pub fn raw_uri_path(uri: &str) -> &str {
     uri.strip_prefix("file://").unwrap_or(uri)
 }
 
-/// The path of a `file:` URI, percent-decoded if `decode` (SARIF and LSP encode; the CLI does
-/// not). None if `uri` is not a `file:` URI. `file://localhost/x` is `/x`; another host is a
-/// UNC path.
-pub fn uri_path(uri: &str, decode: bool) -> Option<String> {
+/// Size and modification time of a regular file: how ccide tells that a file changed without
+/// reading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    pub len: u64,
+    pub modified: Option<std::time::SystemTime>,
+}
+
+/// The stamp of `p`; None when it is missing or not a regular file.
+pub fn stamp(p: &Path) -> Option<Stamp> {
+    let m = fs::metadata(p).ok().filter(|m| m.is_file())?;
+    Some(Stamp {
+        len: m.len(),
+        modified: m.modified().ok(),
+    })
+}
+
+/// `file://` + the path percent-encoded as VS Code's `vscode-uri` does (everything but
+/// `A-Za-z0-9-._~` and `/`), for language servers and editors: Node-based servers compare
+/// URIs as strings after running them through that library.
+pub fn file_uri(p: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut s = String::from("file://");
+    for &b in p.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    s
+}
+
+/// The path of a `file:` URI, percent-decoded if `decode` (SARIF, language servers and
+/// editors encode; the CLI does not), byte for byte. None if `uri` is not a `file:` URI.
+/// `file://localhost/x` is `/x`; another host is a UNC path.
+pub fn uri_path(uri: &str, decode: bool) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
     let scheme = uri.get(..5)?;
     if !scheme.eq_ignore_ascii_case("file:") {
         return None;
@@ -228,23 +262,25 @@ pub fn uri_path(uri: &str, decode: bool) -> Option<String> {
                 .unwrap_or(authority_and_path.len());
             let (host, path) = authority_and_path.split_at(slash);
             if host.is_empty() || host.eq_ignore_ascii_case("localhost") {
-                path.to_string()
+                path
             } else {
-                format!("//{authority_and_path}")
+                rest
             }
         }
-        None => rest.to_string(),
+        None => rest,
     };
     if path.is_empty() {
         return None;
     }
-    Some(if decode { percent_decode(&path) } else { path })
+    let bytes = if decode {
+        percent_decode_bytes(path)
+    } else {
+        path.as_bytes().to_vec()
+    };
+    Some(PathBuf::from(std::ffi::OsString::from_vec(bytes)))
 }
 
-pub fn percent_decode(s: &str) -> String {
-    if !s.contains('%') {
-        return s.to_string();
-    }
+fn percent_decode_bytes(s: &str) -> Vec<u8> {
     let hex = |b: &u8| (*b as char).to_digit(16).and_then(|d| u8::try_from(d).ok());
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -263,7 +299,11 @@ pub fn percent_decode(s: &str) -> String {
             i += 1;
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
+}
+
+pub fn percent_decode(s: &str) -> String {
+    String::from_utf8_lossy(&percent_decode_bytes(s)).into_owned()
 }
 
 /// languageId from the file name, as VS Code names languages; `plaintext` otherwise.
@@ -325,6 +365,36 @@ pub fn language_id(path: &Path) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn uris_round_trip_spaces_and_non_ascii() {
+        let p = Path::new("/tmp/a dir/é ü/日本 🦀/x#1%.ts");
+        let u = file_uri(p);
+        assert_eq!(
+            u,
+            "file:///tmp/a%20dir/%C3%A9%20%C3%BC/%E6%97%A5%E6%9C%AC%20%F0%9F%A6%80/x%231%25.ts"
+        );
+        assert_eq!(uri_path(&u, true).unwrap(), p);
+        // What servers send back may differ in case and in what they escape.
+        assert_eq!(
+            uri_path("file:///tmp/a%20dir/%c3%a9", true).unwrap(),
+            Path::new("/tmp/a dir/é")
+        );
+        assert_eq!(
+            uri_path("file://localhost/x/y z", true).unwrap(),
+            Path::new("/x/y z")
+        );
+        assert_eq!(uri_path("untitled:1", true), None);
+        assert_eq!(
+            uri_path("file://host/x", true),
+            Some(PathBuf::from("//host/x")),
+            "a UNC path"
+        );
+        assert_eq!(
+            uri_path("file:///bad%zz%4", true).unwrap(),
+            Path::new("/bad%zz%4")
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -49,13 +49,12 @@ pub fn state_dir(flag: Option<&str>, workspaces: &[PathBuf]) -> Result<PathBuf, 
 
 /// `<basename>-<16 hex digits>`: readable, and distinct for distinct workspace sets.
 pub fn workspace_id(workspaces: &[PathBuf]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut fnv = crate::text::Fnv::default();
     for w in workspaces {
-        for b in w.as_os_str().as_encoded_bytes().iter().chain(&[0u8]) {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        fnv.write(w.as_os_str().as_encoded_bytes());
+        fnv.write(&[0]);
     }
+    let h = fnv.finish();
     let base: String = workspaces
         .first()
         .and_then(|w| w.file_name())

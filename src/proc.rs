@@ -1,11 +1,13 @@
-//! Child processes: the one way ccide runs a program it did not write (checkers, formatters)
-//! with a time limit and a bounded capture, and kills a process group.
+//! Child processes and threads: the one way ccide runs a program it did not write (checkers,
+//! formatters) with a time limit and a bounded capture; process groups and trees, found and
+//! killed; threads and the queue they hand work over with.
 //!
 //! Output goes to unlinked files, not pipes: no thread is needed to drain them, and a
 //! background process the command leaves behind (daemonising linters do this) cannot hold
 //! the answer up by keeping a pipe open. When the command ends, whatever is left of its
 //! process group is killed.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -13,6 +15,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Stack of every thread ccide starts. JSON from clients and tools is parsed recursively (up to
@@ -29,6 +32,75 @@ pub fn spawn_thread(
         .name(name.into())
         .stack_size(THREAD_STACK)
         .spawn(f)
+}
+
+/// A queue between threads: any thread pushes, the owner pops with a deadline; closing it wakes
+/// every waiter. (std's mpsc would bring its three channel flavours, about 5 KB of code per
+/// item type, into a binary that has no other use for them.)
+pub struct Queue<T> {
+    /// The items, and whether the queue is closed.
+    items: Mutex<(VecDeque<T>, bool)>,
+    ready: Condvar,
+}
+
+impl<T> Default for Queue<T> {
+    fn default() -> Queue<T> {
+        Queue {
+            items: Mutex::new((VecDeque::new(), false)),
+            ready: Condvar::new(),
+        }
+    }
+}
+
+impl<T> Queue<T> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (VecDeque<T>, bool)> {
+        self.items.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds an item; false (and the item dropped) once the queue is closed.
+    pub fn push(&self, item: T) -> bool {
+        let mut q = self.lock();
+        if q.1 {
+            return false;
+        }
+        q.0.push_back(item);
+        drop(q);
+        self.ready.notify_one();
+        true
+    }
+
+    /// The oldest item, waiting until `until` at most (forever if None). None when the time is
+    /// up, or the queue is closed and empty.
+    pub fn pop(&self, until: Option<Instant>) -> Option<T> {
+        let mut q = self.lock();
+        loop {
+            if let Some(item) = q.0.pop_front() {
+                return Some(item);
+            }
+            if q.1 {
+                return None;
+            }
+            q = match until {
+                None => self.ready.wait(q).unwrap_or_else(|e| e.into_inner()),
+                Some(t) => {
+                    let left = t.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return None;
+                    }
+                    self.ready
+                        .wait_timeout(q, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            };
+        }
+    }
+
+    /// Refuses further items and wakes every waiter; what is queued can still be popped.
+    pub fn close(&self) {
+        self.lock().1 = true;
+        self.ready.notify_all();
+    }
 }
 
 /// Process groups ccide started and that may still run: `kill_all` ends them when the server
@@ -150,6 +222,87 @@ pub fn new_file(dir: &Path, stem: &str, ext: &str) -> io::Result<(PathBuf, File)
 /// SIGKILL to a process group we created (`process_group(0)` makes its id the child's pid).
 pub fn kill_group(pid: u32) {
     let _ = crate::sys::kill(-(pid as i32), crate::sys::SIGKILL);
+}
+
+/// SIGKILL to the group `pgid` and to any descendant of its leader that left the group.
+pub fn kill_tree(pgid: u32) {
+    let outside: Vec<u32> = tree(pgid)
+        .into_iter()
+        .filter(|p| p.2 != pgid)
+        .map(|p| p.0)
+        .collect();
+    kill_group(pgid);
+    for pid in outside {
+        let _ = crate::sys::kill(pid as i32, crate::sys::SIGKILL);
+    }
+}
+
+/// (pid, ppid, pgrp, state) of every process, from /proc/PID/stat.
+fn processes() -> Vec<(u32, u32, u32, u8)> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| stat(pid).map(|(state, ppid, pgrp)| (pid, ppid, pgrp, state)))
+        .collect()
+}
+
+/// (state, ppid, pgrp) from /proc/PID/stat; the command name, which may hold spaces and
+/// parentheses, ends at the last ')'.
+fn stat(pid: u32) -> Option<(u8, u32, u32)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut f = s.get(s.rfind(')')? + 1..)?.split_ascii_whitespace();
+    let state = *f.next()?.as_bytes().first()?;
+    Some((state, f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+}
+
+/// The processes of group `pgid` and the descendants of its leader: (pid, ppid, pgrp).
+pub fn tree(pgid: u32) -> Vec<(u32, u32, u32)> {
+    let all = processes();
+    let mut inside: Vec<u32> = all
+        .iter()
+        .filter(|p| p.2 == pgid || p.0 == pgid)
+        .map(|p| p.0)
+        .collect();
+    // Descendants by parent links, to a fixed point (process trees are shallow).
+    loop {
+        let more: Vec<u32> = all
+            .iter()
+            .filter(|p| inside.contains(&p.1) && !inside.contains(&p.0))
+            .map(|p| p.0)
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        inside.extend(more);
+    }
+    all.iter()
+        .filter(|p| inside.contains(&p.0))
+        .map(|p| (p.0, p.1, p.2))
+        .collect()
+}
+
+/// Resident memory of the group and tree of `pgid`, in KiB (VmRSS; 0 for zombies).
+pub fn rss_kib(pgid: u32) -> u64 {
+    tree(pgid)
+        .iter()
+        .filter_map(|p| {
+            let s = std::fs::read_to_string(format!("/proc/{}/status", p.0)).ok()?;
+            let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+            l["VmRSS:".len()..]
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// Whether `pid` exited (a zombie, or gone), without reaping it.
+pub fn exited(pid: u32) -> bool {
+    stat(pid).is_none_or(|(state, _, _)| state == b'Z' || state == b'X')
 }
 
 /// Whether `program` is an executable file in a directory of `$PATH`.

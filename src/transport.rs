@@ -400,22 +400,19 @@ fn finish_handshake(
         user_agent: accept.user_agent,
     };
     let stream = p.stream;
-    let spawned = std::thread::Builder::new()
-        .name("connection".into())
-        .stack_size(crate::proc::THREAD_STACK)
-        .spawn(move || {
-            let handler = on_open(outbox.clone(), peer);
-            let config = WebSocketConfig::default()
-                .max_message_size(Some(MAX_MESSAGE))
-                .max_frame_size(Some(MAX_MESSAGE))
-                .max_write_buffer_size(MAX_MESSAGE * 2)
-                // tungstenite zeroes its whole read buffer before each read: the default 128 KiB
-                // made every idle connection cost that much resident memory.
-                .read_buffer_size(16 << 10);
-            let ws = WebSocket::from_partially_read(stream, rest, Role::Server, Some(config));
-            run_connection(ws, &outbox, handler);
-            established.fetch_sub(1, Ordering::SeqCst);
-        });
+    let spawned = crate::proc::spawn_thread("connection", move || {
+        let handler = on_open(outbox.clone(), peer);
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_MESSAGE))
+            .max_frame_size(Some(MAX_MESSAGE))
+            .max_write_buffer_size(MAX_MESSAGE * 2)
+            // tungstenite zeroes its whole read buffer before each read: the default 128 KiB
+            // made every idle connection cost that much resident memory.
+            .read_buffer_size(16 << 10);
+        let ws = WebSocket::from_partially_read(stream, rest, Role::Server, Some(config));
+        run_connection(ws, &outbox, handler);
+        established.fetch_sub(1, Ordering::SeqCst);
+    });
     if let Err(e) = spawned {
         crate::log::error!("cannot start a thread for a new connection: {e}");
     }

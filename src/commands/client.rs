@@ -679,16 +679,14 @@ pub fn claude(args: &Args) -> Outcome {
     let pid = child.id() as i32;
     // SIGTERM and SIGHUP go to the child. SIGINT from the terminal already reached it (same
     // process group): forwarding it again would count as a second Ctrl-C and quit the REPL.
-    let _ = std::thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            loop {
-                let sig = crate::sys::wait_termination_signal();
-                if sig != crate::sys::SIGINT {
-                    let _ = crate::sys::kill(pid, sig);
-                }
+    let _ = crate::proc::spawn_thread("signals", move || {
+        loop {
+            let sig = crate::sys::wait_termination_signal();
+            if sig != crate::sys::SIGINT {
+                let _ = crate::sys::kill(pid, sig);
             }
-        });
+        }
+    });
     let status = child
         .wait()
         .map_err(|e| Fail::Failed(format!("waiting for {program}: {e}")))?;

@@ -32,6 +32,22 @@ impl RequestId {
     }
 }
 
+impl Eq for RequestId {}
+
+/// Hashes the wire form, so `1` and `"1"` are different keys (as they are different ids).
+impl std::hash::Hash for RequestId {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        match &self.0 {
+            Value::Number(n) => n.to_string().hash(h),
+            Value::String(s) => {
+                h.write_u8(b'"');
+                s.hash(h)
+            }
+            _ => {}
+        }
+    }
+}
+
 impl std::fmt::Display for RequestId {
     /// Strings print quoted, so `1` and `"1"` never look alike in a log line.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -39,6 +55,9 @@ impl std::fmt::Display for RequestId {
     }
 }
 
+/// JSON-RPC's error codes and the ones LSP adds (ccide-protocol(7) §3.5, §10): the whole
+/// table, named once, also where ccide only ever receives a code.
+#[allow(dead_code)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorCode {
     ParseError = -32700,
@@ -46,6 +65,43 @@ pub enum ErrorCode {
     MethodNotFound = -32601,
     InvalidParams = -32602,
     InternalError = -32603,
+    /// LSP: a request other than `initialize` before `initialize`.
+    ServerNotInitialized = -32002,
+    /// LSP: the request was valid but failed (e.g. a diagnostic pull on a closed document).
+    RequestFailed = -32803,
+    /// LSP: the server cancelled the request (it may succeed when asked again).
+    ServerCancelled = -32802,
+    /// LSP: the document changed while the request ran; ask again.
+    ContentModified = -32801,
+    /// LSP: the client cancelled the request (`$/cancelRequest`).
+    RequestCancelled = -32800,
+}
+
+/// An error as a peer answered it: its code may be one ccide has no name for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResponseError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl ResponseError {
+    fn from_value(mut v: Value) -> ResponseError {
+        ResponseError {
+            code: v["code"].as_i64().unwrap_or(0),
+            message: match v["message"].take() {
+                Value::String(s) => s,
+                _ => String::new(),
+            },
+            data: v.get_mut("data").map(Value::take),
+        }
+    }
+
+    /// Cancelled by the server or the client, or overtaken by a change: worth asking again.
+    pub fn is_retryable(&self) -> bool {
+        (ErrorCode::ServerCancelled as i64..=ErrorCode::RequestCancelled as i64)
+            .contains(&self.code)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -67,21 +123,28 @@ impl RpcError {
     }
 }
 
+#[derive(Debug)]
 pub struct Request {
     pub id: RequestId,
     pub method: String,
     pub params: Value,
 }
 
+#[derive(Debug)]
 pub struct Notification {
     pub method: String,
     pub params: Value,
 }
 
+/// A response keeps what it carries: the result, or the error (`id` is None only for an
+/// error answering something that had no readable id).
+#[derive(Debug)]
 pub struct Response {
     pub id: Option<RequestId>,
+    pub result: Result<Value, ResponseError>,
 }
 
+#[derive(Debug)]
 pub enum Message {
     Request(Request),
     Notification(Notification),
@@ -143,7 +206,11 @@ pub fn classify(v: Value) -> Result<Message, Value> {
             if raw_id.is_none() {
                 return invalid("a response needs an id");
             }
-            Ok(Message::Response(Response { id }))
+            let result = match obj.remove("error") {
+                Some(e) => Err(ResponseError::from_value(e)),
+                None => Ok(obj.remove("result").unwrap_or_default()),
+            };
+            Ok(Message::Response(Response { id, result }))
         }
     }
 }
@@ -212,78 +279,6 @@ pub fn notification(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
 }
 
-/// Largest framed message body read from a stdio peer (a language server or an editor).
-pub const MAX_FRAMED: usize = 64 << 20;
-
-/// Reads one `Content-Length`-framed message body (the LSP base protocol, used by language
-/// servers and editors over stdio). `Ok(None)` at a clean end of stream between messages.
-/// Other headers (`Content-Type`) are ignored; header names are case-insensitive.
-pub fn read_framed(r: &mut impl std::io::BufRead) -> std::io::Result<Option<Vec<u8>>> {
-    use std::io::{BufRead, Error, ErrorKind, Read};
-    let mut length: Option<usize> = None;
-    let mut line = Vec::new();
-    let mut first = true;
-    loop {
-        line.clear();
-        let n = (&mut *r).take(8192).read_until(b'\n', &mut line)?;
-        if n == 0 {
-            return if first {
-                Ok(None)
-            } else {
-                Err(Error::new(
-                    ErrorKind::UnexpectedEof,
-                    "end of stream inside a header",
-                ))
-            };
-        }
-        first = false;
-        if !line.ends_with(b"\n") {
-            return Err(Error::new(
-                ErrorKind::InvalidData,
-                "header line longer than 8 KiB",
-            ));
-        }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim_end_matches(['\r', '\n']);
-        if text.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = text.split_once(':')
-            && name.trim().eq_ignore_ascii_case("content-length")
-        {
-            length = Some(value.trim().parse().map_err(|_| {
-                Error::new(
-                    ErrorKind::InvalidData,
-                    format!("bad Content-Length {value:?}"),
-                )
-            })?);
-        }
-    }
-    let length = length
-        .ok_or_else(|| Error::new(ErrorKind::InvalidData, "message without Content-Length"))?;
-    if length > MAX_FRAMED {
-        return Err(Error::new(
-            ErrorKind::InvalidData,
-            format!(
-                "message of {length} bytes is above the {} MiB limit",
-                MAX_FRAMED >> 20
-            ),
-        ));
-    }
-    let mut body = vec![0; length];
-    r.read_exact(&mut body)?;
-    Ok(Some(body))
-}
-
-/// Writes one message with its `Content-Length` header, in one write, and flushes.
-pub fn write_framed(w: &mut impl std::io::Write, v: &Value) -> std::io::Result<()> {
-    let body = v.to_string();
-    let mut out = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-    out.extend_from_slice(body.as_bytes());
-    w.write_all(&out)?;
-    w.flush()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,30 +337,5 @@ mod tests {
         let v: Value = serde_json::from_str(&raw).unwrap();
         assert_eq!(v["error"]["code"], -32603);
         assert_eq!(mib(25 << 20 | 314_573), "25.3 MiB");
-    }
-
-    #[test]
-    fn framed_messages_round_trip_and_reject_bad_headers() {
-        let mut buf = Vec::new();
-        write_framed(&mut buf, &json!({"jsonrpc": "2.0", "method": "é"})).unwrap();
-        let body = r#"{"jsonrpc":"2.0","method":"é"}"#;
-        assert_eq!(
-            buf,
-            format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
-        );
-        buf.extend_from_slice(b"content-length: 2\r\nContent-Type: x\r\n\r\n{}");
-        let mut r = std::io::Cursor::new(buf);
-        assert_eq!(read_framed(&mut r).unwrap().unwrap(), body.as_bytes());
-        assert_eq!(read_framed(&mut r).unwrap().unwrap(), b"{}");
-        assert!(read_framed(&mut r).unwrap().is_none());
-        for bad in [
-            &b"Content-Type: x\r\n\r\n{}"[..],
-            b"Content-Length: x\r\n\r\n",
-            b"Content-Length: 5\r\n",
-        ] {
-            assert!(read_framed(&mut std::io::Cursor::new(bad)).is_err());
-        }
-        let huge = format!("Content-Length: {}\r\n\r\n", MAX_FRAMED + 1);
-        assert!(read_framed(&mut std::io::Cursor::new(huge)).is_err());
     }
 }

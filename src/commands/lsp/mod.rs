@@ -12,7 +12,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -144,7 +144,7 @@ struct Diff {
     dir: PathBuf,
     /// The target file's modification time and size when the diff opened, to see the CLI
     /// write it after the diff is settled.
-    stamp: Option<(SystemTime, u64)>,
+    stamp: Option<crate::files::Stamp>,
 }
 
 struct Doc {
@@ -165,7 +165,7 @@ struct Doc {
 }
 
 /// A file the CLI is expected to write after a settled diff: path, stamp, give up at.
-type Watch = (PathBuf, Option<(SystemTime, u64)>, Instant);
+type Watch = (PathBuf, Option<crate::files::Stamp>, Instant);
 
 struct Lsp {
     queue: Arc<Queue>,
@@ -228,7 +228,7 @@ pub fn run(args: &Args) -> Outcome {
     std::thread::spawn(move || {
         let mut stdin = BufReader::new(std::io::stdin().lock());
         loop {
-            match crate::rpc::read_framed(&mut stdin) {
+            match crate::lsp::framing::read_framed(&mut stdin) {
                 // Null stands for a body that is not JSON: answered with a parse error.
                 Ok(Some(body)) => {
                     q.push(In::Lsp(serde_json::from_slice(&body).unwrap_or_default()))
@@ -247,19 +247,6 @@ pub fn run(args: &Args) -> Outcome {
         queue.push(In::End);
     });
     Ok(lsp.run())
-}
-
-fn hash(b: &[u8]) -> u64 {
-    use std::hash::{DefaultHasher, Hasher};
-    let mut h = DefaultHasher::new();
-    h.write(b);
-    h.finish()
-}
-
-fn stamp(p: &Path) -> Option<(SystemTime, u64)> {
-    std::fs::metadata(p)
-        .ok()
-        .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()))
 }
 
 /// The path with its directory made physical (servers compare and store those). The name
@@ -358,7 +345,7 @@ impl Lsp {
     }
 
     fn send(&self, v: &Value) {
-        let _ = crate::rpc::write_framed(&mut std::io::stdout().lock(), v);
+        let _ = crate::lsp::framing::write_framed(&mut std::io::stdout().lock(), v);
     }
 
     fn notify(&self, method: &str, params: Value) {
@@ -458,7 +445,7 @@ impl Lsp {
                     if let Some(t) = p["text"].as_str() {
                         d.text = t.to_string();
                     }
-                    d.saved = Some(hash(d.text.as_bytes()));
+                    d.saved = Some(crate::text::hash(d.text.as_bytes()));
                     self.push(&uri);
                 }
             }
@@ -510,7 +497,9 @@ impl Lsp {
         );
         self.roots = folders(&p["workspaceFolders"]);
         if self.roots.is_empty() {
-            let root = p["rootUri"].as_str().and_then(text::uri_path);
+            let root = p["rootUri"]
+                .as_str()
+                .and_then(|u| crate::files::uri_path(u, true));
             self.roots.extend(
                 root.or_else(|| p["rootPath"].as_str().map(PathBuf::from))
                     .map(|r| canon(&r)),
@@ -749,7 +738,7 @@ impl Lsp {
             return;
         };
         d.push = None;
-        let dirty = d.saved != Some(hash(d.text.as_bytes()));
+        let dirty = d.saved != Some(crate::text::hash(d.text.as_bytes()));
         if dirty || d.pushed {
             d.pushed = dirty;
             let req = json!({"cmd": "buffer", "path": d.path, "content": dirty.then_some(&d.text)});
@@ -758,7 +747,7 @@ impl Lsp {
     }
 
     fn did_open(&mut self, uri: &str, p: &Value) {
-        let Some(path) = text::uri_path(uri).map(|p| canon(&p)) else {
+        let Some(path) = crate::files::uri_path(uri, true).map(|p| canon(&p)) else {
             return;
         };
         // A proposal opened for review stays local: it is not a file of the workspace.
@@ -770,7 +759,7 @@ impl Lsp {
         self.docs.retain(|d| d.uri != uri);
         let doc = Doc {
             uri: uri.to_string(),
-            saved: std::fs::read(&path).ok().map(|b| hash(&b)),
+            saved: std::fs::read(&path).ok().map(|b| crate::text::hash(&b)),
             path,
             text: p["textDocument"]["text"].as_str().unwrap_or("").to_string(),
             link,
@@ -923,7 +912,7 @@ impl Lsp {
         let file = self.links[i].diffs[k].file.clone();
         let view = self.ask(Some(i), json!({"cmd": "diff.view", "target": id}))?;
         let path = canon(Path::new(view["path"].as_str().unwrap_or("")));
-        let uri = text::path_uri(&path);
+        let uri = crate::files::file_uri(&path);
         if self.show_document {
             self.ask_editor(
                 "window/showDocument",
@@ -949,7 +938,7 @@ impl Lsp {
             return;
         }
         self.links[i].diffs.push(Diff {
-            stamp: stamp(&file),
+            stamp: crate::files::stamp(&file),
             dir: physical(Path::new(v["dir"].as_str().unwrap_or(""))),
             file: file.clone(),
             id: id.clone(),
@@ -1025,7 +1014,7 @@ impl Lsp {
             }
         }
         for (path, old, until) in std::mem::take(&mut self.watches) {
-            if stamp(&path) != old {
+            if crate::files::stamp(&path) != old {
                 self.reload(&path);
             } else if until > now {
                 self.watches.push((path, old, until));
@@ -1046,9 +1035,9 @@ impl Lsp {
         let enc = self.enc;
         let mut edits = Vec::new();
         for d in self.docs.iter_mut().filter(|d| d.path == path) {
-            if self.apply_edit && d.saved == Some(hash(d.text.as_bytes())) {
+            if self.apply_edit && d.saved == Some(crate::text::hash(d.text.as_bytes())) {
                 let end = text::position(&d.text, d.text.len(), enc);
-                d.saved = Some(hash(new.as_bytes()));
+                d.saved = Some(crate::text::hash(new.as_bytes()));
                 let edit =
                     json!({"range": {"start": pos((0, 0)), "end": pos(end)}, "newText": new});
                 edits.push(json!({"label": format!("Claude Code wrote {}", path.display()), "edit": {"changes": {d.uri.clone(): [edit]}}}));
@@ -1122,7 +1111,11 @@ fn folders(v: &Value) -> Vec<PathBuf> {
     v.as_array()
         .into_iter()
         .flatten()
-        .filter_map(|f| f["uri"].as_str().and_then(text::uri_path))
+        .filter_map(|f| {
+            f["uri"]
+                .as_str()
+                .and_then(|u| crate::files::uri_path(u, true))
+        })
         .map(|p| physical(&p))
         .collect()
 }

@@ -2,8 +2,6 @@
 //! with the editor (LSP counts UTF-16 code units unless told otherwise), incremental changes,
 //! and `file://` URIs, which editors percent-encode (ccide's own wire paths are raw).
 
-use std::path::{Path, PathBuf};
-
 use serde_json::Value;
 
 /// How a position's `character` counts.
@@ -124,48 +122,6 @@ pub fn apply_change(text: &mut String, change: &Value, enc: Enc) {
     }
 }
 
-/// The path of a `file://` URI, percent-decoded; None for other schemes.
-pub fn uri_path(uri: &str) -> Option<PathBuf> {
-    use std::os::unix::ffi::OsStringExt;
-    let rest = uri.strip_prefix("file://")?;
-    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
-    let b = rest.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = b
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (b[i], hex) {
-            (b'%', Some(v)) => {
-                out.push(v);
-                i += 3;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    rest.starts_with('/')
-        .then(|| PathBuf::from(std::ffi::OsString::from_vec(out)))
-}
-
-/// A `file://` URI for a path, percent-encoded as editors write them.
-pub fn path_uri(p: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let mut s = String::from("file://");
-    for &c in p.as_os_str().as_bytes() {
-        if c.is_ascii_alphanumeric() || b"/-._~".contains(&c) {
-            s.push(c as char);
-        } else {
-            s.push_str(&format!("%{c:02X}"));
-        }
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,16 +182,5 @@ mod tests {
         assert_eq!(Enc::negotiate(&json!(["utf-32", "utf-8"])), Enc::Utf32);
         assert_eq!(Enc::negotiate(&json!(["utf-8"])), Enc::Utf8);
         assert_eq!(Enc::negotiate(&json!(["latin-1"])), Enc::Utf16);
-    }
-
-    #[test]
-    fn uris_are_percent_decoded_and_encoded() {
-        let p = Path::new("/srv/my café/a b.py");
-        let u = path_uri(p);
-        assert_eq!(u, "file:///srv/my%20caf%C3%A9/a%20b.py");
-        assert_eq!(uri_path(&u).unwrap(), p);
-        assert_eq!(uri_path("file://localhost/x").unwrap(), Path::new("/x"));
-        assert_eq!(uri_path("file:///100%").unwrap(), Path::new("/100%"));
-        assert!(uri_path("untitled:Untitled-1").is_none());
     }
 }

@@ -5,57 +5,11 @@
 //! for selections, and as the CLI's own Read tool shows text), so a column after an emoji is
 //! one less here than on the wire, and a column after `é` the same.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
 use crate::diagnostics::parse::{Diagnostic, Severity};
-
-/// `file://` + the path percent-encoded as VS Code's `vscode-uri` does (everything but
-/// `A-Za-z0-9-._~` and `/`), since Node-based servers compare URIs as strings after running
-/// them through that library.
-pub fn file_uri(p: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let mut s = String::from("file://");
-    for &b in p.as_os_str().as_bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
-            s.push(b as char);
-        } else {
-            s.push_str(&format!("%{b:02X}"));
-        }
-    }
-    s
-}
-
-/// The path of a `file:` URI (`file:///p`, `file://localhost/p`), percent-decoded; `None` for
-/// other schemes and hosts.
-pub fn uri_path(uri: &str) -> Option<PathBuf> {
-    use std::os::unix::ffi::OsStringExt;
-    let rest = uri.strip_prefix("file://")?;
-    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
-    if !rest.starts_with('/') {
-        return None;
-    }
-    let b = rest.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%'
-            && let (Some(h), Some(l)) = (
-                b.get(i + 1).copied().and_then(hex),
-                b.get(i + 2).copied().and_then(hex),
-            )
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    Some(PathBuf::from(std::ffi::OsString::from_vec(out)))
-}
 
 /// LSP `DiagnosticSeverity` 1–4. Absent (or out of range) counts as an error, as VS Code
 /// shows it.
@@ -169,32 +123,6 @@ pub fn from_tsserver(d: &Value) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn uris_round_trip_spaces_and_non_ascii() {
-        let p = Path::new("/tmp/a dir/é ü/日本 🦀/x#1%.ts");
-        let u = file_uri(p);
-        assert_eq!(
-            u,
-            "file:///tmp/a%20dir/%C3%A9%20%C3%BC/%E6%97%A5%E6%9C%AC%20%F0%9F%A6%80/x%231%25.ts"
-        );
-        assert_eq!(uri_path(&u).unwrap(), p);
-        // What servers send back may differ in case and in what they escape.
-        assert_eq!(
-            uri_path("file:///tmp/a%20dir/%c3%a9").unwrap(),
-            Path::new("/tmp/a dir/é")
-        );
-        assert_eq!(
-            uri_path("file://localhost/x/y z").unwrap(),
-            Path::new("/x/y z")
-        );
-        assert_eq!(uri_path("untitled:1"), None);
-        assert_eq!(uri_path("file://host/x"), None);
-        assert_eq!(
-            uri_path("file:///bad%zz%4").unwrap(),
-            Path::new("/bad%zz%4")
-        );
-    }
 
     #[test]
     fn utf16_columns_become_scalar_counts() {

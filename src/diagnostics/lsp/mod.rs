@@ -323,7 +323,7 @@ impl LangServers {
     pub fn files_changed(&self, changes: &[(PathBuf, Change)]) {
         let items: Vec<Value> = changes
             .iter()
-            .map(|(p, c)| json!({"uri": convert::file_uri(p), "type": *c as u8}))
+            .map(|(p, c)| json!({"uri": crate::files::file_uri(p), "type": *c as u8}))
             .collect();
         if items.is_empty() {
             return;

@@ -145,7 +145,7 @@ fn own(
         .spawn(move || {
             let mut r = std::io::BufReader::with_capacity(1 << 16, stdout);
             loop {
-                match crate::rpc::read_framed(&mut r) {
+                match crate::lsp::framing::read_framed(&mut r) {
                     Ok(Some(body)) => match serde_json::from_slice(&body) {
                         Ok(v) => s.on_message(run, v),
                         Err(e) => crate::log::warn!("language server {}: bad JSON: {e}", s.name),
@@ -185,13 +185,13 @@ fn own(
     while reader.is_ok() {
         match inbox.pop(None).expect("no deadline") {
             ToProc::Send(v) => {
-                if !write_failed && let Err(e) = crate::rpc::write_framed(&mut stdin, &v) {
+                if !write_failed && let Err(e) = crate::lsp::framing::write_framed(&mut stdin, &v) {
                     crate::log::debug!("language server {}: write: {e}", server.name);
                     write_failed = true;
                 }
             }
             ToProc::Stop(shutdown) => {
-                if crate::rpc::write_framed(&mut stdin, &shutdown).is_ok() {
+                if crate::lsp::framing::write_framed(&mut stdin, &shutdown).is_ok() {
                     let until = Instant::now() + STOP_GRACE;
                     while let Some(m) = inbox.pop(Some(until)) {
                         if matches!(m, ToProc::ShutdownAck | ToProc::Eof) {
@@ -199,11 +199,11 @@ fn own(
                         }
                     }
                     let exit = crate::rpc::notification("exit", Value::Null);
-                    let _ = crate::rpc::write_framed(&mut stdin, &exit);
+                    let _ = crate::lsp::framing::write_framed(&mut stdin, &exit);
                 }
                 drop(stdin);
                 let until = Instant::now() + STOP_GRACE;
-                while !exited(pid) && Instant::now() < until {
+                while !crate::proc::exited(pid) && Instant::now() < until {
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 break;
@@ -214,91 +214,10 @@ fn own(
     }
     // The leader is not reaped yet, so its pid (the group id) cannot have been reused.
     server.process_ending(run);
-    kill_tree(pid);
+    crate::proc::kill_tree(pid);
     let how = match child.wait() {
         Ok(s) => s.to_string(),
         Err(e) => format!("wait failed: {e}"),
     };
     server.process_exited(run, &how);
-}
-
-/// SIGKILL to the group `pgid` and to any descendant of its leader that left the group.
-pub fn kill_tree(pgid: u32) {
-    let outside: Vec<u32> = tree(pgid)
-        .into_iter()
-        .filter(|p| p.2 != pgid)
-        .map(|p| p.0)
-        .collect();
-    let _ = crate::sys::kill(-(pgid as i32), crate::sys::SIGKILL);
-    for pid in outside {
-        let _ = crate::sys::kill(pid as i32, crate::sys::SIGKILL);
-    }
-}
-
-/// (pid, ppid, pgrp, state) of every process, from /proc/PID/stat.
-fn processes() -> Vec<(u32, u32, u32, u8)> {
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| stat(pid).map(|(state, ppid, pgrp)| (pid, ppid, pgrp, state)))
-        .collect()
-}
-
-/// (state, ppid, pgrp) from /proc/PID/stat; the command name, which may hold spaces and
-/// parentheses, ends at the last ')'.
-fn stat(pid: u32) -> Option<(u8, u32, u32)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut f = s.get(s.rfind(')')? + 1..)?.split_ascii_whitespace();
-    let state = *f.next()?.as_bytes().first()?;
-    Some((state, f.next()?.parse().ok()?, f.next()?.parse().ok()?))
-}
-
-/// The processes of group `pgid` and the descendants of its leader: (pid, ppid, pgrp).
-pub fn tree(pgid: u32) -> Vec<(u32, u32, u32)> {
-    let all = processes();
-    let mut inside: Vec<u32> = all
-        .iter()
-        .filter(|p| p.2 == pgid || p.0 == pgid)
-        .map(|p| p.0)
-        .collect();
-    // Descendants by parent links, to a fixed point (process trees are shallow).
-    loop {
-        let more: Vec<u32> = all
-            .iter()
-            .filter(|p| inside.contains(&p.1) && !inside.contains(&p.0))
-            .map(|p| p.0)
-            .collect();
-        if more.is_empty() {
-            break;
-        }
-        inside.extend(more);
-    }
-    all.iter()
-        .filter(|p| inside.contains(&p.0))
-        .map(|p| (p.0, p.1, p.2))
-        .collect()
-}
-
-/// Resident memory of the group and tree of `pgid`, in KiB (VmRSS; 0 for zombies).
-pub fn rss_kib(pgid: u32) -> u64 {
-    tree(pgid)
-        .iter()
-        .filter_map(|p| {
-            let s = std::fs::read_to_string(format!("/proc/{}/status", p.0)).ok()?;
-            let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
-            l["VmRSS:".len()..]
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
-/// Whether `pid` exited (a zombie, or gone), without reaping it.
-fn exited(pid: u32) -> bool {
-    stat(pid).is_none_or(|(state, _, _)| state == b'Z' || state == b'X')
 }

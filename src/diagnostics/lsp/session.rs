@@ -22,7 +22,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -45,15 +45,12 @@ enum Phase {
     Failed,
 }
 
-/// Size and modification time of a file when its text was read from disk.
-type Stamp = (u64, Option<SystemTime>);
-
 struct Doc {
     uri: String,
     text: String,
     hash: u64,
     /// Set when `text` is the file on disk as of this stamp; unsaved text has none.
-    disk: Option<Stamp>,
+    disk: Option<crate::files::Stamp>,
     version: i32,
     /// didOpen was sent to the current process.
     open: bool,
@@ -262,9 +259,9 @@ impl Server {
         // Read outside the lock; an unchanged stamp spares the read.
         let content = match unsaved {
             Some(t) => Some((t.to_string(), None)),
-            None => match stamp(path) {
+            None => match crate::files::stamp(path) {
                 None => return self.forget(path),
-                Some(s) if s.0 > MAX_DOC_BYTES => {
+                Some(s) if s.len > MAX_DOC_BYTES => {
                     crate::log::debug!("{}: {} is too large to send", self.name, path.display());
                     return None;
                 }
@@ -291,7 +288,7 @@ impl Server {
         }
         let mut changed = false;
         if let Some((text, disk)) = content {
-            let hash = hash(&text);
+            let hash = crate::text::hash(text.as_bytes());
             match st.docs.get_mut(path) {
                 Some(d) if d.hash == hash => d.disk = disk,
                 _ => {
@@ -299,7 +296,7 @@ impl Server {
                     st.epoch += 1;
                     let version = st.last_version;
                     let d = st.docs.entry(path.to_path_buf()).or_insert_with(|| Doc {
-                        uri: convert::file_uri(path),
+                        uri: crate::files::file_uri(path),
                         text: String::new(),
                         hash: 0,
                         disk: None,
@@ -478,7 +475,7 @@ impl Server {
                 st.killed_because = None;
                 st.stderr_tail.clear();
                 let folders: Vec<Value> = self.workspaces.iter().map(|w| folder(w)).collect();
-                let root = self.workspaces.first().map(|w| convert::file_uri(w));
+                let root = self.workspaces.first().map(|w| crate::files::file_uri(w));
                 let params = json!({
                     "processId": std::process::id(),
                     "clientInfo": {"name": "ccide", "version": env!("CARGO_PKG_VERSION")},
@@ -542,7 +539,7 @@ impl Server {
 
     pub fn kill_now(&self) {
         if let Some(pid) = self.lock().pid {
-            process::kill_tree(pid);
+            crate::proc::kill_tree(pid);
         }
     }
 
@@ -587,7 +584,7 @@ impl Server {
                         );
                         crate::log::warn!("language server {}: {e}; killing it", self.name);
                         st.killed_because = Some(e);
-                        process::kill_tree(pid);
+                        crate::proc::kill_tree(pid);
                     }
                 } else {
                     due(limit);
@@ -746,20 +743,14 @@ impl Server {
             return;
         }
         let mut finals = Vec::new();
-        if v.get("method").is_none() {
-            self.on_response(&mut st, v, &mut finals);
-        } else {
-            match rpc::classify(v) {
-                Ok(rpc::Message::Request(r)) => {
-                    let answer = self.answer(&mut st, &r.method, &r.params);
-                    send(&st, rpc::response(&r.id, answer));
-                }
-                Ok(rpc::Message::Notification(n)) => {
-                    self.on_notification(&mut st, &n.method, n.params)
-                }
-                Ok(rpc::Message::Response(_)) => {}
-                Err(e) => crate::log::debug!("{}: invalid message: {e}", self.name),
+        match rpc::classify(v) {
+            Ok(rpc::Message::Request(r)) => {
+                let answer = self.answer(&mut st, &r.method, &r.params);
+                send(&st, rpc::response(&r.id, answer));
             }
+            Ok(rpc::Message::Notification(n)) => self.on_notification(&mut st, &n.method, n.params),
+            Ok(rpc::Message::Response(r)) => self.on_response(&mut st, r, &mut finals),
+            Err(e) => crate::log::debug!("{}: invalid message: {e}", self.name),
         }
         let next = self.advance(&mut st, &mut finals);
         if next.is_some() {
@@ -768,23 +759,19 @@ impl Server {
         self.finish(st, finals);
     }
 
-    fn on_response(self: &Arc<Self>, st: &mut State, mut v: Value, finals: &mut Finals) {
-        let Some(id) = v["id"].as_u64() else { return };
+    fn on_response(self: &Arc<Self>, st: &mut State, r: rpc::Response, finals: &mut Finals) {
+        let Some(id) = r.id.as_ref().and_then(RequestId::as_u64) else {
+            return;
+        };
         let Some(pending) = st.pending.remove(&id) else {
             return;
         };
-        let result = match v.get_mut("error") {
-            Some(e) => Err(std::mem::take(e)),
-            None => Ok(v.get_mut("result").map(std::mem::take).unwrap_or_default()),
-        };
+        let result = r.result;
         match pending {
             Pending::Initialize => match result {
                 Ok(r) => self.initialized(st, &r),
                 Err(e) => {
-                    let e = format!(
-                        "initialize failed: {}",
-                        e["message"].as_str().unwrap_or("?")
-                    );
+                    let e = format!("initialize failed: {}", e.message);
                     crate::log::warn!("language server {}: {e}; not used", self.name);
                     st.last_error = Some(e);
                     self.stop(st, "initialize failed");
@@ -814,14 +801,16 @@ impl Server {
         version: i32,
         epoch: u64,
         part: usize,
-        result: Result<Value, Value>,
+        result: Result<Value, rpc::ResponseError>,
         finals: &mut Finals,
     ) {
         // tsserver reports its own failures inside a successful answer.
         let result = match result {
-            Ok(r) if part > 0 && r["success"] != true => {
-                Err(json!({"code": 0, "message": r["message"]}))
-            }
+            Ok(r) if part > 0 && r["success"] != true => Err(rpc::ResponseError {
+                code: 0,
+                message: r["message"].as_str().unwrap_or("?").to_string(),
+                data: None,
+            }),
             r => r,
         };
         let busy = busy_until(st, Instant::now()).is_some();
@@ -850,7 +839,7 @@ impl Server {
                         .or(r["body"].as_array())
                         .map_or(0, Vec::len)
                 ),
-                Err(e) => format!("error {e}"),
+                Err(e) => format!("error {} {}", e.code, e.message),
             }
         );
         match result {
@@ -888,17 +877,15 @@ impl Server {
                 (d.final_version, d.final_epoch) = (version, epoch);
             }
             Err(e) => {
-                let code = e["code"].as_i64().unwrap_or(0);
-                // ServerCancelled (-32802), ContentModified, RequestCancelled (-32800): ask
-                // again soon.
-                if (-32802..=-32800).contains(&code) {
+                // Cancelled by the server, or the content changed under it: ask again soon.
+                if e.is_retryable() {
                     d.pull_again = true;
                     st.pull_retry_at = Some(Instant::now() + PULL_RETRY);
                 } else {
                     crate::log::warn!(
                         "language server {}: asking for diagnostics failed ({}); using its published diagnostics instead",
                         self.name,
-                        e["message"].as_str().unwrap_or("?")
+                        e.message
                     );
                     st.pull = None;
                 }
@@ -1010,7 +997,10 @@ impl Server {
                 if st.pull.is_some() {
                     return;
                 }
-                let Some(path) = params["uri"].as_str().and_then(convert::uri_path) else {
+                let Some(path) = params["uri"]
+                    .as_str()
+                    .and_then(|u| crate::files::uri_path(u, true))
+                else {
                     return;
                 };
                 let Some(d) = st.docs.get_mut(&path).filter(|d| d.open) else {
@@ -1163,7 +1153,7 @@ impl Server {
         }
         drop(st);
         if let Some(pid) = pid {
-            v["rss_kib"] = process::rss_kib(pid).into();
+            v["rss_kib"] = crate::proc::rss_kib(pid).into();
         }
         v
     }
@@ -1233,7 +1223,7 @@ fn request(st: &mut State, method: &str, params: Value, pending: Pending) -> u64
 }
 
 fn folder(w: &Path) -> Value {
-    json!({"uri": convert::file_uri(w),
+    json!({"uri": crate::files::file_uri(w),
            "name": w.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()})
 }
 
@@ -1254,17 +1244,5 @@ fn capabilities() -> Value {
             "publishDiagnostics": {"versionSupport": true},
             "diagnostic": {"dynamicRegistration": true},
         },
-    })
-}
-
-fn stamp(p: &Path) -> Option<Stamp> {
-    let m = std::fs::metadata(p).ok().filter(|m| m.is_file())?;
-    Some((m.len(), m.modified().ok()))
-}
-
-/// FNV-1a: a content hash for change detection only.
-fn hash(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
     })
 }

@@ -366,7 +366,7 @@ fn server_requests_are_answered_and_capabilities_are_honest() {
     };
     assert_eq!(answer(1001)["result"], json!([null, null]), "configuration");
     let folders = &answer(1002)["result"];
-    assert_eq!(folders[0]["uri"], convert::file_uri(f.dir.path()));
+    assert_eq!(folders[0]["uri"], crate::files::file_uri(f.dir.path()));
     assert_eq!(answer(1003)["error"]["code"], -32601, "unknown method");
     assert_eq!(answer(1004)["result"], Value::Null, "registerCapability");
     let pulls = f.received("textDocument/diagnostic");
@@ -391,7 +391,7 @@ fn server_requests_are_answered_and_capabilities_are_honest() {
     assert_eq!(init["processId"], std::process::id());
     assert_eq!(
         init["workspaceFolders"][0]["uri"],
-        convert::file_uri(f.dir.path())
+        crate::files::file_uri(f.dir.path())
     );
 
     let b = f.dir.path().join("new file é.fk");
@@ -402,7 +402,7 @@ fn server_requests_are_answered_and_capabilities_are_honest() {
     let w = &f.received("workspace/didChangeWatchedFiles")[0];
     assert_eq!(
         w["changes"],
-        json!([{"uri": convert::file_uri(&b), "type": 1}])
+        json!([{"uri": crate::files::file_uri(&b), "type": 1}])
     );
 }
 
@@ -515,7 +515,7 @@ fn least_recently_used_documents_are_closed_beyond_the_bound() {
     for p in [&a, &b, &c] {
         f.touch_and_wait(p, None);
     }
-    let uri = |p: &Path| json!(convert::file_uri(p));
+    let uri = |p: &Path| json!(crate::files::file_uri(p));
     wait_for("didClose", Duration::from_secs(10), || {
         !f.received("textDocument/didClose").is_empty()
     });
@@ -771,7 +771,7 @@ fn break_a_type(
 /// Shuts down and checks that the server's whole process tree is gone.
 fn shutdown_leaves_no_process(ls: &LangServers) {
     let pid = status_of(ls)["pid"].as_u64().expect("running");
-    let tree: Vec<u64> = process::tree(pid as u32)
+    let tree: Vec<u64> = crate::proc::tree(pid as u32)
         .iter()
         .map(|p| p.0 as u64)
         .collect();
