@@ -1,12 +1,14 @@
 //! The commands that talk to a running `serve` through its control socket.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
 use crate::cli::{Args, EXIT_FAILURE, EXIT_OK, Fail, Outcome};
+use crate::control::protocol::{ExecAction, Request, Span, WorkspaceOp};
 use crate::control::{self, Control, FindError};
+use crate::state::editor::HumanRange;
 use crate::text::visible;
 
 /// Connects to the server for the current directory (or `--port`).
@@ -21,10 +23,10 @@ pub fn connect(args: &Args) -> Result<Control, Fail> {
     }
 }
 
-fn cwd_string() -> String {
+fn cwd_string() -> Option<String> {
     control::current_dir()
+        .ok()
         .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_default()
 }
 
 /// A path as the user would like to read it: relative to the current directory when inside.
@@ -112,7 +114,10 @@ fn read_diff(d: &Value) -> Result<DiffFiles, String> {
 
 /// The one diff `target` names, or the only one, by the server's rule (the same as accept's).
 fn find_diff(ctl: &mut Control, target: Option<&str>) -> Result<Value, Fail> {
-    let r = ctl.request(json!({"cmd": "diff.find", "target": target, "cwd": cwd_string()}))?;
+    let r = ctl.request(&Request::DiffFind {
+        target: target.map(String::from),
+        cwd: cwd_string(),
+    })?;
     Ok(r["diff"].clone())
 }
 
@@ -138,7 +143,7 @@ pub fn diff(args: &Args) -> Outcome {
             if target.is_some() {
                 return Err(Fail::Usage("ccide diff list takes no argument".into()));
             }
-            let r = ctl.request(json!({"cmd": "diff.list"}))?;
+            let r = ctl.request(&Request::DiffList)?;
             let diffs = r["diffs"].as_array().cloned().unwrap_or_default();
             if json_out {
                 let mut out = Vec::new();
@@ -242,7 +247,12 @@ pub fn diff(args: &Args) -> Outcome {
         }
         "accept" | "reject" => {
             let accept = action == "accept";
-            let r = ctl.request(json!({"cmd": "diff.settle", "target": target, "accept": accept, "cwd": cwd_string()}))?;
+            let r = ctl.request(&Request::DiffSettle {
+                target: target.map(String::from),
+                accept,
+                content: None,
+                cwd: cwd_string(),
+            })?;
             let d = &r["diff"];
             if json_out {
                 print_json(d);
@@ -300,16 +310,9 @@ pub fn events(args: &Args) -> Outcome {
     if let Some(extra) = args.operands.first() {
         return Err(Fail::Usage(format!("unexpected argument '{extra}'")));
     }
-    let mut ctl = connect(args)?;
-    // The server answers nothing to `events` but starts streaming.
-    let line = json!({"cmd": "events"}).to_string() + "\n";
-    let mut w = ctl_writer(&mut ctl)?;
-    w.write_all(line.as_bytes())
-        .map_err(|e| Fail::Failed(e.to_string()))?;
-    let reader = ctl.into_reader();
+    let mut events = connect(args)?.subscribe()?;
     let mut out = std::io::stdout().lock();
-    for l in reader.lines() {
-        let Ok(l) = l else { break };
+    while let Ok(l) = events.next_line() {
         if writeln!(out, "{l}").is_err() || out.flush().is_err() {
             return Ok(EXIT_OK);
         }
@@ -318,13 +321,9 @@ pub fn events(args: &Args) -> Outcome {
     Ok(EXIT_FAILURE)
 }
 
-fn ctl_writer(ctl: &mut Control) -> Result<std::os::unix::net::UnixStream, Fail> {
-    ctl.writer_clone().map_err(|e| Fail::Failed(e.to_string()))
-}
-
 /// `FILE[:LINE[:COL]][-LINE[:COL]]`: the first ':' after which the rest is a range splits
 /// the file name from it, so names with colons still work.
-pub fn parse_spec(spec: &str) -> Result<(String, Value), Fail> {
+pub fn parse_spec(spec: &str) -> Result<(String, HumanRange), Fail> {
     let bad = || {
         Fail::Usage(format!(
             "cannot read '{spec}': expected FILE, FILE:LINE, FILE:LINE:COL, FILE:LINE-LINE or FILE:LINE:COL-LINE:COL"
@@ -343,10 +342,10 @@ pub fn parse_spec(spec: &str) -> Result<(String, Value), Fail> {
     if spec.is_empty() {
         return Err(bad());
     }
-    Ok((spec.to_string(), Value::Null))
+    Ok((spec.to_string(), HumanRange::default()))
 }
 
-fn parse_range(s: &str) -> Option<Value> {
+fn parse_range(s: &str) -> Option<HumanRange> {
     let (a, b) = match s.split_once('-') {
         Some((a, b)) => (a, Some(b)),
         None => (s, None),
@@ -361,13 +360,19 @@ fn parse_range(s: &str) -> Option<Value> {
         it.next().is_none().then_some((line, col))
     };
     let (sl, sc) = point(a)?;
-    let mut v = json!({"start_line": sl, "start_col": sc});
-    if let Some(b) = b {
-        let (el, ec) = point(b)?;
-        v["end_line"] = el.into();
-        v["end_col"] = ec.into();
-    }
-    Some(v)
+    let (el, ec) = match b {
+        Some(b) => {
+            let (el, ec) = point(b)?;
+            (Some(el), ec)
+        }
+        None => (None, None),
+    };
+    Some(HumanRange {
+        start_line: Some(sl),
+        start_col: sc,
+        end_line: el,
+        end_col: ec,
+    })
 }
 
 fn absolute(file: &str) -> Result<String, Fail> {
@@ -422,9 +427,11 @@ pub fn select(args: &Args) -> Outcome {
         None
     };
     let mut ctl = connect(args)?;
-    let r = ctl.request(
-        json!({"cmd": "select", "path": absolute(&file)?, "range": range, "text": text}),
-    )?;
+    let r = ctl.request(&Request::Select {
+        path: absolute(&file)?,
+        span: Span::Lines(range),
+        text,
+    })?;
     let sel = &r["selection"]["selection"];
     let lines =
         sel["end"]["line"].as_u64().unwrap_or(0) + 1 - sel["start"]["line"].as_u64().unwrap_or(0);
@@ -443,16 +450,17 @@ pub fn mention(args: &Args) -> Outcome {
         ));
     };
     let (file, range) = parse_spec(spec)?;
-    if !range["start_col"].is_null() || !range["end_col"].is_null() {
+    if range.start_col.is_some() || range.end_col.is_some() {
         return Err(Fail::Usage(
             "mentions take lines only: FILE:START-END".into(),
         ));
     }
     let mut ctl = connect(args)?;
-    let r = ctl.request(json!({
-        "cmd": "mention", "path": absolute(&file)?,
-        "start": range["start_line"], "end": range["end_line"],
-    }))?;
+    let r = ctl.request(&Request::Mention {
+        path: absolute(&file)?,
+        start: range.start_line,
+        end: range.end_line,
+    })?;
     if r["queued"] == true && r["held"] == 0 {
         eprintln!("mentioned {file}: no client connected, queued for the next one");
     } else {
@@ -470,7 +478,7 @@ pub fn open(args: &Args) -> Outcome {
         .iter()
         .map(|f| absolute(f))
         .collect::<Result<Vec<_>, _>>()?;
-    connect(args)?.request(json!({"cmd": "open", "paths": paths}))?;
+    connect(args)?.request(&Request::Open { paths })?;
     Ok(EXIT_OK)
 }
 
@@ -483,8 +491,8 @@ pub fn close(args: &Args) -> Outcome {
         .iter()
         .map(|f| absolute(f))
         .collect::<Result<Vec<_>, _>>()?;
-    let r = connect(args)?
-        .request(json!({"cmd": "close", "paths": paths, "discard": args.switch("--discard")?}))?;
+    let discard = args.switch("--discard")?;
+    let r = connect(args)?.request(&Request::Close { paths, discard })?;
     for p in r["not_open"].as_array().into_iter().flatten() {
         eprintln!(
             "{} was not open",
@@ -509,8 +517,8 @@ pub fn buffer(args: &Args) -> Outcome {
     } else {
         Some(read_stdin()?)
     };
-    connect(args)?
-        .request(json!({"cmd": "buffer", "path": absolute(file)?, "content": content}))?;
+    let path = absolute(file)?;
+    connect(args)?.request(&Request::Buffer { path, content })?;
     Ok(EXIT_OK)
 }
 
@@ -521,7 +529,7 @@ pub fn status(args: &Args) -> Outcome {
     if args.switch("--all")? {
         return status_all(args);
     }
-    let r = connect(args)?.request(json!({"cmd": "status"}))?;
+    let r = connect(args)?.request(&Request::Status)?;
     let s = &r["status"];
     if args.switch("--json")? {
         print_json(s);
@@ -783,18 +791,19 @@ pub fn gc(args: &Args) -> Outcome {
 
 pub fn workspace(args: &Args) -> Outcome {
     let (op, path) = match args.operands.as_slice() {
-        [] => ("list", None),
-        [op] if op == "list" => ("list", None),
-        [op, dir] if op == "add" || op == "remove" => (op.as_str(), Some(absolute(dir)?)),
+        [] => (WorkspaceOp::List, None),
+        [op] if op == "list" => (WorkspaceOp::List, None),
+        [op, dir] if op == "add" => (WorkspaceOp::Add, Some(absolute(dir)?)),
+        [op, dir] if op == "remove" => (WorkspaceOp::Remove, Some(absolute(dir)?)),
         _ => {
             return Err(Fail::Usage(
                 "expected: ccide workspace [list | add DIR | remove DIR]".into(),
             ));
         }
     };
-    let r = connect(args)?.request(json!({"cmd": "workspace", "op": op, "path": path}))?;
+    let r = connect(args)?.request(&Request::Workspace { op, path })?;
     for w in r["workspaces"].as_array().into_iter().flatten() {
-        println!("{}", w.as_str().unwrap_or(""));
+        println!("{}", visible(w.as_str().unwrap_or("")));
     }
     Ok(EXIT_OK)
 }
@@ -807,7 +816,7 @@ pub fn diagnostics(args: &Args) -> Outcome {
     }
     match action {
         "list" | "ls" => {
-            let r = connect(args)?.request(json!({"cmd": "diagnostics.list"}))?;
+            let r = connect(args)?.request(&Request::DiagnosticsList)?;
             let files = r["files"].as_array().cloned().unwrap_or_default();
             if args.switch("--json")? {
                 let wire: Vec<Value> = files
@@ -846,10 +855,11 @@ pub fn diagnostics(args: &Args) -> Outcome {
                     std::fs::read(f).map_err(|e| Fail::Failed(format!("cannot read {f}: {e}")))?
                 }
             };
-            let text = String::from_utf8_lossy(&bytes);
-            let r = connect(args)?.request(json!({
-                "cmd": "diagnostics.import", "text": text, "format": format, "cwd": cwd_string(),
-            }))?;
+            let r = connect(args)?.request(&Request::DiagnosticsImport {
+                text: String::from_utf8_lossy(&bytes).into_owned(),
+                format: Some(format),
+                cwd: cwd_string(),
+            })?;
             let mut msg = format!(
                 "imported {} diagnostic(s) for {} file(s)",
                 r["diagnostics"], r["files"]
@@ -868,7 +878,7 @@ pub fn diagnostics(args: &Args) -> Outcome {
                 Some(f) => Some(absolute(f)?),
                 None => None,
             };
-            let r = connect(args)?.request(json!({"cmd": "diagnostics.clear", "path": path}))?;
+            let r = connect(args)?.request(&Request::DiagnosticsClear { path })?;
             eprintln!(
                 "cleared diagnostics of {} file(s)",
                 r["cleared"].as_array().map_or(0, Vec::len)
@@ -896,7 +906,14 @@ pub fn exec(args: &Args) -> Outcome {
     }
     let json_out = args.switch("--json")?;
     let mut ctl = connect(args)?;
-    let r = ctl.request(json!({"cmd": "exec", "action": action, "target": target}))?;
+    let r = ctl.request(&Request::Exec {
+        action: match action {
+            "approve" => ExecAction::Approve,
+            "deny" => ExecAction::Deny,
+            _ => ExecAction::List,
+        },
+        target: target.cloned(),
+    })?;
     let answer = if list { &r["requests"] } else { &r["request"] };
     if json_out {
         println!(

@@ -7,15 +7,20 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::handle;
+use super::handler::handle;
+use super::protocol::Request;
 use crate::rpc::RequestId;
 use crate::rpc::call::{Call, Reply};
 use crate::rpc::clients::Client;
 use crate::state::exec::Mode;
 use crate::state::testing::{TestState, sent, state, state_with};
 
+/// The answer to a request line's JSON on a plain connection.
 fn ask(ts: &TestState, req: Value) -> Value {
-    handle(&ts.state, &req)
+    match Request::parse(req) {
+        Ok(r) => handle(&ts.state, None, r),
+        Err(e) => failure(&e),
+    }
 }
 
 fn failure(message: &str) -> Value {
@@ -1043,4 +1048,475 @@ fn diagnostics_import_of_an_empty_list_clears_the_file_however_its_uri_is_spelt(
             "{uri} in {m}"
         );
     }
+}
+
+// ---------------------------------------------------------------------------
+// The request type: one definition for the server and its clients
+
+/// One request of every command, with its fields set.
+fn every_request() -> Vec<Request> {
+    use super::protocol::{ExecAction, Span, WorkspaceOp};
+    use crate::state::editor::{HumanRange, Pos};
+    let s = |t: &str| Some(t.to_string());
+    let paths = vec!["/w/a.txt".to_string(), "b c.txt".to_string()];
+    vec![
+        Request::Status,
+        Request::DiffList,
+        Request::DiffFind {
+            target: s("3"),
+            cwd: s("/w"),
+        },
+        Request::DiffSettle {
+            target: s("tab"),
+            accept: true,
+            content: s("edited\n"),
+            cwd: s("/w"),
+        },
+        Request::DiffView { target: s("3") },
+        Request::Select {
+            path: "a.txt".into(),
+            span: Span::Lines(HumanRange {
+                start_line: Some(2),
+                start_col: None,
+                end_line: Some(4),
+                end_col: Some(1),
+            }),
+            text: None,
+        },
+        Request::Select {
+            path: "a.txt".into(),
+            span: Span::Exact(
+                Pos {
+                    line: 0,
+                    character: 3,
+                },
+                Pos {
+                    line: 1,
+                    character: 0,
+                },
+            ),
+            text: s("é🦀\n"),
+        },
+        Request::Mention {
+            path: "a.txt".into(),
+            start: Some(1),
+            end: Some(9),
+        },
+        Request::Open {
+            paths: paths.clone(),
+        },
+        Request::Close {
+            paths: paths.clone(),
+            discard: true,
+        },
+        Request::Buffer {
+            path: "a.txt".into(),
+            content: s("unsaved"),
+        },
+        Request::Diagnostics { paths },
+        Request::DiagnosticsImport {
+            text: "a.c:1:1: error: e\n".into(),
+            format: s("compiler"),
+            cwd: s("/w"),
+        },
+        Request::DiagnosticsList,
+        Request::DiagnosticsClear { path: s("a.c") },
+        Request::Exec {
+            action: ExecAction::Approve,
+            target: s("2"),
+        },
+        Request::Workspace {
+            op: WorkspaceOp::Add,
+            path: s("/x"),
+        },
+        Request::Attach {
+            pid: Some(42),
+            editor: s("Neovim 0.11"),
+        },
+        Request::Events,
+    ]
+}
+
+#[test]
+fn every_request_reads_back_as_written_with_its_id_first_on_the_line() {
+    for (i, r) in every_request().into_iter().enumerate() {
+        assert_eq!(
+            Request::parse(r.to_json()),
+            Ok(r.clone()),
+            "{}",
+            r.to_json()
+        );
+        let line = r.line(i as u64 + 7);
+        assert!(
+            line.ends_with('\n') && line.matches('\n').count() == 1,
+            "{line}"
+        );
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["id"], i + 7, "{line}");
+        assert_eq!(v["cmd"], r.name(), "{line}");
+        assert_eq!(Request::parse(v), Ok(r.clone()));
+        assert_eq!(
+            super::protocol::leading_id(line.as_bytes()),
+            Some(i as u64 + 7)
+        );
+    }
+    // Absent fields are left out, and null reads as absent.
+    let bare = Request::DiffSettle {
+        target: None,
+        accept: false,
+        content: None,
+        cwd: None,
+    };
+    assert_eq!(
+        bare.to_json(),
+        json!({"cmd": "diff.settle", "accept": false})
+    );
+    assert_eq!(
+        Request::parse(json!({"cmd": "diff.settle", "target": null, "content": null})),
+        Ok(bare)
+    );
+}
+
+#[test]
+fn the_editors_selection_command_is_select_with_positions() {
+    use super::protocol::Span;
+    use crate::state::editor::Pos;
+    // What `ccide lsp` sends (ccide-protocol(7) §9.2 keeps the old name working).
+    let old = json!({"cmd": "selection", "path": "/w/a.txt", "start": [1, 2], "end": [3, 0], "text": "x"});
+    let pos = |line, character| Pos { line, character };
+    assert_eq!(
+        Request::parse(old),
+        Ok(Request::Select {
+            path: "/w/a.txt".into(),
+            span: Span::Exact(pos(1, 2), pos(3, 0)),
+            text: Some("x".into()),
+        })
+    );
+}
+
+#[test]
+fn a_field_of_the_wrong_type_is_refused_by_name() {
+    let both = "select takes either range (lines and columns from 1) or start, end and text (positions from 0, in UTF-16 units)";
+    for (req, error) in [
+        (
+            json!({"cmd": "select", "path": 3}),
+            "bad path: expected a string",
+        ),
+        (json!({"cmd": "select"}), "missing path"),
+        (
+            json!({"cmd": "select", "path": "a", "range": [1]}),
+            "bad range: expected an object",
+        ),
+        (
+            json!({"cmd": "select", "path": "a", "range": {"start_line": -1}}),
+            "bad start_line: expected a whole number",
+        ),
+        (
+            json!({"cmd": "select", "path": "a", "range": {"start_line": "2"}}),
+            "bad start_line: expected a whole number",
+        ),
+        (
+            json!({"cmd": "select", "path": "a", "start": [0, 0], "end": [0, 1]}),
+            both,
+        ),
+        (
+            json!({"cmd": "select", "path": "a", "start": [0, 0], "text": ""}),
+            both,
+        ),
+        (
+            json!({"cmd": "select", "path": "a", "start": [0, 0], "end": [0, 1], "text": "", "range": {}}),
+            both,
+        ),
+        (
+            json!({"cmd": "select", "path": "a", "start": [0], "end": [0, 1], "text": ""}),
+            "bad start: expected [line, character]",
+        ),
+        (
+            json!({"cmd": "diff.settle", "accept": "yes"}),
+            "bad accept: expected true or false",
+        ),
+        (
+            json!({"cmd": "buffer", "path": "a", "content": 1}),
+            "bad content: expected a string",
+        ),
+        (
+            json!({"cmd": "open", "paths": "a"}),
+            "bad paths: expected a list of strings",
+        ),
+        (
+            json!({"cmd": "open", "paths": ["a", 1]}),
+            "bad paths: expected a list of strings",
+        ),
+        (json!({"cmd": "diagnostics"}), "missing paths"),
+        (
+            json!({"cmd": "mention", "path": "a", "start": 1.5}),
+            "bad start: expected a whole number",
+        ),
+        (
+            json!({"cmd": "exec", "action": "run"}),
+            "unknown exec action 'run': expected list, approve or deny",
+        ),
+        (
+            json!({"cmd": "workspace"}),
+            "workspace: expected add, remove or list",
+        ),
+        (
+            json!({"cmd": "attach", "editor": ["vim"]}),
+            "bad editor: expected a string",
+        ),
+    ] {
+        assert_eq!(Request::parse(req.clone()), Err(error.to_string()), "{req}");
+    }
+}
+
+#[test]
+fn leading_id_reads_only_a_whole_id_at_the_start() {
+    use super::protocol::leading_id;
+    for (line, id) in [
+        (&b"{\"id\":12,\"cmd\":\"status\"}"[..], Some(12)),
+        (b" { \"id\" : 3 ,", Some(3)),
+        (b"{\"cmd\":\"status\",\"id\":12}", None),
+        (b"{\"id\":\"12\",", None),
+        (b"{\"id\":-1,", None),
+        // Cut off: 1234 may be the start of 12345.
+        (b"{\"id\":1234", None),
+        (b"", None),
+    ] {
+        assert_eq!(leading_id(line), id, "{}", String::from_utf8_lossy(line));
+    }
+    let mut long = b"{\"id\":5,\"content\":\"".to_vec();
+    long.extend(std::iter::repeat_n(b'x', 1000));
+    assert_eq!(leading_id(&long), Some(5));
+}
+
+/// ccide-protocol(7) §9.2 describes every command the server knows.
+#[test]
+fn every_command_is_in_the_protocol_page() {
+    let page = include_str!("../../man/ccide-protocol.7");
+    let start = page.find(".SS \"9.2 ").expect("§9.2");
+    let end = start + page[start..].find(".SS \"9.3 ").expect("§9.3");
+    let section = &page[start..end];
+    for r in every_request() {
+        let entry = format!("\n.TP\n.B {}", r.name());
+        assert!(
+            section.contains(&entry),
+            "§9.2 does not describe {}",
+            r.name()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Editor sessions: the same commands, and what the session holds
+
+fn in_session(ts: &TestState, session: u64, req: Value) -> Value {
+    handle(&ts.state, Some(session), Request::parse(req).unwrap())
+}
+
+#[test]
+fn an_editor_session_holds_what_it_opens_buffers_and_selects_until_it_ends() {
+    let ts = state();
+    let a = write(&ts, "a.txt", "a\n");
+    let b = write(&ts, "b.txt", "b\n");
+    let c = write(&ts, "c.txt", "c\n");
+    let d = write(&ts, "d.txt", "d\n");
+    let ok = |v: Value| assert_eq!(v["ok"], true, "{v}");
+    ok(in_session(&ts, 1, json!({"cmd": "open", "paths": [a, b]})));
+    ok(in_session(
+        &ts,
+        1,
+        json!({"cmd": "buffer", "path": c, "content": "unsaved\n"}),
+    ));
+    ok(in_session(
+        &ts,
+        1,
+        json!({"cmd": "select", "path": d, "start": [0, 0], "end": [0, 1], "text": "d"}),
+    ));
+    // Another session holds b too; a plain connection's open holds nothing.
+    ok(in_session(&ts, 2, json!({"cmd": "open", "paths": [b]})));
+    // A file the session closed is no longer its own.
+    ok(in_session(&ts, 1, json!({"cmd": "close", "paths": [a]})));
+    ok(in_session(&ts, 1, json!({"cmd": "open", "paths": [a]})));
+    ok(in_session(&ts, 1, json!({"cmd": "close", "paths": [a]})));
+    ok(ask(&ts, json!({"cmd": "open", "paths": [a]})));
+    super::editors::detach(&ts.state, 1);
+    assert_eq!(tabs(&ts), [(b.clone(), false), (a.clone(), true)]);
+    assert_eq!(ts.state.editor.document(Path::new(&c)), None);
+    super::editors::detach(&ts.state, 2);
+    assert_eq!(tabs(&ts), [(a, true)]);
+}
+
+#[test]
+fn select_with_the_editors_positions_sends_them_and_its_text_as_given() {
+    let ts = state();
+    let c = client(&ts);
+    // Not saved yet: the editor's buffer is all there is.
+    let new = abs(&ts, "new.txt");
+    let payload = selection(&new, (0, 2), (1, 3), "🦀\nab");
+    assert_eq!(
+        in_session(
+            &ts,
+            1,
+            json!({"cmd": "select", "path": "new.txt", "start": [0, 2], "end": [1, 3], "text": "🦀\nab"})
+        ),
+        json!({"ok": true, "clients": 1, "held": 0, "selection": payload})
+    );
+    assert_eq!(sent(&c), [notification("selection_changed", payload)]);
+    assert_eq!(
+        ask(
+            &ts,
+            json!({"cmd": "select", "path": "../x", "start": [0, 0], "end": [0, 0], "text": ""})
+        ),
+        failure(&outside(&ts, &ts.root.join("x")))
+    );
+}
+
+#[test]
+fn diff_view_names_the_proposal_like_its_file_and_settle_takes_the_edited_content() {
+    let ts = state();
+    let c = client(&ts);
+    write(&ts, "a.py", "a\n");
+    let call = open_diff(&ts, &c, 1, "a.py", "tab a");
+    let dir = ts.root.join("state/diffs/1");
+    assert_eq!(
+        ask(&ts, json!({"cmd": "diff.view", "target": "1"})),
+        json!({"ok": true, "path": dir.join("a.py")})
+    );
+    assert_eq!(
+        std::fs::read_link(dir.join("a.py")).unwrap(),
+        PathBuf::from("proposed")
+    );
+    assert_eq!(
+        ask(&ts, json!({"cmd": "diff.view", "target": "9"})),
+        failure("no pending diff 9")
+    );
+    assert_eq!(
+        ask(
+            &ts,
+            json!({"cmd": "diff.settle", "accept": true, "content": "x"})
+        ),
+        failure("name the diff by its id")
+    );
+    let r = ask(
+        &ts,
+        json!({"cmd": "diff.settle", "target": "1", "accept": true, "content": "edited\n"}),
+    );
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(answer(&c, &call), texts(&["FILE_SAVED", "edited\n"]));
+}
+
+#[test]
+fn diagnostics_of_given_files_are_keyed_by_the_paths_as_given() {
+    let ts = state();
+    let m = write(&ts, "m.py", "x\n");
+    let text = format!("{m}:1:1: error: boom\n");
+    ask(
+        &ts,
+        json!({"cmd": "diagnostics.import", "text": text, "format": "compiler"}),
+    );
+    let boom = json!({
+        "message": "boom", "severity": "Error", "source": "import",
+        "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}},
+    });
+    assert_eq!(
+        ask(
+            &ts,
+            json!({"cmd": "diagnostics", "paths": ["m.py", m, "clean.py", "/etc/passwd"]})
+        ),
+        json!({"ok": true, "files": {"m.py": [boom], m: [boom], "clean.py": []}})
+    );
+}
+
+#[test]
+fn attach_and_events_need_a_connection_of_their_own() {
+    let ts = state();
+    assert_eq!(
+        in_session(&ts, 4, json!({"cmd": "attach", "editor": "vim"})),
+        failure("this connection is already editor session 4")
+    );
+    assert_eq!(
+        in_session(&ts, 4, json!({"cmd": "events"})),
+        failure("events needs a connection of its own")
+    );
+}
+
+#[test]
+fn the_log_names_an_editor_without_stray_spaces() {
+    use super::editors::who;
+    // `ccide lsp` joins name and version with a space, the version may be missing.
+    assert_eq!(who(Some("an editor "), Some(7)), "an editor (pid 7)");
+    assert_eq!(who(Some("Neovim 0.11.0"), Some(7)), "Neovim 0.11.0 (pid 7)");
+    assert_eq!(who(Some(" Emacs\t 30 "), None), "Emacs 30 (no pid given)");
+    assert_eq!(who(Some(""), Some(1)), "an editor (pid 1)");
+    assert_eq!(who(None, Some(1)), "an editor (pid 1)");
+}
+
+// ---------------------------------------------------------------------------
+// The client: answers matched by id
+
+/// A scripted server on a socket in `ts`'s directory: for each request line it reads (parsed),
+/// `script` says what to write back.
+fn scripted(
+    ts: &TestState,
+    script: impl Fn(usize, &Value) -> String + Send + 'static,
+) -> super::Control {
+    use std::io::{BufRead, BufReader, Write};
+    let path = ts.root.join("scripted.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut w = stream.try_clone().unwrap();
+        for (n, line) in BufReader::new(stream).lines().enumerate() {
+            let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+            if w.write_all(script(n, &v).as_bytes()).is_err() {
+                return;
+            }
+        }
+    });
+    super::Control::open(&path).unwrap()
+}
+
+#[test]
+fn a_late_answer_is_never_taken_for_the_next_requests() {
+    let ts = state();
+    let mut ctl = scripted(&ts, |n, req| {
+        assert_eq!(req["id"], n + 1, "{req}");
+        match n {
+            // The first answer comes only after the client gave up on it, with the second.
+            0 => String::new(),
+            1 => "{\"id\":1,\"ok\":true,\"n\":1}\n{\"id\":2,\"ok\":true,\"n\":2}\n".into(),
+            // A refusal of a line whose id the server could not read.
+            2 => "{\"ok\":false,\"error\":\"too long\"}\n".into(),
+            // Half an answer before the client's timeout, the rest after it.
+            3 => "{\"id\":4,\"ok\":tr".into(),
+            4 => "ue,\"n\":4}\n{\"id\":5,\"ok\":true,\"n\":5}\n".into(),
+            _ => "{\"id\":6,\"ok\":false,\"error\":\"refused\"}\n".into(),
+        }
+    });
+    ctl.set_timeout(Some(Duration::from_millis(200))).unwrap();
+    let late = "the ccide server did not answer within 0.2 s".to_string();
+    assert_eq!(ctl.request(&Request::Status), Err(late.clone()));
+    ctl.set_timeout(Some(Duration::from_secs(20))).unwrap();
+    assert_eq!(ctl.request(&Request::DiffList).unwrap()["n"], 2);
+    assert_eq!(ctl.request(&Request::Status), Err("too long".into()));
+    ctl.set_timeout(Some(Duration::from_millis(200))).unwrap();
+    assert_eq!(ctl.request(&Request::Status), Err(late));
+    ctl.set_timeout(Some(Duration::from_secs(20))).unwrap();
+    assert_eq!(ctl.request(&Request::Status).unwrap()["n"], 5);
+    assert_eq!(ctl.request(&Request::Status), Err("refused".into()));
+}
+
+#[test]
+fn subscribing_waits_for_the_stream_to_be_live() {
+    let ts = state();
+    let events = scripted(&ts, |_, req| {
+        assert_eq!(req["cmd"], "events");
+        "{\"event\":\"subscribed\"}\n{\"event\":\"diff_opened\",\"id\":\"1\"}\n".into()
+    });
+    let mut events = events.subscribe().unwrap();
+    assert_eq!(events.next_line().unwrap(), "{\"event\":\"subscribed\"}");
+    assert_eq!(
+        events.next().unwrap(),
+        json!({"event": "diff_opened", "id": "1"})
+    );
 }

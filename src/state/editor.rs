@@ -337,7 +337,7 @@ pub fn lines(content: &str) -> Vec<&str> {
 }
 
 /// A range as people write it: 1-based lines and columns, the end column included.
-#[derive(Default, Clone, Copy)]
+#[derive(Default, Clone, Copy, PartialEq, Debug)]
 pub struct HumanRange {
     pub start_line: Option<usize>,
     pub start_col: Option<usize>,

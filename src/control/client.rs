@@ -1,0 +1,226 @@
+//! The client half of the control socket: how `ccide`'s commands and `ccide lsp` find the
+//! running server and ask it things (ccide-protocol(7) §9).
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::protocol::{Request, short_path};
+use crate::lockfile::LockEntry;
+
+/// How long a command waits for an answer unless told otherwise.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A connection to a server's control socket. Each request carries an id and is matched to
+/// the answer that echoes it, so an answer that came too late for an earlier request is never
+/// taken for the next one's.
+pub struct Control {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: u64,
+    /// The start of an answer line that a timeout cut short; the rest comes next.
+    partial: Vec<u8>,
+    timeout: Option<Duration>,
+}
+
+impl Control {
+    /// Connects to the server of a lock file.
+    pub fn connect(lock: LockEntry) -> Result<Control, String> {
+        let path = lock
+            .control
+            .clone()
+            .ok_or_else(|| format!("{} is not a ccide lock file", lock.path.display()))?;
+        Control::open(&path).map_err(|e| {
+            format!(
+                "cannot reach the ccide server on port {} through {}: {e}",
+                lock.port,
+                path.display()
+            )
+        })
+    }
+
+    /// Connects to a control socket by its path.
+    pub fn open(path: &Path) -> std::io::Result<Control> {
+        let stream = short_path(path, |p| UnixStream::connect(p))?;
+        stream.set_read_timeout(Some(TIMEOUT))?;
+        Ok(Control {
+            reader: BufReader::new(stream.try_clone()?),
+            writer: stream,
+            next_id: 1,
+            partial: Vec::new(),
+            timeout: Some(TIMEOUT),
+        })
+    }
+
+    /// How long `request` waits for its answer (None: for ever).
+    pub fn set_timeout(&mut self, timeout: Option<Duration>) -> Result<(), String> {
+        self.timeout = timeout;
+        self.writer
+            .set_read_timeout(timeout)
+            .map_err(|e| format!("control socket: {e}"))
+    }
+
+    /// Sends one request and returns its answer; `ok: false` becomes Err with its message.
+    pub fn request(&mut self, req: &Request) -> Result<Value, String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.writer
+            .write_all(req.line(id).as_bytes())
+            .map_err(|e| format!("control socket: {e}"))?;
+        let answer = loop {
+            let answer = self.read_answer()?;
+            match answer.get("id") {
+                // The answer to an earlier request whose wait timed out.
+                Some(other) if !other.is_null() && *other != id => continue,
+                // Without an id: a server from before ids, which answers in order.
+                _ => break answer,
+            }
+        };
+        if answer["ok"] == true {
+            Ok(answer)
+        } else {
+            Err(answer["error"]
+                .as_str()
+                .unwrap_or("the server refused the request")
+                .to_string())
+        }
+    }
+
+    /// Makes this connection an editor session (`attach`); the answer lists the pending diffs.
+    #[allow(dead_code)] // `ccide lsp`'s, as it moves to this client.
+    pub fn attach(&mut self, editor: &str) -> Result<Value, String> {
+        self.request(&Request::Attach {
+            pid: Some(std::process::id().into()),
+            editor: Some(editor.to_string()),
+        })
+    }
+
+    /// Turns this connection into the event stream (§9.3), once the server says it is live:
+    /// whatever happens after this returns is in the stream.
+    pub fn subscribe(mut self) -> Result<Events, String> {
+        self.writer
+            .write_all(Request::Events.line(self.next_id).as_bytes())
+            .map_err(|e| format!("control socket: {e}"))?;
+        let first = self.read_line()?;
+        let v: Value = serde_json::from_slice(&first).unwrap_or_default();
+        if v["event"] != "subscribed" {
+            return Err(v["error"]
+                .as_str()
+                .unwrap_or("the server did not start the event stream")
+                .to_string());
+        }
+        self.set_timeout(None)?;
+        Ok(Events {
+            control: self,
+            first: Some(first),
+        })
+    }
+
+    fn read_answer(&mut self) -> Result<Value, String> {
+        let line = self.read_line()?;
+        serde_json::from_slice(&line).map_err(|e| format!("bad answer from the server: {e}"))
+    }
+
+    /// The next line, without its newline.
+    fn read_line(&mut self) -> Result<Vec<u8>, String> {
+        match self.reader.read_until(b'\n', &mut self.partial) {
+            Ok(_) if self.partial.last() == Some(&b'\n') => {
+                let mut line = std::mem::take(&mut self.partial);
+                line.pop();
+                Ok(line)
+            }
+            Ok(_) => Err("the server closed the control connection".into()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Err(format!(
+                    "the ccide server did not answer within {}",
+                    crate::text::human_duration(self.timeout.unwrap_or_default())
+                ))
+            }
+            Err(e) => Err(format!("control socket: {e}")),
+        }
+    }
+}
+
+/// The event stream of a server (ccide-protocol(7) §9.3).
+pub struct Events {
+    control: Control,
+    /// The `subscribed` line, read to know the stream is live.
+    first: Option<Vec<u8>>,
+}
+
+impl Events {
+    /// The next event's line as the server wrote it (JSON), waiting as long as it takes; Err
+    /// when the stream ended (the server stopped).
+    pub fn next_line(&mut self) -> Result<String, String> {
+        let line = match self.first.take() {
+            Some(l) => l,
+            None => self.control.read_line()?,
+        };
+        String::from_utf8(line).map_err(|e| format!("bad event from the server: {e}"))
+    }
+
+    /// The next event.
+    #[allow(dead_code)] // `ccide lsp`'s, as it moves to this client.
+    pub fn next(&mut self) -> Result<Value, String> {
+        let line = self.next_line()?;
+        serde_json::from_str(&line).map_err(|e| format!("bad event from the server: {e}"))
+    }
+}
+
+/// Finds the server for `cwd` the way the CLI does: a live lock file whose workspace folder is
+/// `cwd` or one of its ancestors; or the lock of `port` when given.
+pub fn find_server(config: &Path, port: Option<u16>, cwd: &Path) -> Result<LockEntry, FindError> {
+    let locks: Vec<_> = crate::lockfile::scan(config)
+        .into_iter()
+        .filter(|l| l.alive && l.control.is_some())
+        .collect();
+    if let Some(p) = port {
+        return locks.into_iter().find(|l| l.port == p).ok_or_else(|| {
+            FindError::None(format!(
+                "no ccide server is running on port {p} (no live ccide lock file {}/ide/{p}.lock)",
+                config.display()
+            ))
+        });
+    }
+    let mut matching: Vec<_> = locks
+        .into_iter()
+        .filter(|l| l.workspaces.iter().any(|w| cwd.starts_with(w)))
+        .collect();
+    match matching.len() {
+        0 => Err(FindError::None(format!(
+            "no ccide server is running for {} (start one there with `ccide serve`, or pass --port)",
+            cwd.display()
+        ))),
+        1 => Ok(matching.remove(0)),
+        _ => Err(FindError::Several(format!(
+            "several ccide servers serve {}; choose one with --port:\n{}",
+            cwd.display(),
+            matching
+                .iter()
+                .map(|l| format!("  --port {}  {} ({})", l.port, l.ide_name, l.folders()))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ))),
+    }
+}
+
+/// Why no single server was found.
+pub enum FindError {
+    None(String),
+    Several(String),
+}
+
+/// The canonical current directory (the CLI compares physical paths).
+pub fn current_dir() -> Result<PathBuf, String> {
+    std::env::current_dir()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| format!("cannot read the current directory: {e}"))
+}

@@ -1,0 +1,273 @@
+//! The answer to each control command (ccide-protocol(7) §9.2), from the shared state. Every
+//! connection is answered here, a plain one and an attached editor session alike; a session
+//! only adds that the files it opens, buffers and selects are held for it (see `editors`).
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use super::protocol::{ExecAction, Request, Span, WorkspaceOp, failure};
+use crate::diagnostics::parse::Format;
+use crate::state::State;
+use crate::state::editor::{self, selection_payload};
+
+/// Answers one request. `session` is the connection's editor session, if it attached one.
+/// `attach` and `events` change the connection itself, so the connection loop answers them
+/// (`server`); here they are refused.
+pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
+    let cwd = |c: &Option<String>| PathBuf::from(c.as_deref().unwrap_or(""));
+    match req {
+        Request::Status => json!({"ok": true, "status": state.status()}),
+        Request::DiffList => json!({"ok": true, "diffs": state.diffs.list()}),
+        Request::DiffFind { target, cwd: c } => {
+            match state.diffs.find(target.as_deref(), &cwd(&c)) {
+                Ok(d) => json!({"ok": true, "diff": d}),
+                Err(e) => json!({"ok": false, "error": e.message(), "kind": e.kind()}),
+            }
+        }
+        Request::DiffSettle {
+            target,
+            accept,
+            content,
+            cwd: c,
+        } => {
+            if let Some(content) = content
+                && let Err(e) = state.diffs.edit_proposal(target.as_deref(), &content)
+            {
+                return failure(&e);
+            }
+            match state
+                .diffs
+                .settle_by_user(target.as_deref(), accept, &cwd(&c))
+            {
+                Ok(d) => json!({"ok": true, "diff": d}),
+                Err(e) => json!({"ok": false, "error": e.message(), "kind": e.kind()}),
+            }
+        }
+        // A symlink named like the file, beside `proposed`, so the editor picks the file's
+        // language for the proposal (and attaches `ccide lsp` to it).
+        Request::DiffView { target } => match state.diffs.proposal_view(target.as_deref()) {
+            Ok(view) => json!({"ok": true, "path": view}),
+            Err(e) => failure(&e),
+        },
+        Request::Select { path, span, text } => match select(state, session, &path, span, text) {
+            // The editor sends its selection again as the cursor moves and when it reconnects:
+            // one lost by a restart is not news, unlike a `ccide select`.
+            Ok(v) if matches!(span, Span::Exact(..)) => v,
+            r => persisted(state, r),
+        },
+        Request::Mention { path, start, end } => {
+            mention(state, &path, start, end).unwrap_or_else(|e| failure(&e))
+        }
+        Request::Open { paths } => {
+            let r = open(state, &paths);
+            hold(state, session, &paths, true, &r);
+            persisted(state, r)
+        }
+        Request::Close { paths, discard } => {
+            let r = close(state, &paths, discard);
+            hold(state, session, &paths, false, &r);
+            persisted(state, r)
+        }
+        Request::Buffer { path, content } => {
+            let r = state.resolve(&path).map(|p| {
+                state.editor.set_document(&p, content);
+                json!({"ok": true, "path": p})
+            });
+            hold(state, session, std::slice::from_ref(&path), true, &r);
+            persisted(state, r)
+        }
+        Request::Diagnostics { paths } => {
+            let mut files = serde_json::Map::new();
+            for raw in paths {
+                if let Ok(p) = state.resolve(&raw) {
+                    let ds = state.diagnostics.store.get(&p);
+                    let wire = ds.iter().map(crate::diagnostics::to_wire).collect();
+                    files.insert(raw, wire);
+                }
+            }
+            json!({"ok": true, "files": files})
+        }
+        Request::DiagnosticsImport {
+            text,
+            format,
+            cwd: c,
+        } => {
+            let format = format
+                .as_deref()
+                .and_then(Format::from_name)
+                .unwrap_or(Format::Auto);
+            state.diagnostics.import(&text, format, &cwd(&c))
+        }
+        Request::DiagnosticsList => {
+            let files: Vec<Value> = state
+                .diagnostics
+                .store
+                .all()
+                .iter()
+                .map(|(p, ds)| {
+                    json!({"uri": crate::files::file_url(p), "path": p,
+                        "diagnostics": ds.iter().map(crate::diagnostics::to_wire).collect::<Vec<_>>(),
+                        "lines": ds.iter().map(|d| crate::diagnostics::describe(p, d)).collect::<Vec<_>>()})
+                })
+                .collect();
+            json!({"ok": true, "files": files})
+        }
+        Request::DiagnosticsClear { path } => {
+            let only = match path.map(|p| state.resolve(&p)).transpose() {
+                Ok(only) => only,
+                Err(e) => return failure(&e),
+            };
+            let cleared = state.diagnostics.clear(only.as_deref());
+            json!({"ok": true, "cleared": cleared})
+        }
+        Request::Exec { action, target } => match action {
+            ExecAction::List => {
+                let (mode, requests) = state.exec.waiting();
+                json!({"ok": true, "mode": mode, "requests": requests})
+            }
+            ExecAction::Approve | ExecAction::Deny => {
+                match state
+                    .exec
+                    .decide(target.as_deref(), action == ExecAction::Approve)
+                {
+                    Ok(r) => json!({"ok": true, "request": r}),
+                    Err(e) => failure(&e),
+                }
+            }
+        },
+        Request::Workspace { op, path } => {
+            let path = PathBuf::from(path.unwrap_or_default());
+            match op {
+                WorkspaceOp::List => json!({"ok": true, "workspaces": state.workspaces.list()}),
+                WorkspaceOp::Add | WorkspaceOp::Remove => {
+                    match state.change_workspace(op == WorkspaceOp::Add, &path) {
+                        Ok(ws) => json!({"ok": true, "workspaces": ws}),
+                        Err(e) => failure(&e),
+                    }
+                }
+            }
+        }
+        Request::Attach { .. } => failure(&match session {
+            Some(id) => format!("this connection is already editor session {id}"),
+            None => "attach starts an editor session on a connection of its own".into(),
+        }),
+        Request::Events => failure("events needs a connection of its own"),
+    }
+}
+
+/// The answer to a command that changed the editor model, or a failure when the change could
+/// not be saved: it holds only until the server restarts, and the user must know.
+fn persisted(state: &State, r: Result<Value, String>) -> Value {
+    match r {
+        Ok(v) => match state.editor.save_error() {
+            None => v,
+            Some(e) => failure(&format!(
+                "done, but not saved: {e}; the change is lost when the server restarts"
+            )),
+        },
+        Err(e) => failure(&e),
+    }
+}
+
+/// Records that the editor session holds (or no longer holds) the files a command that
+/// succeeded named: when the session ends, they are closed.
+fn hold(
+    state: &State,
+    session: Option<u64>,
+    paths: &[String],
+    on: bool,
+    r: &Result<Value, String>,
+) {
+    let Some(id) = session.filter(|_| r.is_ok()) else {
+        return;
+    };
+    for p in paths.iter().filter_map(|p| state.resolve(p).ok()) {
+        state.editor.hold(id, &p, on);
+    }
+}
+
+fn select(
+    state: &State,
+    session: Option<u64>,
+    path: &str,
+    span: Span,
+    text: Option<String>,
+) -> Result<Value, String> {
+    let path = state.resolve(path)?;
+    let payload = match span {
+        Span::Lines(range) => {
+            if !path.is_file() {
+                return Err(format!("File not found: {}", path.display()));
+            }
+            // Only the lines up to the selection's end are read (a log may be gigabytes).
+            let last = range.end_line.max(range.start_line).unwrap_or(0);
+            let content = state.first_lines(&path, last)?;
+            editor::selection_for(&content, &path, range, text)?
+        }
+        // The editor's own positions and text: it may not even be saved yet.
+        Span::Exact(start, end) => {
+            selection_payload(&path, start, end, text.as_deref().unwrap_or(""))
+        }
+    };
+    let n = state.select(payload.clone())?;
+    if let Some(id) = session {
+        state.editor.hold(id, &path, true);
+    }
+    Ok(json!({"ok": true, "clients": n.sent, "held": n.held, "selection": payload}))
+}
+
+fn mention(
+    state: &State,
+    path: &str,
+    start: Option<usize>,
+    end: Option<usize>,
+) -> Result<Value, String> {
+    let path = state.resolve(path)?;
+    if !path.exists() {
+        return Err(format!("File not found: {}", path.display()));
+    }
+    if path.is_dir() && start.is_some() {
+        return Err(format!(
+            "{} is a directory: mention it without lines",
+            path.display()
+        ));
+    }
+    let payload = editor::mention_payload(&path, start, end)?;
+    let n = state.mention(payload.clone())?;
+    // Held for a client being set up, or queued for the next one: not yet delivered.
+    Ok(
+        json!({"ok": true, "clients": n.sent, "held": n.held, "queued": n.sent == 0, "mention": payload}),
+    )
+}
+
+fn resolve_all(state: &State, paths: &[String]) -> Result<Vec<PathBuf>, String> {
+    paths.iter().map(|p| state.resolve(p)).collect()
+}
+
+fn open(state: &State, paths: &[String]) -> Result<Value, String> {
+    let paths = resolve_all(state, paths)?;
+    for p in &paths {
+        if !p.is_file() {
+            return Err(format!("File not found: {}", p.display()));
+        }
+    }
+    for (i, p) in paths.iter().enumerate() {
+        state.editor.open_tab(p, i + 1 == paths.len(), false);
+    }
+    Ok(json!({"ok": true, "opened": paths}))
+}
+
+fn close(state: &State, paths: &[String], discard: bool) -> Result<Value, String> {
+    let mut not_open = Vec::new();
+    let mut kept = Vec::new();
+    for p in resolve_all(state, paths)? {
+        if !state.editor.close_tab(&p, discard) {
+            not_open.push(p.clone());
+        }
+        if state.editor.document(&p).is_some() {
+            kept.push(p);
+        }
+    }
+    Ok(json!({"ok": true, "not_open": not_open, "kept_unsaved": kept}))
+}
