@@ -174,6 +174,8 @@ fn ask_waits_for_approval_or_denial() {
         listing.contains(&format!("request {rid} from client")),
         "{listing}"
     );
+    // `ls` is `list`, as for `ccide diff` and `diagnostics`.
+    assert_eq!(stdout(&sb.run(&["exec", "ls"])), listing);
     assert!(
         listing.contains("    y = 6 * 7\n    print(y)\n"),
         "{listing}"
