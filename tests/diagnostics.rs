@@ -129,3 +129,41 @@ fn outside_files_are_ignored_and_the_store_survives_a_restart() {
     let o = sb.run_stdin(&["diagnostics", "import", "--format", "xml"], b"");
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Issue 19: messages and file names from a report reached the terminal raw, where ESC, BEL
+/// and newlines could forge lines. Shown, they are escaped, one line per diagnostic; as JSON
+/// they stay exact.
+#[test]
+fn the_list_shows_control_characters_escaped_one_line_per_diagnostic() {
+    let sb = Sandbox::new();
+    let file = sb.write("bad\u{1b}[31mname\nforged.py", "x = 1\n");
+    let srv = sb.serve(&["--no-default-checkers"]);
+    let report = json!([{"uri": s(&file), "diagnostics": [{
+        "message": "evil\u{1b}[2J\u{7}\nforged.py:1:1: error: fake",
+        "severity": "Error",
+        "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}},
+        "source": "ruff\r",
+    }]}]);
+    let o = sb.run_stdin(
+        &["diagnostics", "import", "--format", "protocol"],
+        report.to_string().as_bytes(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = sb.run(&["diagnostics"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "{}/bad\\u{{1b}}[31mname\\nforged.py:1:1: error: evil\\u{{1b}}[2J\\u{{7}}\\nforged.py:1:1: error: fake (ruff\\r)\n",
+            sb.ws().display()
+        )
+    );
+    let o = sb.run(&["diagnostics", "--json"]);
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let mut c = srv.client();
+    assert_eq!(listed, diagnostics(&mut c, json!({})));
+    assert_eq!(
+        listed[0]["diagnostics"][0]["message"],
+        report[0]["diagnostics"][0]["message"]
+    );
+}

@@ -10,6 +10,7 @@ mod util;
 mod checkers;
 mod container;
 mod context;
+mod control;
 mod diagnostics;
 mod diff;
 mod exec;

@@ -827,11 +827,15 @@ pub fn diagnostics(args: &Args) -> Outcome {
             } else if files.is_empty() {
                 println!("no diagnostics stored");
             } else {
+                // Messages and names come from checkers, servers and imported reports.
+                let mut out = String::new();
                 for f in &files {
                     for l in f["lines"].as_array().into_iter().flatten() {
-                        println!("{}", l.as_str().unwrap_or(""));
+                        out.push_str(&visible(l.as_str().unwrap_or("")));
+                        out.push('\n');
                     }
                 }
+                print!("{out}");
             }
             Ok(EXIT_OK)
         }
