@@ -64,6 +64,7 @@ impl Control {
     }
 
     /// Sends one request and returns its answer; `ok: false` becomes Err with its message.
+    /// (`events` has no answer: see `subscribe`.)
     pub fn request(&mut self, req: &Request) -> Result<Value, String> {
         let id = self.next_id;
         self.next_id += 1;

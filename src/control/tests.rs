@@ -1,5 +1,7 @@
-//! Every control command, answered by `handle` from a state in a temporary directory (no
-//! socket): the exact JSON `ccide diff`, `select`, `status`, ... read.
+//! Every control command, parsed as `Request` and answered by `handle` from a state in a
+//! temporary directory (no socket): the exact JSON `ccide diff`, `select`, `status`, `ccide lsp`
+//! ... read. Then the request type itself, editor sessions, and the client against a scripted
+//! peer.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -1459,7 +1461,7 @@ fn the_log_names_an_editor_without_stray_spaces() {
 fn scripted(
     ts: &TestState,
     script: impl Fn(usize, &Value) -> String + Send + 'static,
-) -> super::Control {
+) -> super::client::Control {
     use std::io::{BufRead, BufReader, Write};
     let path = ts.root.join("scripted.sock");
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
@@ -1473,7 +1475,7 @@ fn scripted(
             }
         }
     });
-    super::Control::open(&path).unwrap()
+    super::client::Control::open(&path).unwrap()
 }
 
 #[test]
