@@ -66,20 +66,7 @@ impl Control {
     /// Sends one request and returns its answer; `ok: false` becomes Err with its message.
     /// (`events` has no answer: see `subscribe`.)
     pub fn request(&mut self, req: &Request) -> Result<Value, String> {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.writer
-            .write_all(req.line(id).as_bytes())
-            .map_err(|e| format!("control socket: {e}"))?;
-        let answer = loop {
-            let answer = self.read_answer()?;
-            match answer.get("id") {
-                // The answer to an earlier request whose wait timed out.
-                Some(other) if !other.is_null() && *other != id => continue,
-                // Without an id: a server from before ids, which answers in order.
-                _ => break answer,
-            }
-        };
+        let answer = self.call(req)?;
         if answer["ok"] == true {
             Ok(answer)
         } else {
@@ -87,6 +74,26 @@ impl Control {
                 .as_str()
                 .unwrap_or("the server refused the request")
                 .to_string())
+        }
+    }
+
+    /// Sends one request and returns its answer, a refusal included: Err only when the
+    /// connection failed (closed, no answer in time, not JSON), which a client that keeps
+    /// the connection (`ccide lsp`) tells apart from a refusal.
+    pub fn call(&mut self, req: &Request) -> Result<Value, String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.writer
+            .write_all(req.line(id).as_bytes())
+            .map_err(|e| format!("control socket: {e}"))?;
+        loop {
+            let answer = self.read_answer()?;
+            match answer.get("id") {
+                // The answer to an earlier request whose wait timed out.
+                Some(other) if !other.is_null() && *other != id => continue,
+                // Without an id: a server from before ids, which answers in order.
+                _ => return Ok(answer),
+            }
         }
     }
 

@@ -1457,10 +1457,10 @@ fn the_log_names_an_editor_without_stray_spaces() {
 // The client: answers matched by id
 
 /// A scripted server on a socket in `ts`'s directory: for each request line it reads (parsed),
-/// `script` says what to write back.
+/// `script` says what to write back, or None to close the connection.
 fn scripted(
     ts: &TestState,
-    script: impl Fn(usize, &Value) -> String + Send + 'static,
+    script: impl Fn(usize, &Value) -> Option<String> + Send + 'static,
 ) -> super::client::Control {
     use std::io::{BufRead, BufReader, Write};
     let path = ts.root.join("scripted.sock");
@@ -1470,7 +1470,8 @@ fn scripted(
         let mut w = stream.try_clone().unwrap();
         for (n, line) in BufReader::new(stream).lines().enumerate() {
             let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
-            if w.write_all(script(n, &v).as_bytes()).is_err() {
+            let Some(reply) = script(n, &v) else { return };
+            if w.write_all(reply.as_bytes()).is_err() {
                 return;
             }
         }
@@ -1483,7 +1484,7 @@ fn a_late_answer_is_never_taken_for_the_next_requests() {
     let ts = state();
     let mut ctl = scripted(&ts, |n, req| {
         assert_eq!(req["id"], n + 1, "{req}");
-        match n {
+        let reply = match n {
             // The first answer comes only after the client gave up on it, with the second.
             0 => String::new(),
             1 => "{\"id\":1,\"ok\":true,\"n\":1}\n{\"id\":2,\"ok\":true,\"n\":2}\n".into(),
@@ -1492,8 +1493,10 @@ fn a_late_answer_is_never_taken_for_the_next_requests() {
             // Half an answer before the client's timeout, the rest after it.
             3 => "{\"id\":4,\"ok\":tr".into(),
             4 => "ue,\"n\":4}\n{\"id\":5,\"ok\":true,\"n\":5}\n".into(),
-            _ => "{\"id\":6,\"ok\":false,\"error\":\"refused\"}\n".into(),
-        }
+            5 => "{\"id\":6,\"ok\":false,\"error\":\"refused\"}\n".into(),
+            _ => return None,
+        };
+        Some(reply)
     });
     ctl.set_timeout(Some(Duration::from_millis(200))).unwrap();
     let late = "the ccide server did not answer within 0.2 s".to_string();
@@ -1505,7 +1508,14 @@ fn a_late_answer_is_never_taken_for_the_next_requests() {
     assert_eq!(ctl.request(&Request::Status), Err(late));
     ctl.set_timeout(Some(Duration::from_secs(20))).unwrap();
     assert_eq!(ctl.request(&Request::Status).unwrap()["n"], 5);
-    assert_eq!(ctl.request(&Request::Status), Err("refused".into()));
+    assert_eq!(
+        ctl.call(&Request::Status),
+        Ok(json!({"id": 6, "ok": false, "error": "refused"}))
+    );
+    assert_eq!(
+        ctl.request(&Request::Status),
+        Err("the server closed the control connection".into())
+    );
 }
 
 #[test]
@@ -1513,7 +1523,7 @@ fn subscribing_waits_for_the_stream_to_be_live() {
     let ts = state();
     let events = scripted(&ts, |_, req| {
         assert_eq!(req["cmd"], "events");
-        "{\"event\":\"subscribed\"}\n{\"event\":\"diff_opened\",\"id\":\"1\"}\n".into()
+        Some("{\"event\":\"subscribed\"}\n{\"event\":\"diff_opened\",\"id\":\"1\"}\n".into())
     });
     let mut events = events.subscribe().unwrap();
     assert_eq!(events.next_line().unwrap(), "{\"event\":\"subscribed\"}");
