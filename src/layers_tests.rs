@@ -38,7 +38,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         "tools",
         &["editor|workspace|diffs|diagnostics|exec|format", "mod"],
     ),
-    ("control", &["editors|mod"]),
+    (
+        "control",
+        &["protocol", "editors|handler|client", "server", "mod"],
+    ),
     ("commands", &["serve|unit", "client", "lsp", "mod"]),
     ("commands::lsp", &["text", "mod"]),
 ];
@@ -404,7 +407,7 @@ fn sources(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
 
 /// Files being restructured, whose circles go with the restructuring. TEMPORARY: each entry
 /// is removed by the change that rewrites its files.
-const BEING_RESTRUCTURED: &[&str] = &["control/", "diagnostics/lsp/", "diagnostics/checkers.rs"];
+const BEING_RESTRUCTURED: &[&str] = &["diagnostics/lsp/", "diagnostics/checkers.rs"];
 
 #[test]
 fn every_import_runs_down_the_layers() {
