@@ -20,7 +20,7 @@
 //!    diagnostics.
 //! 6. `tools`: the MCP tools, plain functions over `State`.
 //! 7. `session` (the MCP lifecycle, greeting, keepalive) and `control` (the control socket:
-//!    server half and client half).
+//!    every command once as a `Request`, one handler for every connection, the client).
 //! 8. `cli` (flags, parser, help) and `commands` (serve, the client commands, lsp, unit).
 //! 9. `main`: the table of commands.
 //!
