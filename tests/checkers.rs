@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::util::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// A checker's body: reports an error on line 1 when the file contains "bad".
 const REPORT_BAD: &str = r#"if grep -q bad "$1"; then echo "$1:1:5: error: found bad [X1]"; fi"#;
@@ -238,4 +238,105 @@ fn imported_diagnostics_and_a_checkers_results_coexist() {
     let all = diagnostics(&mut c, json!({}));
     assert_eq!(all[0]["diagnostics"].as_array().unwrap().len(), 1, "{all}");
     assert_eq!(all[0]["diagnostics"][0]["code"], "CI1");
+}
+
+/// `s = "é🦀" + foo` and, indented by a tab, `t = "é🦀" + bar`: the sample of the `columns-*`
+/// fixtures, where every tool counts the columns its own way.
+const COLUMNS_PY: &str = include_str!("fixtures/diagnostics/columns/columns.py");
+
+/// One diagnostic as getDiagnostics gives it.
+fn wire(message: &str, source: &str, code: &str, start: (u32, u32), end: (u32, u32)) -> Value {
+    json!({
+        "message": message, "severity": "Error", "source": source, "code": code,
+        "range": {"start": {"line": start.0, "character": start.1},
+                  "end": {"line": end.0, "character": end.1}},
+    })
+}
+
+/// The diagnostics a file gets once its checker has reported.
+fn first_result(c: &mut Client, file: &Path) -> Value {
+    wait_for("the checker's result", DEADLINE, || {
+        let d = diagnostics(c, json!({"uri": uri(file)}));
+        let list = &d[0]["diagnostics"];
+        (!list.as_array()?.is_empty()).then(|| list.clone())
+    })
+}
+
+#[test]
+#[ignore = "needs ruff: .ci/run installs it and names it in CCIDE_TEST_RUFF"]
+fn an_error_after_a_wide_character_reaches_get_diagnostics_at_its_utf16_column_with_ruffs_range() {
+    let sb = Sandbox::new();
+    sb.add_tool("ruff", ruff());
+    let file = sb.write("columns.py", COLUMNS_PY);
+    let s = sb.serve(&[]);
+    let mut c = s.client();
+    // ruff says 12 (characters, from 1); VS Code counts 🦀 as two: 12 from 0.
+    assert_eq!(
+        first_result(&mut c, &file),
+        json!([
+            wire("Undefined name `foo`", "ruff", "F821", (0, 12), (0, 15)),
+            wire("Undefined name `bar`", "ruff", "F821", (2, 13), (2, 16)),
+        ])
+    );
+}
+
+#[test]
+fn without_ruff_a_syntax_error_after_a_wide_character_is_at_its_utf16_column() {
+    let sb = Sandbox::new();
+    python3();
+    let file = sb.write("broken.py", "s = \"é🦀\" + $\n");
+    let s = sb.serve(&[]);
+    let mut c = s.client();
+    // python3 compiles bytes and reports 16 (bytes, from 1).
+    let found = first_result(&mut c, &file);
+    assert_eq!(
+        found[0]["range"],
+        wire("", "", "", (0, 12), (0, 13))["range"],
+        "{found}"
+    );
+    assert_eq!(found[0]["source"], "python3");
+}
+
+#[test]
+fn a_configured_checkers_compiler_lines_reach_get_diagnostics_in_utf16() {
+    let sb = Sandbox::new();
+    // A tool of unknown name counts characters: 12 and, as mypy --show-error-end prints it,
+    // the end.
+    let chars = sb.script(
+        "check.sh",
+        r#"echo "$1:1:12:1:14: error: Name \"foo\" is not defined [name-defined]""#,
+    );
+    // gcc counts display columns: the tab runs to column 8 and 🦀 takes two (its real
+    // output for this line of columns.c, in tests/fixtures/diagnostics/columns-gcc.txt).
+    let gcc = sb.script("gcc", r#"echo "$1:3:39: error: ‘bar’ undeclared""#);
+    let py = sb.write("columns.py", COLUMNS_PY);
+    let c_file = sb.write(
+        "columns.c",
+        include_str!("fixtures/diagnostics/columns/columns.c"),
+    );
+    let s = sb.serve(&[
+        "--no-default-checkers",
+        "--checker",
+        &format!("*.py=compiler:{} {{file}}", chars.display()),
+        "--checker",
+        &format!("*.c=compiler:{} {{file}}", gcc.display()),
+    ]);
+    let mut c = s.client();
+    assert_eq!(
+        first_result(&mut c, &py),
+        json!([wire(
+            "Name \"foo\" is not defined",
+            "check.sh",
+            "name-defined",
+            (0, 12),
+            (0, 15)
+        )])
+    );
+    let found = first_result(&mut c, &c_file);
+    assert_eq!(
+        found[0]["range"]["start"],
+        json!({"line": 2, "character": 31}),
+        "{found}"
+    );
+    assert_eq!(found[0]["source"], "gcc");
 }

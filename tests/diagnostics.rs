@@ -1,7 +1,8 @@
 //! getDiagnostics from the store, fed by `ccide diagnostics import`.
 
 use crate::util::*;
-use serde_json::json;
+use serde_json::{Value, json};
+use std::path::Path;
 
 #[test]
 fn the_answer_echoes_the_requested_uri_exactly_even_when_empty() {
@@ -165,5 +166,99 @@ fn the_list_shows_control_characters_escaped_one_line_per_diagnostic() {
     assert_eq!(
         listed[0]["diagnostics"][0]["message"],
         report[0]["diagnostics"][0]["message"]
+    );
+}
+
+/// Every import format, on the sample of the `columns-*` fixtures (an error after `é🦀`, one
+/// on a line indented by a tab): each tool counts columns its own way, getDiagnostics
+/// answers in UTF-16 code units, as VS Code counts them, with the tool's range where it
+/// gives one.
+#[test]
+fn imports_of_every_format_reach_get_diagnostics_at_utf16_columns() {
+    let sb = Sandbox::new();
+    let ws = sb.ws();
+    let py = sb.write(
+        "uni/columns.py",
+        include_str!("fixtures/diagnostics/columns/columns.py"),
+    );
+    let c_file = sb.write(
+        "uni/columns.c",
+        include_str!("fixtures/diagnostics/columns/columns.c"),
+    );
+    let rs = sb.write(
+        "src/lib.rs",
+        include_str!("fixtures/diagnostics/columns/lib.rs"),
+    );
+    let s = sb.serve(&["--no-default-checkers"]);
+    let mut c = s.client();
+    let mut import = |format: &str, text: &str, file: &Path| -> Vec<Value> {
+        let text = text
+            .replace("/work/sample/cols", ws.to_str().unwrap())
+            .replace("/work/sample", ws.to_str().unwrap());
+        let o = sb.run_stdin(
+            &["diagnostics", "import", "--format", format],
+            text.as_bytes(),
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let d = diagnostics(&mut c, json!({"uri": format!("file://{}", file.display())}));
+        d[0]["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                let r = &d["range"];
+                json!([
+                    r["start"]["line"],
+                    r["start"]["character"],
+                    r["end"]["line"],
+                    r["end"]["character"]
+                ])
+            })
+            .collect()
+    };
+    let fixture = |name: &str| {
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/diagnostics")
+                .join(name),
+        )
+        .unwrap()
+    };
+    // ruff counts characters from 1: `foo` at 12, which VS Code puts at 12 from 0.
+    assert_eq!(
+        import("ruff", &fixture("columns-ruff-concise.txt"), &py),
+        [json!([0, 12, 0, 12]), json!([2, 13, 2, 13])]
+    );
+    let ranged = [json!([0, 12, 0, 15]), json!([2, 13, 2, 16])];
+    assert_eq!(import("auto", &fixture("columns-ruff.json"), &py), ranged);
+    // SARIF without columnKind (ruff's) counts code points; with it, what it says.
+    assert_eq!(import("sarif", &fixture("columns-ruff.sarif"), &py), ranged);
+    let mut utf16: Value = serde_json::from_str(&fixture("columns-ruff.sarif")).unwrap();
+    utf16["runs"][0]["columnKind"] = "utf16CodeUnits".into();
+    for r in utf16["runs"][0]["results"].as_array_mut().unwrap() {
+        let region = &mut r["locations"][0]["physicalLocation"]["region"];
+        for k in ["startColumn", "endColumn"] {
+            // One more for the 🦀 before each.
+            region[k] = (region[k].as_u64().unwrap() + 1).into();
+        }
+    }
+    let utf16 = utf16.to_string();
+    assert_eq!(import("sarif", &utf16, &py), ranged);
+    // Compiler lines of an unknown tool count characters (mypy, rustc --error-format=short).
+    let line = "uni/columns.py:1:12: error: Name \"foo\" is not defined  [name-defined]\n";
+    assert_eq!(import("compiler", line, &py), [json!([0, 12, 0, 12])]);
+    // gcc's output, known by its `In function` line, counts display columns.
+    assert_eq!(
+        import("auto", &fixture("columns-gcc.txt"), &c_file),
+        [
+            json!([1, 32, 1, 32]),
+            json!([1, 32, 1, 32]),
+            json!([2, 31, 2, 31])
+        ]
+    );
+    // rustc counts characters: `foo` at 32 from 1 is 32 from 0 in UTF-16.
+    assert_eq!(
+        import("cargo", &fixture("columns-cargo.jsonl"), &rs),
+        [json!([1, 32, 1, 35]), json!([2, 41, 2, 44])]
     );
 }

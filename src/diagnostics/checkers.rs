@@ -9,9 +9,9 @@ use std::process::Command;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use super::Diagnostics;
 use super::parse::{self, Diagnostic, Format};
 use crate::proc::on_path;
+use crate::workspaces::Workspaces;
 
 /// A checker's output beyond this is not read: the diagnostics that fit are kept.
 const MAX_OUTPUT: u64 = 8 << 20;
@@ -67,7 +67,8 @@ pub fn defaults(workspace: &Path) -> Vec<Checker> {
     let mut out = Vec::new();
     if on_path("ruff") {
         out.extend(spec(
-            "*.py=ruff:ruff check --output-format concise --no-fix --quiet {file}",
+            // JSON, not the concise form: it gives each finding's end, so a range.
+            "*.py=ruff:ruff check --output-format json --no-fix --quiet {file}",
             false,
         ));
     } else if on_path("python3") {
@@ -146,11 +147,7 @@ impl Checks {
         }
     }
 
-    fn checker_for(
-        &self,
-        workspaces: &crate::workspaces::Workspaces,
-        file: &Path,
-    ) -> Option<(usize, PathBuf)> {
+    fn checker_for(&self, workspaces: &Workspaces, file: &Path) -> Option<(usize, PathBuf)> {
         let root = workspaces.holder(file)?;
         let rel = file
             .strip_prefix(&root)
@@ -177,69 +174,200 @@ impl Checks {
     }
 }
 
-/// Starts a check of `file` if it has a checker and changed since its last check;
-/// returns the running check to wait for, if any.
-pub fn refresh(diagnostics: &Arc<Diagnostics>, file: &Path) -> Option<Arc<Running>> {
-    let this = &diagnostics.checks;
-    let (index, root) = this.checker_for(&diagnostics.workspaces, file)?;
-    // A language server gives that file type-level diagnostics within the deadlines; the
-    // built-in batch checker for the language would only repeat (part of) them late.
-    if this.checkers[index].builtin && diagnostics.lsp.covers(file) {
-        return None;
+/// A check to run: which checker, on which file, from which workspace root.
+#[derive(Clone)]
+pub struct Job {
+    index: usize,
+    file: PathBuf,
+    root: PathBuf,
+    /// The file, or the project checker's index (see `Checks::key`).
+    key: String,
+}
+
+impl Job {
+    /// The origin whose diagnostics the job's results replace in the store.
+    pub fn origin(&self) -> String {
+        format!("checker {}", self.index)
     }
-    let now = state_of(file);
-    let key = this.key(index, file);
-    let mut running = this.running.lock().unwrap();
-    {
-        let mut checked = this.checked.lock().unwrap();
-        if checked.get(file) == Some(&now) {
-            return running.get(&key).cloned();
-        }
-        if !running.contains_key(&key) && running.len() >= MAX_RUNNING {
-            // Not recorded as checked: the next request for it starts the check.
+}
+
+impl Checks {
+    /// Claims a check of `file` if it has a checker and changed since its last check.
+    /// Returns the check to wait for, with the job to start when this call claimed a new one
+    /// (whoever gets it runs `run` and then `finish` until `finish` says done); None when
+    /// there is nothing to wait for. A built-in checker steps aside for a file `covered` by a
+    /// language server: that gives type-level diagnostics within the deadlines, and the
+    /// built-in batch checker for the language would only repeat (part of) them late.
+    pub fn begin(
+        &self,
+        workspaces: &Workspaces,
+        file: &Path,
+        covered: &dyn Fn(&Path) -> bool,
+    ) -> Option<(Arc<Running>, Option<Job>)> {
+        let (index, root) = self.checker_for(workspaces, file)?;
+        if self.checkers[index].builtin && covered(file) {
             return None;
         }
-        checked.insert(file.to_path_buf(), now);
-    }
-    if let Some(r) = running.get(&key) {
-        // Coalesced: the running check may have read the old content, so it runs once
-        // more when it ends, and waiters wait for that run too.
-        *r.rerun.lock().unwrap() = true;
-        return Some(r.clone());
-    }
-    let r = Arc::new(Running {
-        done: Mutex::new(false),
-        cv: Condvar::new(),
-        rerun: Mutex::new(false),
-    });
-    running.insert(key.clone(), r.clone());
-    drop(running);
-    let key_on_error = key.clone();
-    let diagnostics = diagnostics.clone();
-    let target = file.to_path_buf();
-    let spawned = crate::proc::spawn_thread("checker", move || {
-        let checks = &diagnostics.checks;
-        loop {
-            run_check(&diagnostics, index, &target, &root);
-            let mut running = checks.running.lock().unwrap();
-            let Some(r) = running.get(&key).cloned() else {
-                break;
-            };
-            if std::mem::take(&mut *r.rerun.lock().unwrap()) {
-                continue;
+        let now = state_of(file);
+        let key = self.key(index, file);
+        let mut running = self.running.lock().unwrap();
+        {
+            let mut checked = self.checked.lock().unwrap();
+            if checked.get(file) == Some(&now) {
+                return running.get(&key).map(|r| (r.clone(), None));
             }
-            running.remove(&key);
+            if !running.contains_key(&key) && running.len() >= MAX_RUNNING {
+                // Not recorded as checked: the next request for it starts the check.
+                return None;
+            }
+            checked.insert(file.to_path_buf(), now);
+        }
+        if let Some(r) = running.get(&key) {
+            // Coalesced: the running check may have read the old content, so it runs once
+            // more when it ends, and waiters wait for that run too.
+            *r.rerun.lock().unwrap() = true;
+            return Some((r.clone(), None));
+        }
+        let r = Arc::new(Running {
+            done: Mutex::new(false),
+            cv: Condvar::new(),
+            rerun: Mutex::new(false),
+        });
+        running.insert(key.clone(), r.clone());
+        let job = Job {
+            index,
+            file: file.to_path_buf(),
+            root,
+            key,
+        };
+        Some((r, Some(job)))
+    }
+
+    /// Ends a run of `job`: false when the file changed while it ran, so it must run again;
+    /// true once its waiters are released.
+    pub fn finish(&self, job: &Job) -> bool {
+        let mut running = self.running.lock().unwrap();
+        let Some(r) = running.get(&job.key).cloned() else {
+            return true;
+        };
+        if std::mem::take(&mut *r.rerun.lock().unwrap()) {
+            return false;
+        }
+        running.remove(&job.key);
+        *r.done.lock().unwrap() = true;
+        r.cv.notify_all();
+        true
+    }
+
+    /// Releases the waiters of a job that could not start.
+    pub fn abandon(&self, job: &Job) {
+        if let Some(r) = self.running.lock().unwrap().remove(&job.key) {
             *r.done.lock().unwrap() = true;
             r.cv.notify_all();
-            break;
         }
-    });
-    if let Err(e) = spawned {
-        crate::log::error!("cannot start a checker thread: {e}");
-        this.running.lock().unwrap().remove(&key_on_error);
-        return None;
     }
-    Some(r)
+
+    /// Runs `job`'s checker (its output captured under `scratch`): the diagnostics of each
+    /// file it reports on, an empty list for a file it no longer reports, or None when it
+    /// could not run or timed out. Columns are converted against the files as they are
+    /// read right after the run.
+    pub fn run(
+        &self,
+        job: &Job,
+        workspaces: &Workspaces,
+        scratch: &Path,
+    ) -> Option<BTreeMap<PathBuf, Vec<Diagnostic>>> {
+        let (index, file, root) = (job.index, job.file.as_path(), job.root.as_path());
+        let checker = &self.checkers[index];
+        let words: Vec<String> = checker
+            .words
+            .iter()
+            .map(|w| w.replace("{file}", &file.to_string_lossy()))
+            .collect();
+        let started = Instant::now();
+        let mut cmd = Command::new(&words[0]);
+        cmd.args(&words[1..]).current_dir(root);
+        let output = match crate::proc::run(cmd, None, scratch, self.timeout, MAX_OUTPUT) {
+            Ok(ran) if ran.status.is_some() => {
+                if ran.truncated {
+                    crate::log::warn!(
+                        "checker {} for {} printed more than {} MiB; only the diagnostics in the first {} MiB of each stream are kept",
+                        checker.source(),
+                        file.display(),
+                        MAX_OUTPUT >> 20,
+                        MAX_OUTPUT >> 20
+                    );
+                }
+                let mut all = ran.stdout;
+                all.extend(ran.stderr);
+                String::from_utf8_lossy(&all).into_owned()
+            }
+            Ok(_) => {
+                crate::log::warn!(
+                    "checker `{}` for {}: timed out after {}; killed",
+                    checker.words.join(" "),
+                    file.display(),
+                    crate::text::human_duration(self.timeout)
+                );
+                return None;
+            }
+            Err(e) => {
+                crate::log::warn!(
+                    "checker `{}` for {}: cannot run {}: {e}",
+                    checker.words.join(" "),
+                    file.display(),
+                    words[0]
+                );
+                return None;
+            }
+        };
+        let output = if checker.bash_syntax {
+            bash_to_compiler(&output)
+        } else {
+            output
+        };
+        let mut read = |p: &Path| {
+            if workspaces.contains(p) {
+                parse::read_source(p)
+            } else {
+                None
+            }
+        };
+        let found = parse::parse(&output, checker.format, root, &checker.source(), &mut read);
+        crate::log::debug!(
+            "checker {} for {} found {} diagnostic(s) in {:?}",
+            checker.source(),
+            file.display(),
+            found.len(),
+            started.elapsed()
+        );
+        let mut by_file: BTreeMap<PathBuf, Vec<Diagnostic>> = BTreeMap::new();
+        if checker.per_file {
+            by_file.insert(
+                file.to_path_buf(),
+                found.into_iter().filter(|d| d.path == file).collect(),
+            );
+        } else {
+            let mut reported = self.reported.lock().unwrap();
+            for old in reported.remove(&index).unwrap_or_default() {
+                by_file.entry(old).or_default();
+            }
+            for d in found {
+                if workspaces.contains(&d.path) {
+                    by_file.entry(d.path.clone()).or_default().push(d);
+                }
+            }
+            reported.insert(
+                index,
+                by_file
+                    .iter()
+                    .filter(|(_, v)| !v.is_empty())
+                    .map(|(k, _)| k.clone())
+                    .collect(),
+            );
+        }
+        Some(by_file)
+    }
 }
 
 /// Waits for the checks to finish, at most `budget` in all.
@@ -255,93 +383,6 @@ pub fn wait_all(pending: &[Arc<Running>], budget: Duration) {
             done = r.cv.wait_timeout(done, left).unwrap().0;
         }
     }
-}
-
-fn run_check(diagnostics: &Diagnostics, index: usize, file: &Path, root: &Path) {
-    let checks = &diagnostics.checks;
-    let checker = &checks.checkers[index];
-    let words: Vec<String> = checker
-        .words
-        .iter()
-        .map(|w| w.replace("{file}", &file.to_string_lossy()))
-        .collect();
-    let started = Instant::now();
-    let mut cmd = Command::new(&words[0]);
-    cmd.args(&words[1..]).current_dir(root);
-    let output = match crate::proc::run(cmd, None, &diagnostics.scratch, checks.timeout, MAX_OUTPUT)
-    {
-        Ok(ran) if ran.status.is_some() => {
-            if ran.truncated {
-                crate::log::warn!(
-                    "checker {} for {} printed more than {} MiB; only the diagnostics in the first {} MiB of each stream are kept",
-                    checker.source(),
-                    file.display(),
-                    MAX_OUTPUT >> 20,
-                    MAX_OUTPUT >> 20
-                );
-            }
-            let mut all = ran.stdout;
-            all.extend(ran.stderr);
-            String::from_utf8_lossy(&all).into_owned()
-        }
-        Ok(_) => {
-            crate::log::warn!(
-                "checker `{}` for {}: timed out after {}; killed",
-                checker.words.join(" "),
-                file.display(),
-                crate::text::human_duration(checks.timeout)
-            );
-            return;
-        }
-        Err(e) => {
-            crate::log::warn!(
-                "checker `{}` for {}: cannot run {}: {e}",
-                checker.words.join(" "),
-                file.display(),
-                words[0]
-            );
-            return;
-        }
-    };
-    let output = if checker.bash_syntax {
-        bash_to_compiler(&output)
-    } else {
-        output
-    };
-    let found = parse::parse(&output, checker.format, root, &checker.source());
-    crate::log::debug!(
-        "checker {} for {} found {} diagnostic(s) in {:?}",
-        checker.source(),
-        file.display(),
-        found.len(),
-        started.elapsed()
-    );
-    let mut by_file: BTreeMap<PathBuf, Vec<Diagnostic>> = BTreeMap::new();
-    if checker.per_file {
-        by_file.insert(
-            file.to_path_buf(),
-            found.into_iter().filter(|d| d.path == file).collect(),
-        );
-    } else {
-        let mut reported = checks.reported.lock().unwrap();
-        for old in reported.remove(&index).unwrap_or_default() {
-            by_file.entry(old).or_default();
-        }
-        for d in found {
-            if diagnostics.workspaces.contains(&d.path) {
-                by_file.entry(d.path.clone()).or_default().push(d);
-            }
-        }
-        reported.insert(
-            index,
-            by_file
-                .iter()
-                .filter(|(_, v)| !v.is_empty())
-                .map(|(k, _)| k.clone())
-                .collect(),
-        );
-    }
-    diagnostics.replace(&format!("checker {index}"), by_file);
 }
 
 /// `bash -n` says `FILE: line N: message`; turn that into `FILE:N:1: error: message`.
@@ -393,7 +434,10 @@ mod tests {
             .map(|i| ts.write(&format!("f{i}.py"), "x\n"))
             .collect();
         let d = &ts.state.diagnostics;
-        let started: Vec<bool> = files.iter().map(|f| refresh(d, f).is_some()).collect();
+        let started: Vec<bool> = files
+            .iter()
+            .map(|f| !d.refresh(f, None).is_empty())
+            .collect();
         assert_eq!(started.iter().filter(|s| **s).count(), MAX_RUNNING);
         assert_eq!(d.checks.running.lock().unwrap().len(), MAX_RUNNING);
         // The two refused ones are not taken as checked: asked again once there is room,
@@ -404,7 +448,7 @@ mod tests {
             assert!(Instant::now() < end);
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert!(refresh(d, &files[9]).is_some());
+        assert!(!d.refresh(&files[9], None).is_empty());
     }
 
     #[test]

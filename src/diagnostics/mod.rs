@@ -145,10 +145,37 @@ impl Diagnostics {
         if let Some(t) = self.lsp.touch(file, unsaved) {
             pending.push(Pending::Lsp(t));
         }
-        if let Some(r) = checkers::refresh(self, file) {
+        if let Some(r) = self.check(file) {
             pending.push(Pending::Check(r));
         }
         pending
+    }
+
+    /// Starts a check of `file` when its checker should run (`Checks::begin`), on a thread
+    /// of its own; returns the running check to wait for, if any.
+    fn check(self: &Arc<Self>, file: &Path) -> Option<Arc<Running>> {
+        let covered = |f: &Path| self.lsp.covers(f);
+        let (running, job) = self.checks.begin(&self.workspaces, file, &covered)?;
+        let Some(job) = job else {
+            return Some(running);
+        };
+        let (this, mine) = (self.clone(), job.clone());
+        let spawned = crate::proc::spawn_thread("checker", move || {
+            loop {
+                if let Some(by_file) = this.checks.run(&mine, &this.workspaces, &this.scratch) {
+                    this.replace(&mine.origin(), by_file);
+                }
+                if this.checks.finish(&mine) {
+                    break;
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            crate::log::error!("cannot start a checker thread: {e}");
+            self.checks.abandon(&job);
+            return None;
+        }
+        Some(running)
     }
 
     /// For getDiagnostics {}: brings every file asked about or holding diagnostics up to date
@@ -203,7 +230,17 @@ impl Diagnostics {
             }
         }
         let mut outside = 0;
-        for mut d in parse::parse(text, format, base, "import") {
+        // Columns are converted against the files as they are now (the input names no
+        // content); each workspace file is read once.
+        let mut read = |p: &Path| {
+            let p = self.inside(p);
+            if self.workspaces.contains(&p) {
+                parse::read_source(&p)
+            } else {
+                None
+            }
+        };
+        for mut d in parse::parse(text, format, base, "import", &mut read) {
             d.path = self.inside(&d.path);
             if self.workspaces.contains(&d.path) {
                 by_file.entry(d.path.clone()).or_default().push(d);
@@ -297,7 +334,14 @@ impl Store {
             .unwrap_or_default();
         for item in saved.as_array().into_iter().flatten() {
             let origin = item["origin"].as_str().unwrap_or("import").to_string();
-            for d in parse::parse(&item.to_string(), Format::Protocol, Path::new("/"), "ccide") {
+            let text = item.to_string();
+            for d in parse::parse(
+                &text,
+                Format::Protocol,
+                Path::new("/"),
+                "ccide",
+                &mut |_| None,
+            ) {
                 files
                     .entry(d.path.clone())
                     .or_default()

@@ -6,12 +6,20 @@
 //! is skipped, never reported as a failure. Everything is linear in the size
 //! of the output, because a checker run over a large project can print tens
 //! of thousands of lines.
+//!
+//! Tools count columns in different units (`Unit`); each parser says which
+//! one its format uses, and `parse` converts them all to UTF-16 code units,
+//! the unit of the store and of getDiagnostics, against the text of the line
+//! (ccide-protocol(7) §10).
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+
+use crate::lsp::text::{Enc, Text, convert_column};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Severity {
@@ -53,7 +61,7 @@ impl Severity {
 pub struct Diagnostic {
     /// Absolute and lexically normalised.
     pub path: PathBuf,
-    /// Positions are 0-based; the end is exclusive.
+    /// Positions are 0-based, characters counted in UTF-16 code units; the end is exclusive.
     pub start_line: u32,
     pub start_char: u32,
     pub end_line: u32,
@@ -104,15 +112,25 @@ pub fn split_format_prefix(spec: &str) -> (Format, &str) {
 /// Parses a checker's whole output (stdout and stderr concatenated).
 ///
 /// Paths in the output are resolved against `base`; `default_source` names
-/// the diagnostics of formats that do not say which tool produced them.
-/// Exact duplicates are dropped, keeping the first: a header included by
-/// several translation units, or a file in several cargo targets, would
-/// otherwise be reported once per inclusion.
-pub fn parse(output: &str, format: Format, base: &Path, default_source: &str) -> Vec<Diagnostic> {
+/// the diagnostics of formats that do not say which tool produced them, and
+/// the program that printed compiler lines (which decides their unit).
+/// `read` gives the text of a file the output names, to convert its columns
+/// against (`None` keeps them as printed). Exact duplicates are dropped,
+/// keeping the first: a header included by several translation units, or a
+/// file in several cargo targets, would otherwise be reported once per
+/// inclusion.
+pub fn parse(
+    output: &str,
+    format: Format,
+    base: &Path,
+    default_source: &str,
+    read: &mut dyn FnMut(&Path) -> Option<String>,
+) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let cx = Context {
         base,
         default_source,
+        compiler: compiler_unit(default_source, output),
     };
     match format {
         Format::Auto => parse_auto(output, &cx, &mut out),
@@ -131,16 +149,227 @@ pub fn parse(output: &str, format: Format, base: &Path, default_source: &str) ->
         }
         Format::Cargo => parse_lines(output, LineMode::Cargo, &cx, &mut out),
         Format::Compiler => parse_lines(output, LineMode::Compiler, &cx, &mut out),
-        Format::Ruff => parse_lines(output, LineMode::Ruff, &cx, &mut out),
+        Format::Ruff => match find_json(output, is_ruff_json) {
+            Some(v) => parse_ruff_json(&v, &cx, &mut out),
+            None => parse_lines(output, LineMode::Ruff, &cx, &mut out),
+        },
     }
+    let mut out = to_utf16(out, read);
     let mut seen = HashSet::with_capacity(out.len());
     out.retain(|d| seen.insert(d.clone()));
     out
 }
 
+/// A file's text to convert columns against: a regular file of at most this size.
+const MAX_SOURCE: u64 = 16 << 20;
+
+/// The text of a file a tool reported on, as `parse` wants it: `None` for anything but a
+/// regular file (never a FIFO, which would block) of at most `MAX_SOURCE` bytes.
+pub fn read_source(p: &Path) -> Option<String> {
+    let m = std::fs::metadata(p).ok()?;
+    if !m.is_file() || m.len() > MAX_SOURCE {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(p)
+        .ok()?
+        .take(MAX_SOURCE)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// How a tool counts the columns it prints.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Unit {
+    /// Bytes of UTF-8 (`Enc::Utf8`), Unicode scalar values (`Enc::Utf32`) or UTF-16 code units.
+    Enc(Enc),
+    /// gcc's default (`-fdiagnostics-column-unit=display`): the columns a terminal shows, a tab
+    /// advancing to the next multiple of 8 and a wide character taking 2.
+    Display,
+}
+
+const BYTES: Unit = Unit::Enc(Enc::Utf8);
+const CHARS: Unit = Unit::Enc(Enc::Utf32);
+const UTF16: Unit = Unit::Enc(Enc::Utf16);
+
+/// How compiler lines count columns, by the program that printed them (measured on a line
+/// holding `é🦀` and a tab; see tests/fixtures/diagnostics): gcc counts display columns, clang
+/// and go count bytes; rustc, shellcheck, mypy and ccide's own python3 check count characters,
+/// a tab as one. Output of another program (an import) is taken as gcc's when it holds the
+/// context lines only gcc prints (`FILE: In function ‘f’:`, `FILE: At top level:`), else as
+/// characters.
+fn compiler_unit(program: &str, output: &str) -> Unit {
+    if matches!(program, "cc" | "c++") || program.contains("gcc") || program.contains("g++") {
+        Unit::Display
+    } else if program.contains("clang") || program == "go" {
+        BYTES
+    } else if output.contains(": In function ") || output.contains(": At top level:") {
+        Unit::Display
+    } else {
+        CHARS
+    }
+}
+
+/// Column `col` of `line`, counted in `unit`, in UTF-16 code units; a column inside a
+/// character moves to its start, or to its end when `round_up` (it ends a range).
+fn column_to_utf16(line: &str, col: u32, unit: Unit, round_up: bool) -> u32 {
+    let Unit::Enc(enc) = unit else {
+        let (mut width, mut units) = (0u32, 0u32);
+        for c in line.chars() {
+            let w = if c == '\t' {
+                8 - width % 8
+            } else {
+                display_width(c)
+            };
+            if width >= col && w > 0 {
+                return units;
+            }
+            width += w;
+            if width > col {
+                return units + if round_up { c.len_utf16() as u32 } else { 0 };
+            }
+            units += c.len_utf16() as u32;
+        }
+        return units.saturating_add(col.saturating_sub(width));
+    };
+    convert_column(line, col, enc, Enc::Utf16, round_up)
+}
+
+/// The columns a character takes in gcc's display count: 0 for combining marks and
+/// zero-width characters, 2 for East Asian wide and full-width ones (CJK, Hangul, most
+/// emoji), else 1. The main blocks only, so it can differ from gcc's full table on rare
+/// characters.
+fn display_width(c: char) -> u32 {
+    const ZERO: &[(u32, u32)] = &[
+        (0x300, 0x36f),
+        (0x483, 0x489),
+        (0x591, 0x5c7),
+        (0x610, 0x61a),
+        (0x64b, 0x65f),
+        (0x1ab0, 0x1aff),
+        (0x1dc0, 0x1dff),
+        (0x200b, 0x200f),
+        (0x202a, 0x202e),
+        (0x2060, 0x2064),
+        (0x20d0, 0x20ff),
+        (0xfe00, 0xfe0f),
+        (0xfe20, 0xfe2f),
+        (0xfeff, 0xfeff),
+        (0xe0000, 0xe0fff),
+    ];
+    const WIDE: &[(u32, u32)] = &[
+        (0x1100, 0x115f),
+        (0x231a, 0x231b),
+        (0x2329, 0x232a),
+        (0x23e9, 0x23ec),
+        (0x23f0, 0x23f3),
+        (0x25fd, 0x25fe),
+        (0x2614, 0x2615),
+        (0x2648, 0x2653),
+        (0x267f, 0x267f),
+        (0x2693, 0x2693),
+        (0x26a1, 0x26a1),
+        (0x26aa, 0x26ab),
+        (0x26bd, 0x26be),
+        (0x26c4, 0x26c5),
+        (0x26ce, 0x26ce),
+        (0x26d4, 0x26d4),
+        (0x26ea, 0x26ea),
+        (0x26f2, 0x26f5),
+        (0x26fa, 0x26fd),
+        (0x2705, 0x2705),
+        (0x270a, 0x270b),
+        (0x2728, 0x2728),
+        (0x274c, 0x274e),
+        (0x2753, 0x2757),
+        (0x2795, 0x2797),
+        (0x27b0, 0x27b0),
+        (0x27bf, 0x27bf),
+        (0x2b1b, 0x2b1c),
+        (0x2b50, 0x2b55),
+        (0x2e80, 0x303e),
+        (0x3041, 0x33ff),
+        (0x3400, 0x4dbf),
+        (0x4e00, 0x9fff),
+        (0xa000, 0xa4cf),
+        (0xa960, 0xa97f),
+        (0xac00, 0xd7a3),
+        (0xf900, 0xfaff),
+        (0xfe10, 0xfe19),
+        (0xfe30, 0xfe6f),
+        (0xff00, 0xff60),
+        (0xffe0, 0xffe6),
+        (0x16fe0, 0x18cff),
+        (0x1aff0, 0x1b2ff),
+        (0x1f004, 0x1f004),
+        (0x1f0cf, 0x1f0cf),
+        (0x1f18e, 0x1f19a),
+        (0x1f200, 0x1f265),
+        (0x1f300, 0x1f64f),
+        (0x1f680, 0x1f6ff),
+        (0x1f7e0, 0x1f7f0),
+        (0x1f90c, 0x1f9ff),
+        (0x1fa70, 0x1faff),
+        (0x20000, 0x3fffd),
+    ];
+    let c = c as u32;
+    let within = |t: &[(u32, u32)]| t.iter().any(|&(a, b)| a <= c && c <= b);
+    if c < 0x300 {
+        1
+    } else if within(ZERO) {
+        0
+    } else if within(WIDE) {
+        2
+    } else {
+        1
+    }
+}
+
+/// Converts every diagnostic's columns to UTF-16 code units against the text of its line.
+/// Each file is read once, and one at a time, so memory holds one file; one that `read`
+/// cannot give keeps its columns as printed, and so does a line past its end.
+fn to_utf16(found: Vec<Found>, read: &mut dyn FnMut(&Path) -> Option<String>) -> Vec<Diagnostic> {
+    let (mut ds, units): (Vec<Diagnostic>, Vec<Unit>) =
+        found.into_iter().map(|f| (f.d, f.unit)).unzip();
+    // Column 0 is 0 in every unit.
+    let mut todo: Vec<usize> = (0..ds.len())
+        .filter(|&i| units[i] != UTF16 && (ds[i].start_char > 0 || ds[i].end_char > 0))
+        .collect();
+    todo.sort_by(|&a, &b| ds[a].path.cmp(&ds[b].path));
+    let mut text: Option<(PathBuf, Option<Text>)> = None;
+    for i in todo {
+        let d = &mut ds[i];
+        if text.as_ref().is_none_or(|(p, _)| *p != d.path) {
+            text = Some((d.path.clone(), read(&d.path).map(Text::new)));
+        }
+        let Some((_, Some(t))) = &text else {
+            continue;
+        };
+        let col = |line: u32, c: u32, up: bool| {
+            t.line(line)
+                .map_or(c, |l| column_to_utf16(l, c, units[i], up))
+        };
+        d.start_char = col(d.start_line, d.start_char, false);
+        d.end_char = col(d.end_line, d.end_char, true);
+        if d.end_line == d.start_line {
+            d.end_char = d.end_char.max(d.start_char);
+        }
+    }
+    ds
+}
+
 struct Context<'a> {
     base: &'a Path,
     default_source: &'a str,
+    /// How compiler lines count columns (`compiler_unit`).
+    compiler: Unit,
+}
+
+/// A diagnostic as its tool printed it: its columns still counted in the tool's `unit`.
+struct Found {
+    d: Diagnostic,
+    unit: Unit,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -151,24 +380,26 @@ enum LineMode {
     Ruff,
 }
 
-/// A 0-based range. Builders take whatever the tool printed and this type
-/// keeps the invariant that the end never precedes the start.
+/// A 0-based range, its columns counted in `unit`. Builders take whatever the tool printed
+/// and this type keeps the invariant that the end never precedes the start.
 #[derive(Clone, Copy)]
 struct Range {
     start: (u32, u32),
     end: (u32, u32),
+    unit: Unit,
 }
 
 impl Range {
-    fn new(start: (u32, u32), end: (u32, u32)) -> Range {
+    fn new(start: (u32, u32), end: (u32, u32), unit: Unit) -> Range {
         Range {
             start,
             end: end.max(start),
+            unit,
         }
     }
 
-    fn point(line: u32, character: u32) -> Range {
-        Range::new((line, character), (line, character))
+    fn point(line: u32, character: u32, unit: Unit) -> Range {
+        Range::new((line, character), (line, character), unit)
     }
 }
 
@@ -179,8 +410,8 @@ fn make(
     message: &str,
     source: &str,
     code: Option<String>,
-) -> Diagnostic {
-    Diagnostic {
+) -> Found {
+    let d = Diagnostic {
         path,
         start_line: range.start.0,
         start_char: range.start.1,
@@ -190,10 +421,14 @@ fn make(
         message: message.to_string(),
         source: source.to_string(),
         code,
+    };
+    Found {
+        d,
+        unit: range.unit,
     }
 }
 
-fn parse_auto(output: &str, cx: &Context, out: &mut Vec<Diagnostic>) {
+fn parse_auto(output: &str, cx: &Context, out: &mut Vec<Found>) {
     let trimmed = output.trim_start();
     // Only the first JSON value is read, so stderr printed after a SARIF
     // document does not hide it. A failed attempt costs at most one pass, and
@@ -209,6 +444,10 @@ fn parse_auto(output: &str, cx: &Context, out: &mut Vec<Diagnostic>) {
         }
         if is_protocol(&v) {
             parse_protocol(&v, cx, out);
+            return;
+        }
+        if is_ruff_json(&v) {
+            parse_ruff_json(&v, cx, out);
             return;
         }
     }
@@ -266,7 +505,7 @@ fn is_protocol(v: &Value) -> bool {
 // ---------------------------------------------------------------------------
 // Line-oriented formats
 
-fn parse_lines(output: &str, mode: LineMode, cx: &Context, out: &mut Vec<Diagnostic>) {
+fn parse_lines(output: &str, mode: LineMode, cx: &Context, out: &mut Vec<Found>) {
     for line in output.lines() {
         let t = line.trim();
         if matches!(mode, LineMode::Auto | LineMode::Cargo)
@@ -351,9 +590,11 @@ struct Classified<'a> {
     message: &'a str,
     source: &'a str,
     code: Option<String>,
+    /// How the line's columns count.
+    unit: Unit,
 }
 
-fn parse_line(line: &str, compiler: bool, ruff: bool, cx: &Context) -> Option<Diagnostic> {
+fn parse_line(line: &str, compiler: bool, ruff: bool, cx: &Context) -> Option<Found> {
     let line = strip_ansi(line);
     let loc = split_location(&line)?;
     let rest = loc.rest.trim();
@@ -361,18 +602,23 @@ fn parse_line(line: &str, compiler: bool, ruff: bool, cx: &Context) -> Option<Di
         // `In file included from main.c:1:` and similar context lines.
         return None;
     }
-    let c = classify(rest, compiler, ruff, cx.default_source)?;
+    let c = classify(rest, compiler, ruff, cx)?;
     if c.message.is_empty() {
         return None;
     }
     let [l, c1, l2, c2] = loc.nums;
     let line0 = l.saturating_sub(1);
+    let unit = c.unit;
     let range = match loc.count {
-        1 => Range::point(line0, 0),
-        2 | 3 => Range::point(line0, c1.saturating_sub(1)),
+        1 => Range::point(line0, 0, unit),
+        2 | 3 => Range::point(line0, c1.saturating_sub(1), unit),
         // mypy --show-error-end: the end column is 1-based and inclusive,
         // which is the same number as a 0-based exclusive end.
-        _ => Range::new((line0, c1.saturating_sub(1)), (l2.saturating_sub(1), c2)),
+        _ => Range::new(
+            (line0, c1.saturating_sub(1)),
+            (l2.saturating_sub(1), c2),
+            unit,
+        ),
     };
     Some(make(
         resolve_path(cx.base, loc.path),
@@ -388,9 +634,10 @@ fn classify<'a>(
     rest: &'a str,
     compiler: bool,
     ruff: bool,
-    default_source: &'a str,
+    cx: &Context<'a>,
 ) -> Option<Classified<'a>> {
-    if compiler && let Some(c) = severity_form(rest, default_source) {
+    let default_source = cx.default_source;
+    if compiler && let Some(c) = severity_form(rest, cx) {
         return Some(c);
     }
     if ruff && let Some(c) = ruff_form(rest) {
@@ -408,12 +655,13 @@ fn classify<'a>(
         message: rest,
         source: default_source,
         code: None,
+        unit: cx.compiler,
     })
 }
 
 /// `severity: message [code]` (gcc, clang, mypy, shellcheck -f gcc) and
 /// `severity[CODE]: message` (rustc --error-format=short).
-fn severity_form<'a>(rest: &'a str, default_source: &'a str) -> Option<Classified<'a>> {
+fn severity_form<'a>(rest: &'a str, cx: &Context<'a>) -> Option<Classified<'a>> {
     // The bracket form first: a clippy code contains colons of its own.
     if let Some((word, after)) = rest.split_once('[')
         && let Some(severity) = Severity::from_word(word)
@@ -431,6 +679,7 @@ fn severity_form<'a>(rest: &'a str, default_source: &'a str) -> Option<Classifie
             message: message.trim(),
             source,
             code: Some(code.to_string()),
+            unit: CHARS,
         });
     }
     let (head, message) = rest.split_once(':')?;
@@ -439,8 +688,9 @@ fn severity_form<'a>(rest: &'a str, default_source: &'a str) -> Option<Classifie
     Some(Classified {
         severity,
         message,
-        source: default_source,
+        source: cx.default_source,
         code,
+        unit: cx.compiler,
     })
 }
 
@@ -468,7 +718,8 @@ fn split_trailing_code(message: &str) -> (&str, Option<String>) {
     (text, Some(code.to_string()))
 }
 
-/// ruff's concise format: `CODE [*] message`, or a syntax error.
+/// ruff's concise format: `CODE [*] message`, or a syntax error. ruff counts columns in
+/// characters, in every output format.
 fn ruff_form(rest: &str) -> Option<Classified<'_>> {
     for prefix in ["SyntaxError:", "invalid-syntax:"] {
         if let Some(message) = rest.strip_prefix(prefix) {
@@ -477,6 +728,7 @@ fn ruff_form(rest: &str) -> Option<Classified<'_>> {
                 message: message.trim(),
                 source: "ruff",
                 code: None,
+                unit: CHARS,
             });
         }
     }
@@ -487,19 +739,22 @@ fn ruff_form(rest: &str) -> Option<Classified<'_>> {
     let message = message.trim_start();
     // `[*]` only says that a fix is available.
     let message = message.strip_prefix("[*]").unwrap_or(message).trim_start();
-    // The severities ruff's own language server gives: everything is a
-    // warning except names that cannot resolve and files that cannot be read
-    // (E999 is the old syntax-error code).
-    let severity = match code {
-        "F821" | "E902" | "E999" => Severity::Error,
-        _ => Severity::Warning,
-    };
     Some(Classified {
-        severity,
+        severity: ruff_severity(code),
         message,
         source: "ruff",
         code: Some(code.to_string()),
+        unit: CHARS,
     })
+}
+
+/// The severities ruff's own language server gives: everything is a warning except names
+/// that cannot resolve and files that cannot be read (E999 is the old syntax-error code).
+fn ruff_severity(code: &str) -> Severity {
+    match code {
+        "F821" | "E902" | "E999" => Severity::Error,
+        _ => Severity::Warning,
+    }
 }
 
 /// Ruff rule codes are upper-case letters followed by digits (F821, UP006).
@@ -521,6 +776,8 @@ fn eslint_form<'a>(rest: &'a str, default_source: &'a str) -> Option<Classified<
         message: without.get(..open)?.trim(),
         source: default_source,
         code: (!rule.is_empty()).then(|| rule.to_string()),
+        // ESLint's columns index JavaScript strings, which count UTF-16 code units.
+        unit: UTF16,
     })
 }
 
@@ -568,7 +825,7 @@ fn strip_ansi(line: &str) -> Cow<'_, str> {
 // ---------------------------------------------------------------------------
 // cargo / rustc JSON
 
-fn push_cargo(v: &Value, cx: &Context, out: &mut Vec<Diagnostic>) {
+fn push_cargo(v: &Value, cx: &Context, out: &mut Vec<Found>) {
     // `cargo --message-format=json` wraps rustc's diagnostic; plain
     // `rustc --error-format=json` prints it bare.
     let msg = if v.get("reason").and_then(Value::as_str) == Some("compiler-message") {
@@ -614,6 +871,8 @@ fn push_cargo(v: &Value, cx: &Context, out: &mut Vec<Diagnostic>) {
         let Some(file) = span.get("file_name").and_then(Value::as_str) else {
             continue;
         };
+        // rustc's spans count columns in characters ("1-based, character offset"; a tab is
+        // one).
         let range = Range::new(
             (
                 num(span, "line_start").saturating_sub(1),
@@ -624,6 +883,7 @@ fn push_cargo(v: &Value, cx: &Context, out: &mut Vec<Diagnostic>) {
                 // 1-based exclusive → 0-based exclusive.
                 num(span, "column_end").saturating_sub(1),
             ),
+            CHARS,
         );
         out.push(make(
             resolve_path(cx.base, file),
@@ -669,7 +929,7 @@ fn num(v: &Value, key: &str) -> u32 {
 // ---------------------------------------------------------------------------
 // SARIF 2.1.0
 
-fn parse_sarif(doc: &Value, cx: &Context, out: &mut Vec<Diagnostic>) {
+fn parse_sarif(doc: &Value, cx: &Context, out: &mut Vec<Found>) {
     let Some(runs) = doc.get("runs").and_then(Value::as_array) else {
         return;
     };
@@ -691,9 +951,17 @@ fn parse_sarif(doc: &Value, cx: &Context, out: &mut Vec<Diagnostic>) {
         let Some(results) = run.get("results").and_then(Value::as_array) else {
             continue;
         };
+        // SARIF 2.1.0 requires `columnKind` when there are results but gives it no default;
+        // tools that leave it out (ruff) count code points, the default of Microsoft's SARIF
+        // SDK. `bytes` is SARIF 2.2's.
+        let unit = match run.get("columnKind").and_then(Value::as_str) {
+            Some("utf16CodeUnits") => UTF16,
+            Some("bytes") => BYTES,
+            _ => CHARS,
+        };
         for result in results {
             if let Some(d) = sarif_result(result, run, rules, &rules_by_id, source, cx) {
-                out.push(d);
+                out.push(Found { unit, ..d });
             }
         }
     }
@@ -706,7 +974,7 @@ fn sarif_result(
     rules_by_id: &HashMap<&str, &Value>,
     source: &str,
     cx: &Context,
-) -> Option<Diagnostic> {
+) -> Option<Found> {
     let kind = result.get("kind").and_then(Value::as_str);
     if matches!(kind, Some("pass" | "notApplicable")) || is_suppressed(result) {
         return None;
@@ -770,11 +1038,12 @@ fn sarif_result(
                 Some(_) => Range::new(
                     (start_line, start_char),
                     (end_line, num(region, "endColumn").saturating_sub(1)),
+                    CHARS,
                 ),
-                None => Range::point(start_line, start_char),
+                None => Range::point(start_line, start_char, CHARS),
             }
         }
-        _ => Range::point(0, 0),
+        _ => Range::point(0, 0, CHARS),
     };
 
     Some(make(
@@ -899,9 +1168,48 @@ fn has_scheme(uri: &str) -> bool {
 }
 
 // ---------------------------------------------------------------------------
+// ruff --output-format json
+
+/// An array of ruff's findings (`[]` when there are none).
+fn is_ruff_json(v: &Value) -> bool {
+    v.as_array().is_some_and(|items| {
+        items
+            .iter()
+            .all(|d| d.get("filename").is_some_and(Value::is_string) && d["location"].is_object())
+    })
+}
+
+/// ruff's JSON: the concise format's findings with an end, `location` and `end_location`
+/// being 1-based `row` and `column`, the end exclusive, columns in characters. A syntax
+/// error's code is `invalid-syntax` (null in older versions), which the concise format
+/// does not show as a code.
+fn parse_ruff_json(v: &Value, cx: &Context, out: &mut Vec<Found>) {
+    for d in v.as_array().into_iter().flatten() {
+        let Some(file) = d["filename"].as_str() else {
+            continue;
+        };
+        let at = |k: &str| {
+            (
+                num(&d[k], "row").saturating_sub(1),
+                num(&d[k], "column").saturating_sub(1),
+            )
+        };
+        let code = d["code"].as_str().filter(|c| *c != "invalid-syntax");
+        out.push(make(
+            resolve_path(cx.base, file),
+            Range::new(at("location"), at("end_location"), CHARS),
+            code.map_or(Severity::Error, ruff_severity),
+            d["message"].as_str().unwrap_or(""),
+            "ruff",
+            code.map(str::to_string),
+        ));
+    }
+}
+
+// ---------------------------------------------------------------------------
 // ccide's own wire format
 
-fn parse_protocol(v: &Value, cx: &Context, out: &mut Vec<Diagnostic>) {
+fn parse_protocol(v: &Value, cx: &Context, out: &mut Vec<Found>) {
     match v {
         Value::Array(entries) => {
             for e in entries {
@@ -923,7 +1231,7 @@ pub fn entry_path(uri: &str, base: &Path) -> PathBuf {
     }
 }
 
-fn protocol_entry(entry: &Value, cx: &Context, out: &mut Vec<Diagnostic>) {
+fn protocol_entry(entry: &Value, cx: &Context, out: &mut Vec<Found>) {
     let Some(uri) = entry.get("uri").and_then(Value::as_str) else {
         return;
     };
@@ -950,7 +1258,8 @@ fn protocol_entry(entry: &Value, cx: &Context, out: &mut Vec<Diagnostic>) {
             .unwrap_or(cx.default_source);
         out.push(make(
             path.clone(),
-            Range::new(pos("start"), pos("end")),
+            // The getDiagnostics form: UTF-16 already.
+            Range::new(pos("start"), pos("end"), UTF16),
             protocol_severity(d.get("severity")),
             message,
             source,
@@ -1002,7 +1311,7 @@ mod tests {
     const SAMPLE: &str = "/work/sample";
 
     fn run(output: &str, format: Format, base: &str, source: &str) -> Vec<Diagnostic> {
-        parse(output, format, Path::new(base), source)
+        parse(output, format, Path::new(base), source, &mut |_| None)
     }
 
     /// Every field of a diagnostic on one line, so expectations read like
@@ -1101,6 +1410,290 @@ mod tests {
         assert_diags(&run(text, Format::Auto, SAMPLE, "ruff"), &want);
         // The source comes from the format, not from the caller.
         assert_diags(&run(text, Format::Auto, SAMPLE, "whatever"), &want);
+    }
+
+    #[test]
+    fn fixture_ruff_json_has_ends() {
+        let text = include_str!("../../tests/fixtures/diagnostics/ruff.json");
+        let want = [
+            "/work/sample/py/app.py | 0:7-0:9 | Warning | ruff | F401 | `os` imported but unused",
+            "/work/sample/py/app.py | 1:7-1:10 | Warning | ruff | F401 | `sys` imported but unused",
+            "/work/sample/py/app.py | 5:4-5:10 | Warning | ruff | F841 | Local variable `unused` is assigned to but never used",
+            "/work/sample/py/app.py | 6:29-6:43 | Error | ruff | F821 | Undefined name `undefined_name`",
+            "/work/sample/py/app.py | 10:0-10:11 | Error | ruff | F821 | Undefined name `reveal_type`",
+            "/work/sample/py/broken.py | 0:6-0:7 | Error | ruff | - | Expected a parameter or the end of the parameter list",
+            "/work/sample/py/broken.py | 0:7-1:0 | Error | ruff | - | Expected `)`, found newline",
+            "/work/sample/py/my dir/ä.py | 0:0-0:23 | Warning | ruff | UP035 | `typing.List` is deprecated, use `list` instead",
+            "/work/sample/py/my dir/ä.py | 3:9-3:13 | Warning | ruff | UP006 | Use `list` instead of `List` for type annotation",
+            "/work/sample/py/my dir/ä.py | 4:15-4:19 | Warning | ruff | E711 | Comparison to `None` should be `cond is None`",
+        ];
+        assert_diags(&run(text, Format::Ruff, SAMPLE, "ruff"), &want);
+        assert_diags(&run(text, Format::Auto, SAMPLE, "x"), &want);
+        // Its findings are the concise format's, which has no ends.
+        let concise = run(
+            include_str!("../../tests/fixtures/diagnostics/ruff-concise.txt"),
+            Format::Ruff,
+            SAMPLE,
+            "ruff",
+        );
+        let starts = |ds: &[Diagnostic]| -> Vec<String> {
+            ds.iter()
+                .map(|d| {
+                    format!(
+                        "{} {}:{} {}",
+                        d.path.display(),
+                        d.start_line,
+                        d.start_char,
+                        d.message
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            starts(&run(text, Format::Ruff, SAMPLE, "ruff")),
+            starts(&concise)
+        );
+    }
+
+    // -- Columns ----------------------------------------------------------
+
+    /// The sources of the `columns-*` fixtures, where each tool's output names them: on each,
+    /// an error after `é🦀`, and one on a line indented by a tab.
+    fn columns_source(p: &Path) -> Option<String> {
+        let name = p.strip_prefix(SAMPLE).ok()?.to_str()?;
+        let text = match name {
+            "uni/columns.py" => include_str!("../../tests/fixtures/diagnostics/columns/columns.py"),
+            "uni/columns.c" => include_str!("../../tests/fixtures/diagnostics/columns/columns.c"),
+            "uni/columns.sh" => include_str!("../../tests/fixtures/diagnostics/columns/columns.sh"),
+            "cols/src/lib.rs" => include_str!("../../tests/fixtures/diagnostics/columns/lib.rs"),
+            _ => return None,
+        };
+        Some(text.to_string())
+    }
+
+    fn run_columns(output: &str, format: Format, base: &str, source: &str) -> Vec<Diagnostic> {
+        parse(output, format, Path::new(base), source, &mut columns_source)
+    }
+
+    /// What each tool printed for an error after `é🦀` reaches the store at the UTF-16 column
+    /// VS Code shows (`s = "é🦀" + foo`: ruff says 12, VS Code 12 from 0, so 13 from 1; rustc
+    /// says 32 where VS Code says 32 from 0), with the tool's range where it gives one.
+    #[test]
+    fn columns_after_a_wide_character_are_counted_in_utf16_in_every_format() {
+        let py = "/work/sample/uni/columns.py";
+        let foo = "Undefined name `foo`";
+        let bar = "Undefined name `bar`";
+        let concise = include_str!("../../tests/fixtures/diagnostics/columns-ruff-concise.txt");
+        let want = [
+            format!("{py} | 0:12-0:12 | Error | ruff | F821 | {foo}"),
+            format!("{py} | 2:13-2:13 | Error | ruff | F821 | {bar}"),
+        ];
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        assert_diags(&run_columns(concise, Format::Ruff, SAMPLE, "ruff"), &want);
+        assert_diags(&run_columns(concise, Format::Auto, SAMPLE, "import"), &want);
+        let ranged = [
+            format!("{py} | 0:12-0:15 | Error | ruff | F821 | {foo}"),
+            format!("{py} | 2:13-2:16 | Error | ruff | F821 | {bar}"),
+        ];
+        let ranged: Vec<&str> = ranged.iter().map(String::as_str).collect();
+        let json = include_str!("../../tests/fixtures/diagnostics/columns-ruff.json");
+        assert_diags(&run_columns(json, Format::Ruff, SAMPLE, "ruff"), &ranged);
+        assert_diags(&run_columns(json, Format::Auto, SAMPLE, "import"), &ranged);
+        // ruff's SARIF has no columnKind: code points.
+        let sarif = include_str!("../../tests/fixtures/diagnostics/columns-ruff.sarif");
+        assert_diags(&run_columns(sarif, Format::Auto, SAMPLE, "import"), &ranged);
+
+        let cargo = include_str!("../../tests/fixtures/diagnostics/columns-cargo.jsonl");
+        let rs = "/work/sample/cols/src/lib.rs";
+        let want = [
+            format!(
+                "{rs} | 1:32-1:35 | Error | rustc | E0425 | cannot find value `foo` in this scope"
+            ),
+            format!(
+                "{rs} | 2:41-2:44 | Error | rustc | E0425 | cannot find value `bar` in this scope"
+            ),
+        ];
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        for format in [Format::Cargo, Format::Auto] {
+            assert_diags(
+                &run_columns(cargo, format, "/work/sample/cols", "cargo"),
+                &want,
+            );
+        }
+
+        // gcc counts display columns: 🦀 takes two, a tab runs to the next multiple of 8.
+        let gcc = include_str!("../../tests/fixtures/diagnostics/columns-gcc.txt");
+        let c = "/work/sample/uni/columns.c";
+        let want = [
+            format!(
+                "{c} | 1:32-1:32 | Error | gcc | - | ‘foo’ undeclared (first use in this function)"
+            ),
+            format!(
+                "{c} | 1:32-1:32 | Info | gcc | - | each undeclared identifier is reported only once for each function it appears in"
+            ),
+            format!(
+                "{c} | 2:31-2:31 | Error | gcc | - | ‘bar’ undeclared (first use in this function)"
+            ),
+        ];
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        assert_diags(&run_columns(gcc, Format::Compiler, SAMPLE, "gcc"), &want);
+        // Imported, it is known by gcc's `In function` line.
+        let imported: Vec<String> = want
+            .iter()
+            .map(|w| w.replace("| gcc |", "| import |"))
+            .collect();
+        let imported: Vec<&str> = imported.iter().map(String::as_str).collect();
+        assert_diags(&run_columns(gcc, Format::Auto, SAMPLE, "import"), &imported);
+
+        let sc = include_str!("../../tests/fixtures/diagnostics/columns-shellcheck-gcc.txt");
+        let got: Vec<(u32, u32, Option<String>)> =
+            run_columns(sc, Format::Compiler, SAMPLE, "shellcheck")
+                .into_iter()
+                .map(|d| (d.start_line, d.start_char, d.code))
+                .collect();
+        let sc = |l, c, code: &str| (l, c, Some(code.to_string()));
+        assert_eq!(
+            got,
+            [
+                sc(1, 0, "SC2034"),
+                sc(1, 14, "SC2154"),
+                sc(1, 14, "SC2086"),
+                sc(2, 1, "SC2034"),
+                sc(2, 15, "SC2154"),
+                sc(2, 15, "SC2086"),
+            ]
+        );
+    }
+
+    /// SARIF says its unit in `run.columnKind`; every kind of the same finding lands on the
+    /// same UTF-16 columns.
+    #[test]
+    fn sarif_column_kind_names_the_unit() {
+        let sarif = |kind: &str, start: u32, end: u32| {
+            let kind = if kind.is_empty() {
+                String::new()
+            } else {
+                format!(r#""columnKind":"{kind}","#)
+            };
+            format!(
+                r#"{{"version":"2.1.0","runs":[{{"tool":{{"driver":{{"name":"t"}}}},{kind}"results":[{{"ruleId":"R1","message":{{"text":"m"}},"locations":[{{"physicalLocation":{{"artifactLocation":{{"uri":"file:///work/sample/uni/columns.py"}},"region":{{"startLine":1,"startColumn":{start},"endColumn":{end}}}}}}}]}}]}}]}}"#
+            )
+        };
+        let want = ["/work/sample/uni/columns.py | 0:12-0:15 | Warning | t | R1 | m"];
+        for (kind, start, end) in [
+            ("", 12, 15),
+            ("unicodeCodePoints", 12, 15),
+            ("utf16CodeUnits", 13, 16),
+            ("bytes", 16, 19),
+        ] {
+            let got = run_columns(&sarif(kind, start, end), Format::Sarif, SAMPLE, "x");
+            assert_diags(&got, &want);
+        }
+    }
+
+    /// One error, on the tab-indented line of columns.c after `é🦀`, as each kind of program
+    /// counts it: gcc 39 (display), clang and go 35 (bytes), the others 31 (characters).
+    #[test]
+    fn compiler_lines_count_columns_as_their_program_does() {
+        let line = |col: u32| format!("uni/columns.c:3:{col}: error: e\n");
+        for (program, col) in [
+            ("gcc", 39),
+            ("cc", 39),
+            ("x86_64-linux-gnu-gcc-12", 39),
+            ("g++", 39),
+            ("clang", 35),
+            ("clang-tidy", 35),
+            ("go", 35),
+            ("mypy", 31),
+            ("shellcheck", 31),
+            ("import", 31),
+        ] {
+            let got = run_columns(&line(col), Format::Compiler, SAMPLE, program);
+            assert_eq!((got[0].start_line, got[0].start_char), (2, 31), "{program}");
+        }
+        // rustc's short form and ruff's lines say who printed them, whoever ran them.
+        let text = "uni/columns.py:1:12: F821 Undefined name `foo`\n\
+                    cols/src/lib.rs:2:32: error[E0425]: cannot find value `foo` in this scope\n";
+        let got: Vec<(u32, u32)> = run_columns(text, Format::Auto, SAMPLE, "gcc")
+            .iter()
+            .map(|d| (d.start_line, d.start_char))
+            .collect();
+        assert_eq!(got, [(0, 12), (1, 32)]);
+    }
+
+    /// gcc's display count, checked against gcc 12.2 (the column of a token after each
+    /// character, `-fdiagnostics-column-unit=display`, the default).
+    #[test]
+    fn display_columns_expand_tabs_and_count_wide_characters_twice() {
+        for (c, w) in [
+            ('a', 1),
+            ('é', 1),
+            ('世', 2),
+            ('✅', 2),
+            ('⌚', 2),
+            ('🚀', 2),
+            ('🦀', 2),
+            ('가', 2),
+            ('Ａ', 2),
+            ('\u{3000}', 2),
+            ('\u{2e80}', 2),
+            ('✓', 1),
+            ('♥', 1),
+            ('ｱ', 1),
+            ('\u{a0}', 1),
+            ('\u{7}', 1),
+            ('\u{1f1e6}', 1),
+            ('\u{301}', 0),
+            ('\u{591}', 0),
+            ('\u{200b}', 0),
+            ('\u{200d}', 0),
+            ('\u{fe0f}', 0),
+            ('\u{e0100}', 0),
+        ] {
+            assert_eq!(display_width(c), w, "{c:?} U+{:04X}", c as u32);
+        }
+        let d = |line: &str, col: u32, up: bool| column_to_utf16(line, col, Unit::Display, up);
+        assert_eq!(d("\tx", 8, false), 1);
+        assert_eq!(d("a\tx", 8, false), 2);
+        assert_eq!(d("\t\tx", 16, false), 2);
+        assert_eq!(d("世x", 2, false), 1);
+        assert_eq!(d("🦀x", 2, false), 2);
+        // After a combining mark, not between it and its letter.
+        assert_eq!(d("e\u{301}x", 1, false), 2);
+        // Inside a tab or a wide character: its start, or its end for the end of a range.
+        assert_eq!(d("\tx", 4, false), 0);
+        assert_eq!(d("\tx", 4, true), 1);
+        assert_eq!(d("🦀x", 1, true), 2);
+        // Past the end keeps the excess.
+        assert_eq!(d("ab", 5, false), 5);
+    }
+
+    /// Each file is read once however many diagnostics it has; a file that cannot be read,
+    /// and a line past its end, keep the columns as printed.
+    #[test]
+    fn each_file_is_read_once_and_unreadable_ones_keep_their_columns() {
+        let text = "uni/columns.py:1:12: F821 a\n\
+                    uni/columns.c:2:33: error: b\n\
+                    uni/columns.py:3:13: F821 c\n\
+                    uni/columns.py:9:13: F821 past the end\n\
+                    uni/gone.py:1:12: F821 unreadable\n\
+                    uni/columns.py:1:1: F821 column 1 needs no text\n";
+        let mut reads = Vec::new();
+        let got = parse(text, Format::Auto, Path::new(SAMPLE), "gcc", &mut |p| {
+            reads.push(p.to_path_buf());
+            columns_source(p)
+        });
+        let got: Vec<(u32, u32)> = got.iter().map(|d| (d.start_line, d.start_char)).collect();
+        assert_eq!(got, [(0, 12), (1, 32), (2, 13), (8, 12), (0, 11), (0, 0)]);
+        let names: Vec<String> = reads.iter().map(|p| p.display().to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "/work/sample/uni/columns.c",
+                "/work/sample/uni/columns.py",
+                "/work/sample/uni/gone.py"
+            ]
+        );
     }
 
     #[test]
@@ -1680,7 +2273,7 @@ make: *** [Makefile:12: all] Error 1
                 }
             }
             for f in formats {
-                let _ = parse(&s, f, Path::new("/b"), "t");
+                let _ = parse(&s, f, Path::new("/b"), "t", &mut |_| Some(s.clone()));
             }
         }
         // Structurally valid JSON with every field of the wrong type.
@@ -1695,7 +2288,9 @@ make: *** [Makefile:12: all] Error 1
             &"{\"runs\":".repeat(10_000),
         ] {
             for f in formats {
-                let _ = parse(text, f, Path::new("/b"), "t");
+                let _ = parse(text, f, Path::new("/b"), "t", &mut |_| {
+                    Some(text.to_string())
+                });
             }
         }
         // Numbers beyond u32 saturate.
