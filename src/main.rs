@@ -178,7 +178,7 @@ pub const COMMANDS: &[Command] = &[
         name: "diagnostics",
         usage: "ccide diagnostics [list | import [FILE|-] | clear [FILE]] [OPTIONS]",
         about: "Store, list or clear the diagnostics that getDiagnostics answers with.",
-        details: "import reads diagnostics produced elsewhere (a CI job, a watcher, an editor's linter) from\nFILE or standard input and replaces the stored diagnostics of every file it names. Formats:\nprotocol (the getDiagnostics answer), sarif (SARIF 2.1.0), cargo (--message-format=json),\ncompiler (path:line:col: severity: message [code]), ruff (concise); auto detects them.\nRelative paths are resolved against the current directory; files outside the workspace are\nignored. Clients get diagnostics_changed for every file whose diagnostics changed.",
+        details: "import reads diagnostics produced elsewhere (a CI job, a watcher, an editor's linter) from\nFILE or standard input and replaces the stored diagnostics of every file it names. Formats:\nprotocol (the getDiagnostics answer), sarif (SARIF 2.1.0), cargo (--message-format=json),\ncompiler (path:line:col: severity: message [code]), ruff (concise or JSON); auto detects\nthem. Relative paths are resolved against the current directory; files outside the workspace\nare ignored. Columns are converted to UTF-16 code units, as getDiagnostics counts them, against\nthe files as they are. Clients get diagnostics_changed for every file whose diagnostics changed.",
         flags: &[
             flag(
                 "--format",
