@@ -2,6 +2,8 @@
 //! a checker on its own thread. getDiagnostics {uri} answers from the store and starts a check
 //! when the file changed since its last one; getDiagnostics {} also waits, up to a budget, for
 //! the checks of changed files, so the answer after an edit reflects the file as written.
+//! Which check runs, and running it, are here; the thread that runs a check and publishes its
+//! result is `Diagnostics::check`'s, so this file needs nothing of its parent's.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

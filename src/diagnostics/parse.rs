@@ -329,34 +329,45 @@ fn display_width(c: char) -> u32 {
 /// Converts every diagnostic's columns to UTF-16 code units against the text of its line.
 /// Each file is read once, and one at a time, so memory holds one file; one that `read`
 /// cannot give keeps its columns as printed, and so does a line past its end.
-fn to_utf16(found: Vec<Found>, read: &mut dyn FnMut(&Path) -> Option<String>) -> Vec<Diagnostic> {
-    let (mut ds, units): (Vec<Diagnostic>, Vec<Unit>) =
-        found.into_iter().map(|f| (f.d, f.unit)).unzip();
+fn to_utf16(
+    mut found: Vec<Found>,
+    read: &mut dyn FnMut(&Path) -> Option<String>,
+) -> Vec<Diagnostic> {
     // Column 0 is 0 in every unit.
-    let mut todo: Vec<usize> = (0..ds.len())
-        .filter(|&i| units[i] != UTF16 && (ds[i].start_char > 0 || ds[i].end_char > 0))
+    let todo: Vec<usize> = (0..found.len())
+        .filter(|&i| {
+            let Found { d, unit } = &found[i];
+            *unit != UTF16 && (d.start_char > 0 || d.end_char > 0)
+        })
         .collect();
-    todo.sort_by(|&a, &b| ds[a].path.cmp(&ds[b].path));
-    let mut text: Option<(PathBuf, Option<Text>)> = None;
-    for i in todo {
-        let d = &mut ds[i];
-        if text.as_ref().is_none_or(|(p, _)| *p != d.path) {
-            text = Some((d.path.clone(), read(&d.path).map(Text::new)));
-        }
-        let Some((_, Some(t))) = &text else {
-            continue;
-        };
-        let col = |line: u32, c: u32, up: bool| {
-            t.line(line)
-                .map_or(c, |l| column_to_utf16(l, c, units[i], up))
-        };
-        d.start_char = col(d.start_line, d.start_char, false);
-        d.end_char = col(d.end_line, d.end_char, true);
-        if d.end_line == d.start_line {
-            d.end_char = d.end_char.max(d.start_char);
+    // Grouped by file through a sorted list of the files (not by sorting the diagnostics: a
+    // sort of another type would cost kilobytes of code).
+    let mut files: Vec<PathBuf> = todo.iter().map(|&i| found[i].d.path.clone()).collect();
+    files.sort();
+    files.dedup();
+    let mut of_file: Vec<Vec<usize>> = vec![Vec::new(); files.len()];
+    for &i in &todo {
+        if let Ok(f) = files.binary_search(&found[i].d.path) {
+            of_file[f].push(i);
         }
     }
-    ds
+    for (file, ids) in files.iter().zip(of_file) {
+        let Some(t) = read(file).map(Text::new) else {
+            continue;
+        };
+        for i in ids {
+            let Found { d, unit } = &mut found[i];
+            let col = |line: u32, c: u32, up: bool| {
+                t.line(line).map_or(c, |l| column_to_utf16(l, c, *unit, up))
+            };
+            d.start_char = col(d.start_line, d.start_char, false);
+            d.end_char = col(d.end_line, d.end_char, true);
+            if d.end_line == d.start_line {
+                d.end_char = d.end_char.max(d.start_char);
+            }
+        }
+    }
+    found.into_iter().map(|f| f.d).collect()
 }
 
 struct Context<'a> {
