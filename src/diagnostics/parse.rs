@@ -193,10 +193,11 @@ const BYTES: Unit = Unit::Enc(Enc::Utf8);
 const CHARS: Unit = Unit::Enc(Enc::Utf32);
 const UTF16: Unit = Unit::Enc(Enc::Utf16);
 
-/// How compiler lines count columns, by the program that printed them (measured on a line
-/// holding `é🦀` and a tab; see tests/fixtures/diagnostics): gcc counts display columns, clang
-/// and go count bytes; rustc, shellcheck, mypy and ccide's own python3 check count characters,
-/// a tab as one. Output of another program (an import) is taken as gcc's when it holds the
+/// How compiler lines count columns, by the program that printed them: gcc counts display
+/// columns; rustc, shellcheck, mypy and ccide's own python3 check count characters, a tab as
+/// one (each measured on lines holding `é🦀` and a tab, tests/fixtures/diagnostics); clang
+/// counts bytes (its columns are offsets in the line's bytes), and so does go (go/token's
+/// `Column` is a byte count). Output of another program (an import) is taken as gcc's when it holds the
 /// context lines only gcc prints (`FILE: In function ‘f’:`, `FILE: At top level:`), else as
 /// characters.
 fn compiler_unit(program: &str, output: &str) -> Unit {
