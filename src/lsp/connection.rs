@@ -290,12 +290,14 @@ mod tests {
         let v = json!({"jsonrpc": "2.0", "method": "é", "params": {}});
         tx.send(&v).unwrap();
         tx.close();
-        let mut got = Vec::new();
-        loop {
+        // stdout and stderr are read by two threads: the stderr line may come after the end of
+        // stdout.
+        let (mut got, mut closed) = (Vec::new(), false);
+        while !closed || got.len() < 3 {
             match next(&inbox) {
                 Received::Closed(why) => {
                     assert_eq!(why, None);
-                    break;
+                    closed = true;
                 }
                 r => got.push(format!("{r:?}")),
             }
