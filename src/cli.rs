@@ -119,6 +119,41 @@ pub fn command_help(c: &Command) -> String {
     s
 }
 
+/// ", did you mean 'x'?" for the name a mistyped one begins (of three characters or more), else
+/// the closest at most two edits away, else nothing.
+pub fn did_you_mean<'a>(typed: &str, names: impl Iterator<Item = &'a str>) -> String {
+    let best = names
+        .map(|n| {
+            (
+                !(typed.len() > 2 && n.starts_with(typed)),
+                edits(typed, n),
+                n,
+            )
+        })
+        .filter(|(other, d, _)| !other || *d <= 2)
+        .min();
+    best.map(|(_, _, n)| format!(", did you mean '{n}'?"))
+        .unwrap_or_default()
+}
+
+/// Levenshtein distance, by characters.
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diag + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
 /// A parsed command line: flag values (command line first, then environment) and operands.
 pub struct Args {
     pub command: &'static Command,
@@ -162,9 +197,12 @@ impl Args {
                 None => (arg.as_str(), None),
             };
             let Some(f) = command.flags.iter().find(|f| f.name == name) else {
+                let names = command.flags.iter().map(|f| f.name).chain(["--help"]);
                 return Err(Fail::Usage(format!(
-                    "unknown option '{name}' for 'ccide {}' (see 'ccide help {}')",
-                    command.name, command.name
+                    "unknown option '{name}' for 'ccide {}'{} (see 'ccide help {}')",
+                    command.name,
+                    did_you_mean(name, names),
+                    command.name
                 )));
             };
             match (f.value, inline) {
@@ -275,5 +313,24 @@ impl Args {
                 "invalid value '{raw}' for {source}: expected {what}"
             ))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mistyped_name_gets_the_closest_one() {
+        let names = ["serve", "select", "status", "diff", "diagnostics"];
+        let guess = |t: &str| did_you_mean(t, names.iter().copied());
+        assert_eq!(guess("serv"), ", did you mean 'serve'?");
+        assert_eq!(guess("stauts"), ", did you mean 'status'?");
+        assert_eq!(guess("dif"), ", did you mean 'diff'?");
+        assert_eq!(guess("diag"), ", did you mean 'diagnostics'?");
+        assert_eq!(guess("frobnicate"), "");
+        assert_eq!(edits("--stat-dir", "--state-dir"), 1);
+        assert_eq!(edits("", "abc"), 3);
+        assert_eq!(edits("kitten", "sitting"), 3);
     }
 }

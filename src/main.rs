@@ -337,14 +337,14 @@ fn run(argv: &[String]) -> i32 {
                 None => out(overview()),
                 Some(name) => match find(name) {
                     Some(c) => out(cli::command_help(c)),
-                    None => usage(&format!("unknown command '{name}'")),
+                    None => usage(&unknown(name)),
                 },
             };
         }
         _ => {}
     }
     let Some(command) = find(first) else {
-        return usage(&format!("unknown command '{first}'"));
+        return usage(&unknown(first));
     };
     let rest = &argv[1..];
     if rest
@@ -363,6 +363,11 @@ fn run(argv: &[String]) -> i32 {
             EXIT_FAILURE
         }
     }
+}
+
+fn unknown(name: &str) -> String {
+    let names = COMMANDS.iter().map(|c| c.name).chain(["help"]);
+    format!("unknown command '{name}'{}", cli::did_you_mean(name, names))
 }
 
 fn usage(msg: &str) -> i32 {
