@@ -152,7 +152,7 @@ pub fn private_dir(dir: &Path, what: &str) -> Result<(), String> {
             let (uid, mode) = crate::sys::owner_and_mode(&meta);
             if uid != crate::sys::getuid() {
                 return Err(format!(
-                    "refusing the {what} {}: it belongs to uid {uid}, not to you (uid {}); another user could read or replace what ccide puts there. Use a directory of your own.",
+                    "refusing the {what} {}: it belongs to uid {uid}, not to you (uid {}); another user could read or replace what ccide puts there",
                     dir.display(),
                     crate::sys::getuid()
                 ));

@@ -158,7 +158,7 @@ pub fn claim_state_dir(state: &Path) -> Result<fs::File, String> {
         }
         let pid = pid.trim();
         return Err(format!(
-            "another ccide serve{} already runs with the state directory {}; stop it, or give this one another --state-dir",
+            "another ccide serve{} already runs with the state directory {}: use it (`claude --ide` in the folder connects to it; `ccide status` there shows it), or stop it before starting a new one. Only a server for other folders takes a state directory of its own (--state-dir): two for one folder would both announce it to Claude Code.",
             if pid.is_empty() {
                 String::new()
             } else {
@@ -171,6 +171,15 @@ pub fn claim_state_dir(state: &Path) -> Result<fs::File, String> {
     let _ = f.rewind();
     let _ = writeln!(f, "{}", std::process::id());
     Ok(f)
+}
+
+/// The ccide state directory holding `path` (or `path` itself), if any: the nearest ancestor
+/// with the files every server's state directory has (`serve.lock` and `server.json`). A
+/// proposal opened in an editor lies in one; it belongs to that server, never to a workspace.
+pub fn state_dir_holding(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .find(|d| d.join("serve.lock").is_file() && d.join(IDENTITY_FILE).is_file())
+        .map(Path::to_path_buf)
 }
 
 /// Whether the server of a ccide lock is proven gone, and if not, why it is kept. Its pid not
@@ -223,7 +232,10 @@ impl LockFile {
     /// Writes `<config>/ide/<port>.lock` atomically, mode 0600 in a 0700 directory.
     pub fn write(config: &Path, c: &LockContent) -> Result<LockFile, String> {
         let dir = config.join("ide");
-        files::private_dir(&dir, "lock file directory")?;
+        // Claude Code reads the lock files where it keeps its configuration: both must be told
+        // of another directory, not only ccide.
+        let advice = "Claude Code looks for IDEs there: point both at a directory of your own with CLAUDE_CONFIG_DIR=DIR (or serve --config-dir DIR and CLAUDE_CONFIG_DIR=DIR for claude)";
+        files::private_dir(&dir, "lock file directory").map_err(|e| format!("{e}; {advice}"))?;
         let path = dir.join(format!("{}.lock", c.port));
         let folders: Vec<String> = c
             .workspaces
@@ -241,8 +253,12 @@ impl LockFile {
             // and the pid namespace the pid belongs to (for `ccide gc`).
             "ccide": {"control": c.control, "state": c.state, "pidns": pid_namespace()},
         });
-        files::write_atomic(&path, body.to_string().as_bytes(), 0o600)
-            .map_err(|e| format!("cannot write the lock file {}: {e}", path.display()))?;
+        files::write_atomic(&path, body.to_string().as_bytes(), 0o600).map_err(|e| {
+            format!(
+                "cannot write the lock file {}: {e}; {advice}",
+                path.display()
+            )
+        })?;
         // write_atomic keeps an old file's mode; a lock must be 0600 whatever was there.
         use std::os::unix::fs::PermissionsExt;
         let _ = fs::set_permissions(&path, fs::Permissions::from_mode(0o600));
@@ -358,5 +374,23 @@ mod tests {
         assert_eq!(a, workspace_id(&[PathBuf::from("/srv/my app")]));
         assert!(a.starts_with("my_app-"));
         assert_ne!(a, workspace_id(&[PathBuf::from("/srv/my app2")]));
+    }
+
+    #[test]
+    fn a_state_directory_is_found_from_inside_it() {
+        let root = std::env::temp_dir().join(format!("ccide-statedir-{}", std::process::id()));
+        let state = root.join("state");
+        let proposal = state.join("diffs/3");
+        fs::create_dir_all(&proposal).unwrap();
+        fs::write(state.join("serve.lock"), "1\n").unwrap();
+        assert_eq!(state_dir_holding(&proposal), None, "serve.lock alone");
+        fs::write(state.join(IDENTITY_FILE), "{}").unwrap();
+        assert_eq!(
+            state_dir_holding(&proposal.join("main.py")),
+            Some(state.clone())
+        );
+        assert_eq!(state_dir_holding(&state), Some(state.clone()));
+        assert_eq!(state_dir_holding(&root), None);
+        fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -2449,6 +2449,13 @@ fn refused_directories(cases: &[(&str, Option<u32>, u32, &str)]) {
         let (code, err) = serve_refused(&sb, &[], &[]);
         assert_eq!(code, Some(1), "{dir} {mode:o} {owner:?}: {err}");
         assert!(err.contains(s(&d)) && err.contains(says), "{dir}: {err}");
+        // What to do about it: another directory, named the way that reaches it.
+        let advice = if dir.starts_with("state") {
+            "; to use another, pass --state-dir DIR"
+        } else {
+            "; Claude Code looks for IDEs there: point both at a directory of your own with CLAUDE_CONFIG_DIR=DIR"
+        };
+        assert!(err.contains(advice), "{dir}: {err}");
         assert!(
             list_locks(&sb.config().join("ide")).is_empty(),
             "a lock was written: {err}"

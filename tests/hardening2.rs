@@ -688,7 +688,7 @@ fn a_second_server_on_the_same_state_directory_is_refused_even_without_its_socke
             "another ccide serve (pid {}) already runs with the state directory {}",
             srv.pid(),
             sb.state().display()
-        )),
+        )) && err.contains("use it (`claude --ide` in the folder connects to it; `ccide status` there shows it), or stop it before starting a new one"),
         "{err}"
     );
     assert_eq!(

@@ -1,6 +1,7 @@
 //! The `serve` issue: lock file, restarts, handshake, MCP lifecycle, keepalive, takeover.
 
 use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::util::*;
@@ -466,6 +467,78 @@ fn a_lock_directory_writable_by_others_is_refused() {
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn a_mistyped_command_or_flag_gets_the_closest_name() {
+    let sb = Sandbox::new();
+    let hint = "\nRun 'ccide --help' for the commands and their options.\n";
+    for (args, says) in [
+        (
+            &["stauts"][..],
+            "unknown command 'stauts', did you mean 'status'?",
+        ),
+        (
+            &["help", "serv"],
+            "unknown command 'serv', did you mean 'serve'?",
+        ),
+        (&["frobnicate"], "unknown command 'frobnicate'"),
+        (
+            &["serve", "--stat-dir", "x"],
+            "unknown option '--stat-dir' for 'ccide serve', did you mean '--state-dir'? (see 'ccide help serve')",
+        ),
+        (
+            &["diff", "--jsn"],
+            "unknown option '--jsn' for 'ccide diff', did you mean '--json'? (see 'ccide help diff')",
+        ),
+    ] {
+        let o = sb.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert_eq!(stderr(&o), format!("ccide: {says}{hint}"), "{args:?}");
+    }
+}
+
+#[test]
+fn a_workspace_inside_a_state_directory_is_refused() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("main.py", "old\n");
+    let mut claude = server.ready_client();
+    claude.send_request(
+        "tools/call",
+        serde_json::json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "new\n", "tab_name": "t"}}),
+    );
+    let diff = sb.state().join("diffs/1");
+    wait_for("the diff directory", DEADLINE, || {
+        diff.is_dir().then_some(())
+    });
+    for dir in [&diff, &sb.state()] {
+        let mut child = sb
+            .command(&["serve", "--workspace", dir.to_str().unwrap(), "--state-dir"])
+            .arg(sb.root.join("other-state"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let exited = wait_for("serve to refuse", DEADLINE, || {
+            let e = child.try_wait().unwrap();
+            if e.is_none() && sb.config().join("ide").read_dir().unwrap().count() > 1 {
+                let _ = child.kill();
+                panic!("a server was started for {}", dir.display());
+            }
+            e
+        });
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(exited.code(), Some(2));
+        assert_eq!(
+            stderr(&o),
+            format!(
+                "ccide: refusing to serve {}: it is inside the state directory of a ccide server ({}), where its proposals live; a proposal belongs to the server that made it. Serve your project's folder instead.\nRun 'ccide --help' for the commands and their options.\n",
+                dir.display(),
+                sb.state().display()
+            )
+        );
+    }
 }
 
 #[test]

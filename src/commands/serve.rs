@@ -250,6 +250,15 @@ fn options(args: &Args) -> Result<Options, Fail> {
     for d in &dirs {
         let canon = crate::files::canonical_dir(std::path::Path::new(d))
             .map_err(|e| Fail::Usage(format!("invalid value for --workspace: {e}")))?;
+        // An editor started on a proposal (eglot's M-x eglot in its buffer) would otherwise
+        // make a second IDE of a server's own files.
+        if let Some(state) = lockfile::state_dir_holding(&canon) {
+            return Err(Fail::Usage(format!(
+                "refusing to serve {}: it is inside the state directory of a ccide server ({}), where its proposals live; a proposal belongs to the server that made it. Serve your project's folder instead.",
+                canon.display(),
+                state.display()
+            )));
+        }
         if !workspaces.contains(&canon) {
             workspaces.push(canon);
         }
@@ -412,7 +421,8 @@ pub fn run(args: &Args) -> Outcome {
 pub fn start(args: &Args) -> Result<Started, Fail> {
     crate::sys::restrict_umask();
     let o = options(args)?;
-    crate::files::private_dir(&o.state_dir, "state directory")?;
+    crate::files::private_dir(&o.state_dir, "state directory")
+        .map_err(|e| format!("{e}; to use another, pass --state-dir DIR"))?;
     let instance = lockfile::claim_state_dir(&o.state_dir)?;
     let identity = lockfile::load_identity(&o.state_dir)?;
     let listener = bind(&o, identity.port)?;
@@ -509,6 +519,10 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
             .collect::<Vec<_>>()
             .join(", "),
         lock_path.display()
+    );
+    crate::log::info!(
+        "next: run `claude --ide` in {} (or type /ide in a running claude) to connect Claude Code",
+        o.workspaces[0].display()
     );
     log_tools(&state);
     crate::sys::sd_notify("READY=1");
