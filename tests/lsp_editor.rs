@@ -9,7 +9,7 @@ use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::util::{DEADLINE, Sandbox, Server, stdout, wait_for};
+use crate::util::{DEADLINE, Sandbox, Server, list_locks, stdout, wait_for};
 use serde_json::{Value, json};
 
 /// An LSP client speaking to `ccide lsp` over its standard streams.
@@ -752,6 +752,258 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
     wait_for("the diff settled", DEADLINE, || {
         (titles(&ed.code_actions(&f, range(0, 0, 0, 0))).len() == 2).then_some(())
     });
+}
+
+/// `selection_changed` notifications Claude Code has received so far (the server answers a
+/// ping after everything it sent before it).
+fn selections_so_far(claude: &mut crate::util::Client) -> Vec<Value> {
+    let all = claude.before_ping();
+    let (sel, rest): (Vec<Value>, Vec<Value>) = all
+        .into_iter()
+        .partition(|m| m["method"] == "selection_changed");
+    claude.backlog.extend(rest);
+    sel.into_iter().map(|m| m["params"].clone()).collect()
+}
+
+#[test]
+fn choosing_send_selection_from_the_menu_sends_it_once() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("wide.py", WIDE);
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, WIDE);
+    let want = |text: &str, c1: u64, c2: u64| {
+        json!({"text": text, "filePath": f, "fileUrl": format!("file://{}", f.display()),
+            "selection": {"start": {"line": 1, "character": c1}, "end": {"line": 1, "character": c2}, "isEmpty": false}})
+    };
+    // A person reads the menu for longer than the 100 ms after which the selection follows the
+    // code action request: the follow-up sends it, choosing the action does not send it again.
+    let actions = ed.code_actions(&f, range(1, 9, 1, 14));
+    let n = claude.notification("selection_changed");
+    assert_eq!(n["params"], want("é世😀x", 9, 14));
+    let send = actions[0]["command"].clone();
+    assert_eq!(send["command"], "ccide.select");
+    let r = ed.request("workspace/executeCommand", send.clone());
+    assert_eq!(r["result"], Value::Null, "{r}");
+    assert_eq!(selections_so_far(&mut claude), Vec::<Value>::new());
+    // Chosen at once, before the follow-up: sent once, by the choice.
+    let actions = ed.code_actions(&f, range(1, 9, 1, 11));
+    ed.request("workspace/executeCommand", actions[0]["command"].clone());
+    assert_eq!(selections_so_far(&mut claude), [want("é世", 9, 11)]);
+    let late = claude.drain(Duration::from_millis(300));
+    assert!(
+        late.iter().all(|m| m["method"] != "selection_changed"),
+        "{late:?}"
+    );
+    // A key binding (executeCommand alone) sends each time it is pressed, the same selection
+    // included: Claude Code may have been told another one meanwhile.
+    for _ in 0..2 {
+        ed.request("workspace/executeCommand", send.clone());
+        assert_eq!(selections_so_far(&mut claude), [want("é世😀x", 9, 14)]);
+    }
+}
+
+/// A line with an accented letter, a space and an emoji (two UTF-16 units, four bytes).
+const HELLO: &str = "def greet():\n    print(\"héllo wörld 🦀\")\n";
+
+#[test]
+fn kakoune_lsps_inclusive_selection_end_is_taken_in() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("hello.py", HELLO);
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &["--no-follow"]);
+    // What kakoune-lsp 22.0.0 sends about itself (it offers UTF-8 first; ccide takes UTF-16).
+    let kak = json!({"clientInfo": {"name": "kakoune-lsp", "version": "22.0.0"},
+        "capabilities": {"general": {"positionEncodings": ["utf-8", "utf-16"]}}});
+    let r = ed.initialize(&sb.ws(), kak);
+    assert_eq!(r["capabilities"]["positionEncoding"], "utf-16");
+    ed.open(&f, HELLO);
+    // `héllo wörld 🦀` selected in kakoune: kakoune-lsp's range ends on the crab.
+    ed.run_action(&f, range(1, 11, 1, 23), "Claude: send selection");
+    let n = claude.notification("selection_changed");
+    assert_eq!(
+        n["params"],
+        json!({"text": "héllo wörld 🦀", "filePath": f, "fileUrl": format!("file://{}", f.display()),
+            "selection": {"start": {"line": 1, "character": 11}, "end": {"line": 1, "character": 25}, "isEmpty": false}})
+    );
+    // `print`, ending on its `t`; kakoune's cursor (one character, sent as an empty range) stays
+    // a cursor.
+    ed.run_action(&f, range(1, 4, 1, 8), "Claude: send selection");
+    assert_eq!(
+        claude.notification("selection_changed")["params"]["text"],
+        "print"
+    );
+    ed.run_action(&f, range(1, 4, 1, 4), "Claude: send selection");
+    let n = claude.notification("selection_changed");
+    assert_eq!(
+        (
+            n["params"]["text"].clone(),
+            n["params"]["selection"]["isEmpty"].clone()
+        ),
+        (json!(""), json!(true))
+    );
+}
+
+#[test]
+fn ales_byte_columns_are_read_as_bytes() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("hello.py", HELLO);
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &["--no-follow"]);
+    // ALE 3.3's `initialize`: no clientInfo, these capabilities (cut to what tells it apart).
+    let ale = json!({"clientInfo": null, "initializationOptions": {}, "capabilities": {
+        "workspace": {"applyEdit": false, "workspaceFolders": false, "configuration": false},
+        "textDocument": {"codeAction": {"dynamicRegistration": false,
+            "codeActionLiteralSupport": {"codeActionKind": {"valueSet": []}}}}}});
+    let r = ed.initialize(&sb.ws(), ale);
+    assert_eq!(r["capabilities"]["positionEncoding"], "utf-8");
+    ed.open(&f, HELLO);
+    // `wörld 🦀` selected in vim: ALE sends vim's byte columns (19 and 26, 1-based, both
+    // inclusive) as 18 and 26.
+    ed.run_action(&f, range(1, 18, 1, 26), "Claude: send selection");
+    let n = claude.notification("selection_changed");
+    assert_eq!(
+        n["params"],
+        json!({"text": "wörld 🦀", "filePath": f, "fileUrl": format!("file://{}", f.display()),
+            "selection": {"start": {"line": 1, "character": 17}, "end": {"line": 1, "character": 25}, "isEmpty": false}})
+    );
+}
+
+#[test]
+fn a_ccide_lsp_started_for_a_proposal_attaches_to_the_server_that_made_it() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("main.py", "print('old')\n");
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &["--no-follow"]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, "print('old')\n");
+    let tab = "✻ [Claude Code] main.py (1a2b3c) ⧉";
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print('new')\n", "tab_name": tab}}),
+    );
+    ed.incoming("window/showMessage");
+    let shown = ed.result(
+        "workspace/executeCommand",
+        json!({"command": "ccide.show", "arguments": [{"uri": uri(&f)}]}),
+    );
+    let view = PathBuf::from(shown["path"].as_str().unwrap());
+    assert_eq!(view, sb.state().join("diffs/1/main.py"));
+    // The user opens it, and the editor (eglot's M-x eglot, kakoune-lsp) starts a ccide lsp for
+    // its directory alone.
+    let mut second = Editor::start(&sb, &["--no-follow"]);
+    second.initialize(view.parent().unwrap(), json!({}));
+    second.open(&view, "print('new')\n");
+    second.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&view), "version": 2}, "contentChanges": [{"text": "print('edited')\n"}]}),
+    );
+    let titles = wait_for("the proposal's actions", DEADLINE, || {
+        let a = second.code_actions(&view, range(0, 0, 0, 0));
+        let t: Vec<String> = a
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["title"].as_str().unwrap().to_string())
+            .collect();
+        (!t.is_empty()).then_some(t)
+    });
+    assert_eq!(
+        titles,
+        [
+            "Claude: accept",
+            "Claude: accept as edited",
+            "Claude: reject"
+        ]
+    );
+    // Not a new IDE: one lock file, the proposal is no tab.
+    assert_eq!(
+        list_locks(&sb.config().join("ide")),
+        vec![server.lock_path.clone()]
+    );
+    assert_eq!(status(&sb)["tabs"], tabs(&[(&f, true)]));
+    let r = second.run_action(&view, range(0, 0, 0, 0), "Claude: accept as edited");
+    assert_eq!(r["result"], Value::Null, "{r}");
+    assert_eq!(
+        crate::util::texts(&claude.response(&open_diff)),
+        ["FILE_SAVED", "print('edited')\n"]
+    );
+    assert_eq!(second.quit(), 0);
+    assert_eq!(ed.quit(), 0);
+}
+
+#[test]
+fn a_proposal_of_a_server_gone_is_not_served_as_a_workspace() {
+    let sb = Sandbox::new();
+    let mut server = sb.serve(&[]);
+    let f = sb.write("main.py", "old\n");
+    let mut claude = server.ready_client();
+    claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "new\n", "tab_name": "t"}}),
+    );
+    let dir = sb.state().join("diffs/1");
+    wait_for("the diff directory", DEADLINE, || {
+        dir.is_dir().then_some(())
+    });
+    let view = dir.join("main.py");
+    std::fs::write(&view, "new\n").unwrap();
+    server.stop_with("KILL");
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&dir, json!({}));
+    ed.open(&view, "new\n");
+    let m = ed.incoming("window/logMessage");
+    assert_eq!(
+        m["params"]["message"],
+        format!(
+            "ccide: {} is in the state directory of a ccide server that is not running ({}): its proposals went with it",
+            dir.display(),
+            sb.state().display()
+        )
+    );
+    let m = ed.incoming("window/showMessage");
+    assert_eq!(
+        m["params"]["message"],
+        format!(
+            "ccide: cannot serve {}: refusing to serve {}: it is inside the state directory of a ccide server ({}), where its proposals live; a proposal belongs to the server that made it. Serve your project's folder instead.",
+            dir.display(),
+            dir.display(),
+            sb.state().display()
+        )
+    );
+    assert_eq!(ed.quit(), 0);
+    // Only the killed server's lock file, none of an IDE for the proposal.
+    assert_eq!(
+        list_locks(&sb.config().join("ide")),
+        vec![server.lock_path.clone()]
+    );
+}
+
+#[test]
+fn shutdown_stops_a_served_folder_before_exit() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.py", "a\n");
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&a, "a\n");
+    let s = status_where(&sb, "a.py open", |s| s["tabs"] == tabs(&[(&a, true)]));
+    assert_eq!(s["pid"], ed.child.id());
+    let lock = sb.config().join(format!("ide/{}.lock", s["port"]));
+    // eglot 1.9 kills the server right after `exit`: by the answer to `shutdown` the served
+    // folder is stopped and its lock file gone.
+    assert_eq!(ed.result("shutdown", Value::Null), Value::Null);
+    assert!(!lock.exists(), "the lock file outlived shutdown");
+    ed.notify("exit", Value::Null);
+    ed.child.kill().unwrap();
+    ed.child.wait().unwrap();
+    assert!(!lock.exists());
+    // The folder can be served again at once: its state directory is free.
+    let _again = sb.serve(&[]);
 }
 
 #[test]

@@ -6,6 +6,8 @@
 //! server's control socket (see `control::editors`) makes the server drop its tabs when it
 //! ends.
 
+mod owner;
+mod quirks;
 mod text;
 
 use std::io::{BufRead, BufReader, Write};
@@ -172,6 +174,7 @@ struct Lsp {
     config: PathBuf,
     port: Option<u16>,
     enc: Enc,
+    quirks: quirks::Quirks,
     follow: bool,
     diagnostics: bool,
     show_document: bool,
@@ -185,6 +188,9 @@ struct Lsp {
     pending: Option<(String, Instant)>,
     /// The last selection sent, so a cursor resting in place sends nothing new.
     last: Value,
+    /// The follow-up sent the selection of the last code action request: choosing "send
+    /// selection" from that request's menu (after the 100 ms it took) sends it once, not twice.
+    followed: bool,
     watches: Vec<Watch>,
     next_poll: Instant,
     served: Vec<super::serve::Started>,
@@ -206,6 +212,7 @@ pub fn run(args: &Args) -> Outcome {
         config: crate::lockfile::config_dir(args.value("--config-dir").as_deref())?,
         port: args.parsed::<u16>("--port", "a port number from 1 to 65535")?,
         enc: Enc::Utf16,
+        quirks: quirks::Quirks::default(),
         follow: !args.switch("--no-follow")?,
         diagnostics: args.switch("--diagnostics")?,
         show_document: false,
@@ -217,6 +224,7 @@ pub fn run(args: &Args) -> Outcome {
         focus: None,
         pending: None,
         last: Value::Null,
+        followed: false,
         watches: Vec::new(),
         next_poll: Instant::now(),
         served: Vec::new(),
@@ -318,12 +326,17 @@ impl Lsp {
             }
             self.tick();
         }
-        // Closing the sessions makes each server drop this editor's tabs and buffers.
+        self.release();
+        if self.shutdown { EXIT_OK } else { EXIT_FAILURE }
+    }
+
+    /// Lets go of every server: closing the sessions makes each drop this editor's tabs and
+    /// buffers, and a server served here stops (its lock file removed).
+    fn release(&mut self) {
         self.links.clear();
         for r in self.served.drain(..) {
             super::serve::stop(r);
         }
-        if self.shutdown { EXIT_OK } else { EXIT_FAILURE }
     }
 
     /// The earliest time something is due.
@@ -404,8 +417,12 @@ impl Lsp {
     fn request(&mut self, method: &str, p: &Value) -> Result<Value, RpcError> {
         match method {
             "initialize" => Ok(self.initialize(p)),
+            // Released now, not at `exit`: eglot 1.9 (emacs 28's jsonrpc) kills the process
+            // with SIGKILL right after sending `exit`, which left a served folder's lock file
+            // behind ("Server exited with status 9").
             "shutdown" => {
                 self.shutdown = true;
+                self.release();
                 Ok(Value::Null)
             }
             "textDocument/codeAction" => Ok(self.code_actions(p)),
@@ -483,7 +500,10 @@ impl Lsp {
 
     fn initialize(&mut self, p: &Value) -> Value {
         let caps = &p["capabilities"];
-        self.enc = Enc::negotiate(&caps["general"]["positionEncodings"]);
+        self.quirks = quirks::recognise(p);
+        self.enc = self
+            .quirks
+            .columns(Enc::negotiate(&caps["general"]["positionEncodings"]));
         self.show_document = caps["window"]["showDocument"]["support"] == true;
         self.apply_edit = caps["workspace"]["applyEdit"] == true;
         let o = &p["initializationOptions"];
@@ -520,7 +540,7 @@ impl Lsp {
         {
             return Some(i);
         }
-        let found = match crate::control::find_server(&self.config, self.port, dir) {
+        let found = match owner::find_server(&self.config, self.port, dir) {
             Ok(f) => f,
             // Files outside the workspace (a library's source after go-to-definition) are
             // common: said in the log, not in the user's face.
@@ -580,7 +600,7 @@ impl Lsp {
                     root.display()
                 );
                 self.served.push(r);
-                crate::control::find_server(&self.config, None, dir).ok()
+                owner::find_server(&self.config, None, dir).ok()
             }
             Err(Fail::Usage(m) | Fail::Failed(m)) => {
                 self.warn_once(format!("cannot serve {}: {m}", root.display()));
@@ -595,7 +615,7 @@ impl Lsp {
         let l = &mut self.links[i];
         let now = Instant::now();
         l.retry = now + Duration::from_millis(250);
-        let found = crate::control::find_server(&self.config, self.port, &l.dir);
+        let found = owner::find_server(&self.config, self.port, &l.dir);
         let found = match found {
             Ok(f) => f,
             Err(_) if l.lost.is_some_and(|t| now - t < GRACE) => return,
@@ -750,12 +770,11 @@ impl Lsp {
         let Some(path) = crate::files::uri_path(uri, true).map(|p| canon(&p)) else {
             return;
         };
-        // A proposal opened for review stays local: it is not a file of the workspace.
+        // A proposal opened for review stays local: it is not a file of the workspace. Its
+        // server is found first (a `ccide lsp` started for the proposal alone knows no diff).
+        let link = path.parent().and_then(|dir| self.link_for(dir));
         let proposal = self.diff_of(&path).is_some_and(|(_, _, proposal)| proposal);
-        let link = match (proposal, path.parent()) {
-            (false, Some(dir)) => self.link_for(dir),
-            _ => None,
-        };
+        let link = link.filter(|_| !proposal);
         self.docs.retain(|d| d.uri != uri);
         let doc = Doc {
             uri: uri.to_string(),
@@ -784,10 +803,13 @@ impl Lsp {
             return json!([]);
         }
         let uri = p["textDocument"]["uri"].as_str().unwrap_or("").to_string();
+        let (q, enc) = (self.quirks, self.enc);
+        self.followed = false;
         let Some(d) = self.doc_mut(&uri) else {
             return json!([]);
         };
-        d.range = p["range"].clone();
+        let range = q.range(&d.text, &p["range"], enc);
+        d.range = range.clone();
         let (path, linked) = (d.path.clone(), d.link.is_some());
         if self.focus.as_deref() != Some(&uri) {
             self.focus = Some(uri.clone());
@@ -803,7 +825,7 @@ impl Lsp {
                 self.docs.iter().any(|d| d.path.parent() == Some(dir)),
             )
         });
-        actions(&uri, &p["range"], diff)
+        actions(&uri, &range, diff)
     }
 
     /// The pending diff for a file, or whose proposal this is: (link, index, is the proposal).
@@ -840,7 +862,8 @@ impl Lsp {
         match cmd {
             "ccide.select" => {
                 self.pending = None;
-                self.select(&uri, &range, true)?;
+                let followed = std::mem::take(&mut self.followed);
+                self.select(&uri, &range, !followed)?;
                 return Ok(Value::Null);
             }
             "ccide.mention" => {
@@ -886,11 +909,11 @@ impl Lsp {
     }
 
     /// Sends the selection a range makes in a document: text from the editor's buffer,
-    /// positions in UTF-16 code units as VS Code sends them. A follow-up of the cursor that
-    /// repeats the last selection sends nothing.
-    fn select(&mut self, uri: &str, range: &Value, always: bool) -> Result<(), String> {
+    /// positions in UTF-16 code units as VS Code sends them. Unless `always`, repeating the
+    /// last selection sends nothing. Whether it was sent.
+    fn select(&mut self, uri: &str, range: &Value, always: bool) -> Result<bool, String> {
         let Some(d) = self.doc(uri) else {
-            return Ok(());
+            return Ok(false);
         };
         let (a, b) = text::span(&d.text, range, self.enc);
         let at = |o| {
@@ -899,11 +922,11 @@ impl Lsp {
         };
         let req = json!({"cmd": "selection", "path": d.path, "start": at(a), "end": at(b), "text": &d.text[a..b]});
         if !always && req == self.last {
-            return Ok(());
+            return Ok(false);
         }
         let link = d.link;
         self.last = req.clone();
-        self.ask(link, req).map(|_| ())
+        self.ask(link, req).map(|_| true)
     }
 
     /// Opens the proposal in the editor (window/showDocument) where it can, else names it.
@@ -994,8 +1017,9 @@ impl Lsp {
             // Only the focused document's cursor is followed.
             if self.focus.as_deref() == Some(&uri) {
                 let range = self.doc(&uri).map(|d| d.range.clone()).unwrap_or_default();
-                if let Err(e) = self.select(&uri, &range, false) {
-                    self.show(0, format!("ccide: {e}"));
+                match self.select(&uri, &range, false) {
+                    Ok(sent) => self.followed = sent,
+                    Err(e) => self.show(0, format!("ccide: {e}")),
                 }
             }
         }
