@@ -13,6 +13,7 @@ mod context;
 mod control;
 mod diagnostics;
 mod diff;
+mod editors;
 mod exec;
 mod format;
 mod hardening;

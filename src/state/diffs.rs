@@ -270,21 +270,30 @@ impl Diffs {
         Ok(inner.pending[i].describe())
     }
 
-    /// The proposal of the diff `id` under a name ending like its file's (a symlink to
-    /// `proposed` in its directory), so an editor opening it picks the file's language.
+    /// The proposal of the diff `id` under its file's name, in its directory, so an editor
+    /// opening it picks the file's language. The proposal itself takes that name and `proposed`
+    /// becomes a link to it, not the other way round: kakoune names a buffer after a link's
+    /// target, and a link named like the file opened as `proposed`, without a language. A
+    /// `proposed` replaced since (a script writing a new file there) becomes the proposal again.
+    /// Each step is a rename, so `proposed` always reads as the proposal.
     pub fn proposal_view(&self, id: Option<&str>) -> Result<PathBuf, String> {
         let (dir, file) = self.dir_of(id)?;
         let name = file.file_name().unwrap_or_default();
-        if ["original", "proposed", "meta.json"]
+        if ["original", "proposed", "meta.json", ".view"]
             .iter()
             .any(|n| name == *n)
         {
             return Ok(dir.join("proposed"));
         }
-        let view = dir.join(name);
-        if std::fs::symlink_metadata(&view).is_err() {
-            std::os::unix::fs::symlink("proposed", &view)
-                .map_err(|e| format!("cannot create {}: {e}", view.display()))?;
+        let (view, proposed, tmp) = (dir.join(name), dir.join("proposed"), dir.join(".view"));
+        let linked = std::fs::symlink_metadata(&proposed).is_ok_and(|m| m.is_symlink());
+        if !linked {
+            let err = |e: std::io::Error| format!("cannot create {}: {e}", view.display());
+            let _ = std::fs::remove_file(&tmp);
+            std::fs::hard_link(&proposed, &tmp).map_err(err)?;
+            std::fs::rename(&tmp, &view).map_err(err)?;
+            std::os::unix::fs::symlink(name, &tmp).map_err(err)?;
+            std::fs::rename(&tmp, &proposed).map_err(err)?;
         }
         Ok(view)
     }

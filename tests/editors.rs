@@ -1,0 +1,802 @@
+//! Real editors with `ccide lsp`, each configured exactly as README.md's Editors section says
+//! (the configuration is taken from README.md here, so what is tested is what is written) and
+//! driven as a person would: headless with a script where the editor has a headless mode
+//! (neovim, emacs), otherwise in a terminal under tmux, with keystrokes and by reading the
+//! screen (vim with ALE, kakoune with kakoune-lsp). Each checks what Claude Code receives: the
+//! selection of `héllo wörld 🦀` with its UTF-16 columns, the open tab, the unsaved buffer,
+//! and one `selection_changed` per action. The editors are found where .ci/editor-install puts
+//! them (or where `CCIDE_NVIM`, `CCIDE_EMACS`, `CCIDE_VIM`, `CCIDE_KAK`, `CCIDE_KAK_LSP` and
+//! `CCIDE_TMUX` say), never by PATH.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::lsp_editor::{HELLO, status_where, tabs};
+use crate::util::{BIN, Client, DEADLINE, Sandbox, list_locks, wait_for};
+use serde_json::{Value, json};
+
+/// How long the editor steps may take: an editor starting `ccide lsp`, a person's pauses.
+const STEP: Duration = Duration::from_secs(20);
+
+/// The first `lang` block of README.md's section whose heading begins with `heading`.
+fn recipe(heading: &str, lang: &str) -> String {
+    let readme = include_str!("../README.md");
+    let section = readme
+        .split("\n### ")
+        .find(|s| s.starts_with(heading))
+        .unwrap_or_else(|| panic!("README.md has no section \"### {heading}\""));
+    let section = section.split("\n## ").next().unwrap();
+    section
+        .split(&format!("```{lang}\n"))
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .unwrap_or_else(|| panic!("README.md's section {heading} has no {lang} block"))
+        .to_string()
+}
+
+/// An editor's program: `$VAR`, else where .ci/editor-install puts it.
+fn program(var: &str, default: &str, what: &str) -> PathBuf {
+    let p = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
+    assert!(
+        p.is_file(),
+        "{what} is not at {}: run .ci/editor-install, or set {var}",
+        p.display()
+    );
+    p
+}
+
+/// The first line `program ARGS` prints: its version.
+fn version(program: &Path, args: &[&str]) -> String {
+    let o = Command::new(program).args(args).output().unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The sandbox's bin with `ccide` in it (and what else the editor needs on PATH), and the
+/// environment a person's shell would give the editor.
+fn person(sb: &Sandbox, cmd: &mut Command) {
+    let bin = sb.root.join("bin");
+    let _ = std::os::unix::fs::symlink(BIN, bin.join("ccide"));
+    cmd.env_clear()
+        .env("HOME", sb.home())
+        .env("CLAUDE_CONFIG_DIR", sb.config())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("LANG", "C.UTF-8")
+        .current_dir(sb.ws());
+}
+
+/// The params of a `selection_changed` on line 2 of HELLO (or `line`).
+fn selection(f: &Path, text: &str, (l1, c1): (u64, u64), (l2, c2): (u64, u64)) -> Value {
+    json!({"text": text, "filePath": f, "fileUrl": format!("file://{}", f.display()),
+        "selection": {"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2},
+        "isEmpty": (l1, c1) == (l2, c2)}})
+}
+
+/// What one action sent: `selection_changed` and `at_mentioned` notifications, in order, until
+/// `last` (which ends the action) arrived and then 400 ms passed without another (the follow-up
+/// of a code action request comes 100 ms after it).
+fn action(claude: &mut Client, last: &str, failed: &dyn Fn()) -> Vec<(String, Value)> {
+    let mut got = Vec::new();
+    let keep = |m: &Value| m["method"] == "selection_changed" || m["method"] == "at_mentioned";
+    wait_for(&format!("{last} from the editor"), STEP, || {
+        failed();
+        let new: Vec<Value> = claude.drain(Duration::from_millis(20));
+        for m in new {
+            if keep(&m) {
+                got.push((
+                    m["method"].as_str().unwrap().to_string(),
+                    m["params"].clone(),
+                ));
+            } else {
+                claude.backlog.push_back(m);
+            }
+        }
+        got.iter().any(|(m, _)| m == last).then_some(())
+    });
+    for m in claude.drain(Duration::from_millis(400)) {
+        if keep(&m) {
+            got.push((
+                m["method"].as_str().unwrap().to_string(),
+                m["params"].clone(),
+            ));
+        } else {
+            claude.backlog.push_back(m);
+        }
+    }
+    got
+}
+
+fn sel(v: Value) -> (String, Value) {
+    ("selection_changed".into(), v)
+}
+
+fn mention(f: &Path, lines: Option<(u64, u64)>) -> (String, Value) {
+    let v = match lines {
+        Some((a, b)) => json!({"filePath": f, "lineStart": a, "lineEnd": b}),
+        None => json!({"filePath": f}),
+    };
+    ("at_mentioned".into(), v)
+}
+
+/// Marker files through which a scripted editor and the test take turns.
+struct Sync(PathBuf);
+
+impl Sync {
+    fn new(sb: &Sandbox) -> Sync {
+        let d = sb.root.join("sync");
+        std::fs::create_dir_all(&d).unwrap();
+        Sync(d)
+    }
+
+    fn done(&self, name: &str) {
+        std::fs::write(self.0.join(name), "").unwrap();
+    }
+
+    fn say(&self, name: &str, text: &str) {
+        std::fs::write(self.0.join(name), text).unwrap();
+    }
+
+    fn step(&self, name: &str, failed: &dyn Fn()) -> String {
+        wait_for(&format!("the editor to reach {name}"), STEP, || {
+            failed();
+            std::fs::read_to_string(self.0.join(name)).ok()
+        })
+    }
+
+    fn error(&self) -> Option<String> {
+        std::fs::read_to_string(self.0.join("error")).ok()
+    }
+}
+
+#[test]
+#[ignore = "needs neovim: installed by .ci/run"]
+fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
+    let nvim = program("CCIDE_NVIM", "/usr/bin/nvim", "neovim");
+    assert_eq!(
+        version(&nvim, &["--version"]),
+        "NVIM v0.7.2",
+        "README says tried: 0.7.2"
+    );
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("hello.py", HELLO);
+    let b = sb.write("b.py", "print('b')\n");
+    let sync = Sync::new(&sb);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/neovim.lua");
+    // The user's configuration is the README's, word for word, with `ccide` on PATH.
+    let init = recipe("neovim (0.7 or later; tried: 0.7.2)", "lua");
+    let init_lua = sb.root.write("home/.config/nvim/init.lua", init);
+    let mut claude = server.ready_client();
+    let mut cmd = Command::new(&nvim);
+    person(&sb, &mut cmd);
+    let mut child = cmd
+        .args(["--headless", "-i", "NONE", "-n", "-c"])
+        .arg(format!("luafile {script}"))
+        .env("SYNC", &sync.0)
+        .env("FILE", &f)
+        .env("WS", sb.ws())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(init_lua.is_file());
+    let failed = || {
+        if let Some(e) = sync.error() {
+            let log =
+                std::fs::read_to_string(sb.home().join(".cache/nvim/lsp.log")).unwrap_or_default();
+            panic!("neovim failed: {e}\nlsp.log:\n{log}");
+        }
+    };
+    sync.step("opened", &failed);
+    status_where(&sb, "both files open, hello.py active", |s| {
+        s["tabs"] == tabs(&[(&b, false), (&f, true)])
+    });
+    sync.done("tabs-checked");
+    // The README's \cs: executeCommand ccide.select with the visual selection.
+    let hello = selection(&f, "héllo wörld 🦀", (1, 11), (1, 25));
+    assert_eq!(
+        action(&mut claude, "selection_changed", &failed),
+        [sel(hello)]
+    );
+    sync.done("selection-1");
+    // The code action, chosen after 300 ms: the follow-up sent it, the choice does not again.
+    // (neovim 0.7 ends this range at character 24, between the halves of the crab.)
+    let world = selection(&f, "wörld 🦀", (1, 17), (1, 25));
+    assert_eq!(
+        action(&mut claude, "selection_changed", &failed),
+        [sel(world)]
+    );
+    sync.done("selection-2");
+    assert_eq!(
+        action(&mut claude, "at_mentioned", &failed),
+        [mention(&f, Some((1, 1)))]
+    );
+    sync.done("mention-1");
+    // From the menu at the cursor: the cursor follows (as the selection), then the file.
+    let got = action(&mut claude, "at_mentioned", &failed);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0].1["selection"]["isEmpty"], true, "{got:?}");
+    assert_eq!(got[1], mention(&f, None));
+    sync.done("mention-2");
+    // What the buffer holds: with the python indent plugin (the README's init.lua keeps
+    // filetype plugins on), the new line's indent is neovim's choice.
+    let more = sync.step("changed", &failed);
+    assert!(
+        more.starts_with(HELLO) && more.ends_with("# more\n"),
+        "{more:?}"
+    );
+    status_where(&sb, "hello.py unsaved", |s| {
+        s["documents"] == json!([{"path": f, "bytes": more.len()}])
+    });
+    sync.done("dirty-checked");
+    sync.step("saved", &failed);
+    status_where(&sb, "hello.py saved", |s| s["documents"] == json!([]));
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), more);
+    sync.done("saved-checked");
+    let tab = "✻ [Claude Code] hello.py (0a1b2c) ⧉";
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print(\"new\")\n", "tab_name": tab}}),
+    );
+    // Answered once neovim has gone through the proposal's code actions.
+    let answer = wait_for("the answer to openDiff", STEP, || {
+        failed();
+        let got = claude.drain(Duration::from_millis(20));
+        got.into_iter().find(|m| m["id"] == open_diff)
+    });
+    assert_eq!(
+        crate::util::texts(&answer),
+        ["FILE_SAVED", "print(\"edited\")\n"]
+    );
+    std::fs::write(&f, "print(\"edited\")\n").unwrap();
+    sync.done("written");
+    let reloaded: Value = serde_json::from_str(&sync.step("reloaded", &failed)).unwrap();
+    // neovim marks a buffer changed by workspace/applyEdit as modified, though it now equals
+    // the file; ccide knows it does, and holds no unsaved content for it.
+    assert_eq!(reloaded["modified"], true);
+    status_where(&sb, "no unsaved content", |s| s["documents"] == json!([]));
+    assert_eq!(
+        reloaded["messages"],
+        json!([
+            format!(
+                "Claude Code proposes an edit to {}: the code actions on it show, accept or reject it (or `ccide diff show 1`)",
+                f.display()
+            ),
+            format!(
+                "Claude Code's proposal for {} is {} (`ccide diff show 1` shows the change)",
+                f.display(),
+                sb.state().join("diffs/1/hello.py").display()
+            ),
+        ])
+    );
+    let status = wait_for("neovim to exit", DEADLINE, || child.try_wait().unwrap());
+    assert!(status.success(), "neovim exited with {status}");
+    status_where(&sb, "neovim's tabs gone", |s| {
+        s["tabs"] == json!([]) && s["documents"] == json!([])
+    });
+    // Nothing more than the actions sent.
+    let rest = claude.before_ping();
+    assert!(
+        rest.iter().all(|m| m["method"] != "selection_changed"),
+        "{rest:?}"
+    );
+}
+
+/// emacs in batch mode running tests/fixtures/eglot.el for `scenario`, configured as README.md
+/// says.
+fn emacs(sb: &Sandbox, sync: &Sync, f: &Path, scenario: &str) -> std::process::Child {
+    let emacs = program("CCIDE_EMACS", "/usr/bin/emacs", "emacs");
+    assert_eq!(
+        version(&emacs, &["--version"]),
+        "GNU Emacs 28.2",
+        "README says tried: 28.2"
+    );
+    assert!(
+        Path::new("/usr/share/emacs/site-lisp/elpa-src/eglot-1.9").is_dir()
+            || std::env::var_os("CCIDE_EMACS").is_some(),
+        "README says tried: eglot 1.9 (Debian's elpa-eglot)"
+    );
+    let init = recipe("emacs with eglot (tried: emacs 28.2, eglot 1.9)", "elisp");
+    let init_el = sb
+        .root
+        .write("init.el", format!("(require 'eglot)\n{init}"));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/eglot.el");
+    let mut cmd = Command::new(&emacs);
+    person(sb, &mut cmd);
+    cmd.args(["--batch", "-l", script])
+        .env("SYNC", &sync.0)
+        .env("FILE", f)
+        .env("INIT", &init_el)
+        .env("SCENARIO", scenario)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(sb.root.join("emacs.log")).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+#[ignore = "needs emacs and eglot: installed by .ci/run"]
+fn emacs_eglot_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("hello.py", HELLO);
+    let sync = Sync::new(&sb);
+    let mut claude = server.ready_client();
+    let mut child = emacs(&sb, &sync, &f, "review");
+    let log = || std::fs::read_to_string(sb.root.join("emacs.log")).unwrap_or_default();
+    let failed = || {
+        if let Some(e) = sync.error() {
+            panic!("emacs failed: {e}\n{}", log());
+        }
+    };
+    sync.step("opened", &failed);
+    status_where(&sb, "hello.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
+    sync.done("tabs-checked");
+    // Chosen from eglot's menu after 300 ms: the follow-up sent it, the choice does not again.
+    let hello = selection(&f, "héllo wörld 🦀", (1, 11), (1, 25));
+    assert_eq!(
+        action(&mut claude, "selection_changed", &failed),
+        [sel(hello)]
+    );
+    sync.done("selection-1");
+    // Line 2 from the menu: selected (the follow-up), then mentioned.
+    let line = selection(&f, "    print(\"héllo wörld 🦀\")\n", (1, 0), (2, 0));
+    assert_eq!(
+        action(&mut claude, "at_mentioned", &failed),
+        [sel(line), mention(&f, Some((1, 1)))]
+    );
+    sync.done("mention-1");
+    let more = sync.step("changed", &failed);
+    assert_eq!(more, format!("{HELLO}# more\n"));
+    status_where(&sb, "hello.py unsaved", |s| {
+        s["documents"] == json!([{"path": f, "bytes": more.len()}])
+    });
+    sync.done("dirty-checked");
+    status_where(&sb, "hello.py saved", |s| s["documents"] == json!([]));
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), more);
+    sync.done("saved-checked");
+    // A proposal: eglot 1.9 cannot open it, "show proposed edit" says where it is.
+    let tab = "✻ [Claude Code] hello.py (0a1b2c) ⧉";
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print(\"new\")\n", "tab_name": tab}}),
+    );
+    let view = sb.state().join("diffs/1/hello.py");
+    let said = format!(
+        "Claude Code's proposal for {} is {} (`ccide diff show 1` shows the change)",
+        f.display(),
+        view.display()
+    );
+    wait_for("the proposal's path in the echo area", STEP, || {
+        failed();
+        log().contains(&said).then_some(())
+    });
+    sync.say("proposal", view.to_str().unwrap());
+    // Opened, `M-x eglot` there (a second ccide lsp, for the diff's directory), edited, accepted
+    // as edited from its code actions.
+    let answer = wait_for("the answer to openDiff", STEP, || {
+        failed();
+        let got = claude.drain(Duration::from_millis(20));
+        got.into_iter().find(|m| m["id"] == open_diff)
+    });
+    assert_eq!(
+        crate::util::texts(&answer),
+        ["FILE_SAVED", "print(\"edited\")\n"]
+    );
+    // The proposal made no IDE of its own.
+    assert_eq!(
+        list_locks(&sb.config().join("ide")),
+        vec![server.lock_path.clone()]
+    );
+    sync.done("accepted");
+    sync.step("shut", &failed);
+    let status = wait_for("emacs to exit", DEADLINE, || child.try_wait().unwrap());
+    failed();
+    assert!(status.success(), "emacs exited with {status}\n{}", log());
+    status_where(&sb, "emacs's tabs gone", |s| s["tabs"] == json!([]));
+    let rest = claude.before_ping();
+    assert!(
+        rest.iter().all(|m| m["method"] != "selection_changed"),
+        "{rest:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs emacs and eglot: installed by .ci/run"]
+fn emacs_eglot_shutdown_leaves_no_lock_file_when_ccide_lsp_served_the_folder() {
+    let sb = Sandbox::new();
+    let f = sb.write("hello.py", HELLO);
+    let sync = Sync::new(&sb);
+    let mut child = emacs(&sb, &sync, &f, "alone");
+    let log = || std::fs::read_to_string(sb.root.join("emacs.log")).unwrap_or_default();
+    let failed = || {
+        if let Some(e) = sync.error() {
+            panic!("emacs failed: {e}\n{}", log());
+        }
+    };
+    sync.step("opened", &failed);
+    // No ccide serve runs: the ccide lsp eglot started serves the folder.
+    let s = status_where(&sb, "hello.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
+    let lock = sb.config().join(format!("ide/{}.lock", s["port"]));
+    assert!(lock.is_file());
+    sync.done("tabs-checked");
+    sync.step("shut", &failed);
+    let status = wait_for("emacs to exit", DEADLINE, || child.try_wait().unwrap());
+    assert!(status.success(), "emacs exited with {status}\n{}", log());
+    // eglot 1.9 killed it right after `exit` (as the README says), and it had let go first.
+    assert!(
+        log().contains("Server exited with status 9"),
+        "eglot did not kill ccide lsp: {}",
+        log()
+    );
+    assert_eq!(list_locks(&sb.config().join("ide")), Vec::<PathBuf>::new());
+    let _again = sb.serve(&[]);
+}
+
+/// A terminal for a person: a tmux server of the test's own, one window of 200x50.
+struct Tmux {
+    tmux: PathBuf,
+    socket: PathBuf,
+}
+
+impl Tmux {
+    fn start(sb: &Sandbox, argv: &[&Path], env: &[(&str, &Path)]) -> Tmux {
+        let tmux = program("CCIDE_TMUX", "/usr/bin/tmux", "tmux");
+        let socket = sb.root.join("tmux.sock");
+        let mut cmd = Command::new(&tmux);
+        person(sb, &mut cmd);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let o = cmd
+            .arg("-S")
+            .arg(&socket)
+            .args([
+                "-f",
+                "/dev/null",
+                "-u",
+                "new-session",
+                "-d",
+                "-x",
+                "200",
+                "-y",
+                "50",
+                "--",
+            ])
+            .args(argv)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        Tmux { tmux, socket }
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let o = Command::new(&self.tmux)
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// Keys by tmux's names (`Enter`, `Escape`, `Space`).
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "0"];
+        args.extend_from_slice(keys);
+        self.tmux(&args);
+    }
+
+    /// Text typed as it is.
+    fn type_text(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "0", "-l", text]);
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "0"])
+    }
+
+    /// Waits until the screen shows `text`, as a person reads before typing on.
+    fn read(&self, text: &str, failed: &dyn Fn(&str)) -> String {
+        self.read_where(text, &|s| s.contains(text), failed)
+    }
+
+    fn read_where(&self, what: &str, pred: &dyn Fn(&str) -> bool, failed: &dyn Fn(&str)) -> String {
+        let end = std::time::Instant::now() + STEP;
+        loop {
+            let s = self.screen();
+            failed(&s);
+            if pred(&s) {
+                return s;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "no {what:?} on the screen within {STEP:?}; it shows:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Tmux {
+    /// Picks `item` from kakoune's menu as a person does: types `letters` of it, waits for the
+    /// menu to show only that item (kakoune filters as it redraws), then <ret>.
+    fn pick(&self, letters: &str, item: &str, others: &[&str], failed: &dyn Fn(&str)) {
+        self.read(item, failed);
+        self.type_text(letters);
+        let only = |s: &str| s.contains(item) && others.iter().all(|o| !s.contains(o));
+        self.read_where(&format!("the menu with only {item}"), &only, failed);
+        self.keys(&["Enter"]);
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.tmux(&["kill-server"]);
+    }
+}
+
+#[test]
+#[ignore = "needs vim, vim-ale and tmux: installed by .ci/run"]
+fn vim_ale_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
+    let vim = program("CCIDE_VIM", "/usr/bin/vim", "vim");
+    let v = version(&vim, &["--version"]);
+    assert!(
+        v.starts_with("VIM - Vi IMproved 9.0 "),
+        "README says tried: vim 9.0, not {v}"
+    );
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("hello.py", HELLO);
+    sb.root.write(
+        "home/.vimrc",
+        recipe("vim with ALE (tried: vim 9.0, ALE 3.3)", "vim"),
+    );
+    let mut claude = server.ready_client();
+    let term = Tmux::start(&sb, &[&vim, Path::new("hello.py")], &[]);
+    let failed = |screen: &str| {
+        assert!(
+            !screen.contains("E492") && !screen.contains("Error detected"),
+            "vim says:\n{screen}"
+        );
+    };
+    let nothing = || {};
+    status_where(&sb, "hello.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
+    // `wörld 🦀` in visual mode, then \ca: ALE lists the code actions, the person types 1.
+    term.keys(&["2G0fwvt\"", "\\ca"]);
+    term.read("1) Claude: send selection", &failed);
+    term.keys(&["1", "Enter"]);
+    let world = selection(&f, "wörld 🦀", (1, 17), (1, 25));
+    assert_eq!(
+        action(&mut claude, "selection_changed", &nothing),
+        [sel(world)]
+    );
+    // Line 2 linewise: the selection follows the code action request while the person reads
+    // the menu, then the mention.
+    term.keys(&["Escape", "2GV", "\\ca"]);
+    term.read("2) Claude: @-mention", &failed);
+    let line = selection(&f, "    print(\"héllo wörld 🦀\")", (1, 0), (1, 27));
+    assert_eq!(
+        action(&mut claude, "selection_changed", &nothing),
+        [sel(line)]
+    );
+    term.keys(&["2", "Enter"]);
+    assert_eq!(
+        action(&mut claude, "at_mentioned", &nothing),
+        [mention(&f, Some((1, 1)))]
+    );
+    // Unsaved: ALE sends the buffer when it lints, after its delay.
+    term.keys(&["Escape", "o# more", "Escape"]);
+    let s = status_where(&sb, "hello.py unsaved", |s| s["documents"] != json!([]));
+    let bytes = s["documents"][0]["bytes"].as_u64().unwrap();
+    term.keys(&[":w", "Enter"]);
+    status_where(&sb, "hello.py saved", |s| s["documents"] == json!([]));
+    let saved = std::fs::read_to_string(&f).unwrap();
+    assert!(
+        saved.starts_with(HELLO) && saved.ends_with("# more\n"),
+        "{saved:?}"
+    );
+    assert_eq!(saved.len() as u64, bytes);
+    // A proposal: ALE shows ccide's messages (the README's severity setting).
+    let tab = "✻ [Claude Code] hello.py (0a1b2c) ⧉";
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print(\"new\")\n", "tab_name": tab}}),
+    );
+    term.read("Claude Code proposes an edit to", &failed);
+    term.keys(&["gg", "\\ca"]);
+    term.read(") Claude: show proposed edit", &failed);
+    let menu = term.screen();
+    let n = menu
+        .lines()
+        .find(|l| l.ends_with(") Claude: show proposed edit"))
+        .and_then(|l| l.split(')').next())
+        .unwrap()
+        .to_string();
+    term.keys(&[&n, "Enter"]);
+    let view = sb.state().join("diffs/1/hello.py");
+    term.read("Claude Code's proposal for", &failed);
+    term.keys(&[&format!(":e {}", view.display()), "Enter"]);
+    term.read("print(\"new\")", &failed);
+    term.keys(&[":s/new/edited/", "Enter", "\\ca"]);
+    term.read(") Claude: accept as edited", &failed);
+    let menu = term.screen();
+    let n = menu
+        .lines()
+        .find(|l| l.ends_with(") Claude: accept as edited"))
+        .and_then(|l| l.split(')').next())
+        .unwrap()
+        .to_string();
+    term.keys(&[&n, "Enter"]);
+    let answer = claude.response(&open_diff);
+    assert_eq!(
+        crate::util::texts(&answer),
+        ["FILE_SAVED", "print(\"edited\")\n"]
+    );
+    term.keys(&[":qa!", "Enter"]);
+    status_where(&sb, "vim's tabs gone", |s| {
+        s["tabs"] == json!([]) && s["documents"] == json!([])
+    });
+    assert_eq!(
+        list_locks(&sb.config().join("ide")),
+        vec![server.lock_path.clone()]
+    );
+    let rest = claude.before_ping();
+    assert!(
+        rest.iter().all(|m| m["method"] != "selection_changed"),
+        "{rest:?}"
+    );
+}
+
+/// Stops the kakoune-lsp daemon a test's kakoune started (it outlives a kakoune that did not
+/// quit), from the pid file in its runtime directory.
+struct KakLsp(PathBuf);
+
+impl Drop for KakLsp {
+    fn drop(&mut self) {
+        for e in std::fs::read_dir(self.0.join("kakoune-lsp"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if let Ok(pid) = std::fs::read_to_string(e.path().join("pid")) {
+                let _ = Command::new("kill").arg(pid.trim()).status();
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs kakoune, kakoune-lsp and tmux: installed by .ci/run"]
+fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
+    let kak = program("CCIDE_KAK", "/usr/bin/kak", "kakoune");
+    let kak_lsp = program("CCIDE_KAK_LSP", "/usr/local/bin/kak-lsp", "kakoune-lsp");
+    assert_eq!(
+        version(&kak_lsp, &["--version"]),
+        "22.0.0",
+        "README says tried: kakoune-lsp 22.0.0"
+    );
+    let sb = Sandbox::new();
+    sb.add_tool("kak-lsp", &kak_lsp);
+    let server = sb.serve(&[]);
+    let f = sb.write("hello.py", HELLO);
+    let heading = "kakoune with kakoune-lsp (tried: kakoune 2022.10.31, kakoune-lsp 22.0.0)";
+    sb.root
+        .write("home/.config/kak/kakrc", recipe(heading, "kak"));
+    let run = sb.root.join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let _daemon = KakLsp(run.clone());
+    let mut claude = server.ready_client();
+    let term = Tmux::start(
+        &sb,
+        &[&kak, Path::new("hello.py")],
+        &[("XDG_RUNTIME_DIR", &run)],
+    );
+    let failed = |screen: &str| {
+        assert!(
+            !screen.contains("LSP: error") && !screen.contains("blocked"),
+            "kakoune says:\n{screen}"
+        );
+    };
+    let nothing = || {};
+    status_where(&sb, "hello.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
+    // kakoune-lsp asks for code actions as the cursor rests: the cursor, at the start.
+    let start = selection(&f, "", (0, 0), (0, 0));
+    assert_eq!(
+        action(&mut claude, "selection_changed", &nothing),
+        [sel(start)]
+    );
+    // Searching selects the match; it follows at once.
+    term.keys(&["/"]);
+    term.type_text("héllo wörld 🦀");
+    term.keys(&["Enter"]);
+    let hello = selection(&f, "héllo wörld 🦀", (1, 11), (1, 25));
+    assert_eq!(
+        action(&mut claude, "selection_changed", &nothing),
+        [sel(hello.clone())]
+    );
+    // <space>c, then "send" and <ret> in the menu: sent once.
+    term.keys(&["Space", "c"]);
+    term.pick(
+        "send",
+        "Claude: send selection",
+        &["Claude: @-mention"],
+        &failed,
+    );
+    assert_eq!(
+        action(&mut claude, "selection_changed", &nothing),
+        [sel(hello)]
+    );
+    term.keys(&["Space", "c"]);
+    term.pick(
+        "mention",
+        "Claude: @-mention",
+        &["Claude: send selection"],
+        &failed,
+    );
+    assert_eq!(
+        action(&mut claude, "at_mentioned", &nothing),
+        [mention(&f, Some((1, 1)))]
+    );
+    // Unsaved, then saved.
+    term.keys(&["o"]);
+    term.type_text("# more");
+    term.keys(&["Escape"]);
+    let s = status_where(&sb, "hello.py unsaved", |s| s["documents"] != json!([]));
+    let bytes = s["documents"][0]["bytes"].as_u64().unwrap();
+    term.keys(&[":w", "Enter"]);
+    status_where(&sb, "hello.py saved", |s| s["documents"] == json!([]));
+    let saved = std::fs::read_to_string(&f).unwrap();
+    assert!(
+        saved.starts_with(HELLO) && saved.ends_with("# more\n"),
+        "{saved:?}"
+    );
+    assert_eq!(saved.len() as u64, bytes);
+    // A proposal: "show proposed edit" names it in the status line; opened with :e, its
+    // kakoune-lsp starts a ccide lsp for its directory, which accepts it as edited.
+    let tab = "✻ [Claude Code] hello.py (0a1b2c) ⧉";
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print(\"new\")\n", "tab_name": tab}}),
+    );
+    term.read("Claude Code proposes an edit to", &failed);
+    term.keys(&["Space", "c"]);
+    let others = ["Claude: send selection", "Claude: accept"];
+    term.pick("show", "Claude: show proposed edit", &others, &failed);
+    term.read("Claude Code's proposal for", &failed);
+    let view = sb.state().join("diffs/1/hello.py");
+    term.type_text(&format!(":e {}", view.display()));
+    term.keys(&["Enter"]);
+    term.read("print(\"new\")", &failed);
+    term.type_text("%snew");
+    term.keys(&["Enter"]);
+    term.type_text("cedited");
+    // Escape alone, and on once kakoune is back in normal mode: an escape followed at once by
+    // a key reads as Alt with that key.
+    term.keys(&["Escape"]);
+    term.read_where("normal mode", &|s| !s.contains("insert"), &failed);
+    term.keys(&["Space", "c"]);
+    let others = ["Claude: reject"];
+    term.pick("edited", "Claude: accept as edited", &others, &failed);
+    let answer = claude.response(&open_diff);
+    assert_eq!(
+        crate::util::texts(&answer),
+        ["FILE_SAVED", "print(\"edited\")\n"]
+    );
+    assert_eq!(
+        list_locks(&sb.config().join("ide")),
+        vec![server.lock_path.clone()]
+    );
+    term.type_text(":kill!");
+    term.keys(&["Enter"]);
+    status_where(&sb, "kakoune's tabs gone", |s| {
+        s["tabs"] == json!([]) && s["documents"] == json!([])
+    });
+}
