@@ -43,7 +43,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["protocol", "editors|handler|client", "server", "mod"],
     ),
     ("commands", &["serve|unit", "client", "lsp", "mod"]),
-    ("commands::lsp", &["text", "mod"]),
+    ("commands::lsp", &["text", "quirks|owner", "mod"]),
 ];
 
 /// A file's place: its module path, and for a directory's `mod.rs` (or `main.rs`) the part

@@ -1025,6 +1025,31 @@ fn shutdown_stops_a_served_folder_before_exit() {
 }
 
 #[test]
+fn events_after_shutdown_are_ignored_until_exit() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("main.py", "old\n");
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, "old\n");
+    status_where(&sb, "main.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
+    assert_eq!(ed.result("shutdown", Value::Null), Value::Null);
+    // The server still streams events to the ccide lsp that shut down: a proposal.
+    claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "new\n", "tab_name": "t"}}),
+    );
+    sb.wait_for_listing(&["diff", "--json"], 1);
+    let r = ed.request("textDocument/hover", json!({}));
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+    ed.notify("exit", Value::Null);
+    let child = &mut ed.child;
+    let status = wait_for("ccide lsp to exit", DEADLINE, || child.try_wait().unwrap());
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
 fn diagnostics_of_open_files_are_published_with_the_flag() {
     let sb = Sandbox::new();
     let _server = sb.serve(&["--no-default-checkers"]);

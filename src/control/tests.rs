@@ -1384,9 +1384,14 @@ fn diff_view_names_the_proposal_like_its_file_and_settle_takes_the_edited_conten
         ask(&ts, json!({"cmd": "diff.view", "target": "1"})),
         json!({"ok": true, "path": dir.join("a.py")})
     );
+    // The proposal takes the file's name; `proposed` links to it.
     assert_eq!(
-        std::fs::read_link(dir.join("a.py")).unwrap(),
-        PathBuf::from("proposed")
+        std::fs::read_link(dir.join("proposed")).unwrap(),
+        PathBuf::from("a.py")
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.py")).unwrap(),
+        "new a.py\n"
     );
     assert_eq!(
         ask(&ts, json!({"cmd": "diff.view", "target": "9"})),

@@ -311,11 +311,14 @@ impl Lsp {
             let stop = match input {
                 Some(In::Lsp(v)) => self.message(v),
                 Some(In::End) => true,
-                Some(In::Event(i, g, v)) if self.links[i].generation == g => {
+                // Links are gone after `shutdown`, while their streams may still report.
+                Some(In::Event(i, g, v))
+                    if self.links.get(i).is_some_and(|l| l.generation == g) =>
+                {
                     self.event(i, &v);
                     false
                 }
-                Some(In::Gone(i, g)) if self.links[i].generation == g => {
+                Some(In::Gone(i, g)) if self.links.get(i).is_some_and(|l| l.generation == g) => {
                     self.lose(i);
                     false
                 }
