@@ -122,6 +122,24 @@ fn mention(f: &Path, lines: Option<(u64, u64)>) -> (String, Value) {
     ("at_mentioned".into(), v)
 }
 
+/// A scripted editor's process, killed when the test ends before it exits.
+struct Running(std::process::Child);
+
+impl Running {
+    fn exited(&mut self) -> std::process::ExitStatus {
+        wait_for("the editor to exit", DEADLINE, || {
+            self.0.try_wait().unwrap()
+        })
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Marker files through which a scripted editor and the test take turns.
 struct Sync(PathBuf);
 
@@ -173,17 +191,18 @@ fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
     let mut claude = server.ready_client();
     let mut cmd = Command::new(&nvim);
     person(&sb, &mut cmd);
-    let mut child = cmd
-        .args(["--headless", "-i", "NONE", "-n", "-c"])
-        .arg(format!("luafile {script}"))
-        .env("SYNC", &sync.0)
-        .env("FILE", &f)
-        .env("WS", sb.ws())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = Running(
+        cmd.args(["--headless", "-i", "NONE", "-n", "-c"])
+            .arg(format!("luafile {script}"))
+            .env("SYNC", &sync.0)
+            .env("FILE", &f)
+            .env("WS", sb.ws())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     assert!(init_lua.is_file());
     let failed = || {
         if let Some(e) = sync.error() {
@@ -274,7 +293,7 @@ fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
             ),
         ])
     );
-    let status = wait_for("neovim to exit", DEADLINE, || child.try_wait().unwrap());
+    let status = child.exited();
     assert!(status.success(), "neovim exited with {status}");
     status_where(&sb, "neovim's tabs gone", |s| {
         s["tabs"] == json!([]) && s["documents"] == json!([])
@@ -289,7 +308,7 @@ fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
 
 /// emacs in batch mode running tests/fixtures/eglot.el for `scenario`, configured as README.md
 /// says.
-fn emacs(sb: &Sandbox, sync: &Sync, f: &Path, scenario: &str) -> std::process::Child {
+fn emacs(sb: &Sandbox, sync: &Sync, f: &Path, scenario: &str) -> Running {
     let emacs = program("CCIDE_EMACS", "/usr/bin/emacs", "emacs");
     assert_eq!(
         version(&emacs, &["--version"]),
@@ -308,7 +327,8 @@ fn emacs(sb: &Sandbox, sync: &Sync, f: &Path, scenario: &str) -> std::process::C
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/eglot.el");
     let mut cmd = Command::new(&emacs);
     person(sb, &mut cmd);
-    cmd.args(["--batch", "-l", script])
+    let child = cmd
+        .args(["--batch", "-l", script])
         .env("SYNC", &sync.0)
         .env("FILE", f)
         .env("INIT", &init_el)
@@ -317,7 +337,8 @@ fn emacs(sb: &Sandbox, sync: &Sync, f: &Path, scenario: &str) -> std::process::C
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(sb.root.join("emacs.log")).unwrap())
         .spawn()
-        .unwrap()
+        .unwrap();
+    Running(child)
 }
 
 #[test]
@@ -396,7 +417,7 @@ fn emacs_eglot_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     );
     sync.done("accepted");
     sync.step("shut", &failed);
-    let status = wait_for("emacs to exit", DEADLINE, || child.try_wait().unwrap());
+    let status = child.exited();
     failed();
     assert!(status.success(), "emacs exited with {status}\n{}", log());
     status_where(&sb, "emacs's tabs gone", |s| s["tabs"] == json!([]));
@@ -427,7 +448,7 @@ fn emacs_eglot_shutdown_leaves_no_lock_file_when_ccide_lsp_served_the_folder() {
     assert!(lock.is_file());
     sync.done("tabs-checked");
     sync.step("shut", &failed);
-    let status = wait_for("emacs to exit", DEADLINE, || child.try_wait().unwrap());
+    let status = child.exited();
     assert!(status.success(), "emacs exited with {status}\n{}", log());
     // eglot 1.9 killed it right after `exit` (as the README says), and it had let go first.
     assert!(
