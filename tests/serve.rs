@@ -499,6 +499,19 @@ fn a_mistyped_command_or_flag_gets_the_closest_name() {
 }
 
 #[test]
+fn serve_says_the_next_step_is_claude_ide_in_the_folder() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let next = format!(
+        " ccide info: next: run `claude --ide` in {} (or type /ide in a running claude) to connect Claude Code\n",
+        sb.ws().display()
+    );
+    wait_for("the next step in the log", DEADLINE, || {
+        server.log().contains(&next).then_some(())
+    });
+}
+
+#[test]
 fn a_workspace_inside_a_state_directory_is_refused() {
     let sb = Sandbox::new();
     let server = sb.serve(&[]);
