@@ -40,6 +40,7 @@ mod commands;
 mod control;
 mod diagnostics;
 mod files;
+mod langservers;
 mod lockfile;
 
 mod log;

@@ -1,6 +1,6 @@
 //! Language servers as a diagnostics source, through the real binary: `serve --lsp`, a client
 //! calling getDiagnostics as the CLI does around an edit, `ccide status`, and the processes.
-//! Deterministic cases use the scriptable fake server of src/diagnostics/lsp; the real servers
+//! Deterministic cases use the scriptable fake server of src/langservers; the real servers
 //! (typescript-language-server, pyright, clangd) come from `.ci/lsp-install`, named by
 //! `CCIDE_TEST_LSP_DIR`, never found on PATH.
 
@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 const FAKE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/src/diagnostics/lsp/fake_server.py"
+    "/src/langservers/fake_server.py"
 );
 
 /// `--lsp` for the fake server on `pattern`, with its flags; it logs to `log`.

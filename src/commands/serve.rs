@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::cli::{Args, Command, Fail, Flag, Outcome, flag};
 use crate::diagnostics::checkers::{self, Checker, Checks};
-use crate::diagnostics::lsp;
+use crate::langservers;
 use crate::lockfile::{self, LockFile};
 use crate::rpc::clients::Clients;
 use crate::session::{self, Sessions};
@@ -212,7 +212,7 @@ struct Options {
     exec: exec::Settings,
     formatters: Vec<String>,
     checks: Checks,
-    lsp: Vec<lsp::Spec>,
+    lsp: Vec<langservers::Spec>,
     lsp_idle: Duration,
     lsp_warm: bool,
 }
@@ -320,12 +320,12 @@ fn options(args: &Args) -> Result<Options, Fail> {
     let mut servers = Vec::new();
     for spec in args.values("--lsp") {
         servers.push(
-            lsp::parse_spec(&spec)
+            langservers::parse_spec(&spec)
                 .map_err(|e| Fail::Usage(format!("invalid value for --lsp: {e}")))?,
         );
     }
     if !args.switch("--no-default-lsp")? {
-        servers.extend(lsp::builtins(&workspaces[0], &crate::proc::find_on_path));
+        servers.extend(langservers::builtins(&workspaces[0], &crate::proc::find_on_path));
     }
     let config_dir = lockfile::config_dir(args.value("--config-dir").as_deref())?;
     let state_dir = lockfile::state_dir(args.value("--state-dir").as_deref(), &workspaces)?;
@@ -449,9 +449,9 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
             checks: o.checks,
             lsp: (
                 o.lsp,
-                lsp::Config {
+                langservers::Config {
                     idle: o.lsp_idle,
-                    ..lsp::Config::default()
+                    ..langservers::Config::default()
                 },
             ),
         },

@@ -1,7 +1,7 @@
 //! Diagnostics: the store that getDiagnostics answers from (ccide-protocol(7) §5), the sources
 //! that fill it in the background: the project's checkers (`checkers`) and language servers kept
-//! warm (`lsp`), each result replacing only its own origin's; the output formats checkers and
-//! imports speak (`parse`), and the drop directory. Answers come from the store at once: the
+//! warm (`crate::langservers`, their results read by `lsp`), each result replacing only its own
+//! origin's; the output formats checkers and imports speak (`parse`), and the drop directory. Answers come from the store at once: the
 //! CLI gives a baseline call 500 ms and disables baselines after three misses, so nothing slow
 //! ever runs on the request path. Knows the workspace folders and how to broadcast, nothing of
 //! the editor or the session.
@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::langservers::{self, LangServers};
 use crate::rpc::clients::Clients;
 use crate::workspaces::Workspaces;
 use checkers::{Checks, Running};
-use lsp::LangServers;
 use parse::{Diagnostic, Format, Severity};
 
 /// The diagnostics of a server: the store, its sources, and who to tell of changes.
@@ -44,7 +44,7 @@ const MAX_SEEN: usize = 10_000;
 /// result for the content just synced.
 pub enum Pending {
     Check(Arc<Running>),
-    Lsp(lsp::Ticket),
+    Lsp(langservers::Ticket),
 }
 
 /// Waits until every pending result is in the store, at most `budget` in all.
@@ -87,20 +87,21 @@ impl Diagnostics {
     pub fn new(
         state_dir: &Path,
         checks: Checks,
-        servers: (Vec<lsp::Spec>, lsp::Config),
+        servers: (Vec<langservers::Spec>, langservers::Config),
         workspaces: Arc<Workspaces>,
         clients: Arc<Clients>,
     ) -> Diagnostics {
         let store = Arc::new(Store::open(state_dir));
-        // A language server's final result goes where a checker's goes.
-        let sink: lsp::Sink = {
+        // A language server's final result goes where a checker's goes, under its own origin.
+        let sink: langservers::Sink = {
             let (store, clients) = (store.clone(), clients.clone());
-            Arc::new(move |origin, path, ds| {
+            Arc::new(move |server: &str, f: langservers::Final| {
+                let ds = lsp::diagnostics(&f.items, &f.path, server);
                 publish(
                     &store,
                     &clients,
-                    origin,
-                    BTreeMap::from([(path.to_path_buf(), ds)]),
+                    &langservers::origin(server),
+                    BTreeMap::from([(f.path, ds)]),
                 );
             })
         };
@@ -196,9 +197,9 @@ impl Diagnostics {
     /// reformat_file), as an editor's file watcher would.
     pub fn file_written(&self, path: &Path, created: bool) {
         let change = if created {
-            lsp::Change::Created
+            langservers::Change::Created
         } else {
-            lsp::Change::Changed
+            langservers::Change::Changed
         };
         self.lsp.files_changed(&[(path.to_path_buf(), change)]);
     }

@@ -44,10 +44,7 @@ pub struct Config {
     pub formatters: Vec<String>,
     pub checks: Checks,
     /// The language servers (`--lsp` and the built-ins) and how they are run.
-    pub lsp: (
-        Vec<crate::diagnostics::lsp::Spec>,
-        crate::diagnostics::lsp::Config,
-    ),
+    pub lsp: (Vec<crate::langservers::Spec>, crate::langservers::Config),
 }
 
 pub struct State {

@@ -1,9 +1,44 @@
-//! Pure logic without processes; finality, life cycle and protocol against `fake_server.py`
-//! (deterministic); and the real servers `.ci/lsp-install` puts in $CCIDE_TEST_LSP_DIR/bin
-//! (ignored by default: they need that install; the machine's PATH is never used).
+//! The registry's pure logic; the conversation with a server played in memory by the test
+//! (`Script`: initialize, requests both ways, documents held, finality through the driver);
+//! finality, life cycle and protocol against `fake_server.py` (deterministic); and the real
+//! servers `.ci/lsp-install` puts in $CCIDE_TEST_LSP_DIR/bin (ignored by default: they need
+//! that install; the machine's PATH is never used). Finality's own rules are tested without
+//! any of these, in `finality.rs`.
 
 use super::*;
-use crate::diagnostics::parse::Severity;
+use registry::{TS_PATTERNS, rust_analyzer_present};
+use std::sync::Mutex;
+
+/// A final result's diagnostic, as the tests look at it.
+#[derive(Clone, Debug, PartialEq)]
+struct Diagnostic {
+    start_line: u64,
+    start_char: u64,
+    end_char: u64,
+    severity: u64,
+    message: String,
+    source: String,
+    code: Option<String>,
+}
+
+const ERROR: u64 = 1;
+
+fn diagnostic(v: &Value) -> Diagnostic {
+    let r = &v["range"];
+    Diagnostic {
+        start_line: r["start"]["line"].as_u64().unwrap(),
+        start_char: r["start"]["character"].as_u64().unwrap(),
+        end_char: r["end"]["character"].as_u64().unwrap(),
+        severity: v["severity"].as_u64().unwrap_or(ERROR),
+        message: v["message"].as_str().unwrap_or_default().into(),
+        source: v["source"].as_str().unwrap_or_default().into(),
+        code: match &v["code"] {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        },
+    }
+}
 
 /// A fresh directory under the system's temp dir, removed on drop.
 struct TempDir(PathBuf);
@@ -36,16 +71,15 @@ impl Drop for TempDir {
     }
 }
 
-/// Every call the sink received: (origin, file, diagnostics).
+/// Every call the sink received: (server, file, diagnostics).
 type Got = Arc<Mutex<Vec<(String, PathBuf, Vec<Diagnostic>)>>>;
 
 fn sink() -> (Sink, Got) {
     let got: Got = Arc::default();
     let g = got.clone();
-    let sink: Sink = Arc::new(move |origin: &str, p: &Path, ds: Vec<Diagnostic>| {
-        g.lock()
-            .unwrap()
-            .push((origin.to_string(), p.to_path_buf(), ds));
+    let sink: Sink = Arc::new(move |server: &str, f: Final| {
+        let ds = f.items.iter().map(diagnostic).collect();
+        g.lock().unwrap().push((server.to_string(), f.path, ds));
     });
     (sink, got)
 }
@@ -98,6 +132,7 @@ fn test_cfg() -> Config {
         backoff_min: Duration::from_millis(100),
         backoff_max: Duration::from_secs(2),
         init_timeout: Duration::from_secs(20),
+        max_queued: 64 << 20,
     }
 }
 
@@ -304,18 +339,18 @@ fn a_partial_publish_is_not_exposed_until_final() {
     let all = results(&f.got, &a);
     assert_eq!(all.len(), 1, "only the final result: {all:?}");
     assert_eq!(all[0].len(), 2);
-    assert_eq!(f.got.lock().unwrap()[0].0, "lsp:python3");
+    assert_eq!(f.got.lock().unwrap()[0].0, "python3");
 
-    // Columns: the server counts UTF-16 units (🦀 is two), the store scalar values.
+    // Columns: the server counts UTF-16 units (🦀 is two), and so does the result.
     f.dir.write("a.fk", "é🦀 ERR\nfine\n");
     f.touch_and_wait(&a, None);
     let all = results(&f.got, &a);
     assert_eq!(all.len(), 2, "{all:?}");
     let d = &all[1][0];
-    assert_eq!((d.start_line, d.start_char, d.end_char), (0, 3, 6));
+    assert_eq!((d.start_line, d.start_char, d.end_char), (0, 4, 7));
     assert_eq!(
         (d.severity, d.code.as_deref(), d.source.as_str()),
-        (Severity::Error, Some("7"), "fake")
+        (ERROR, Some("7"), "fake")
     );
     assert!(all.iter().flatten().all(|d| d.message != "stale"));
 }
@@ -714,7 +749,8 @@ fn lsp_bin(name: &str) -> String {
 }
 
 /// Opens `file` (clean), then writes `broken` and expects one error whose code is `code` at
-/// `line`, starting where `at` starts in that line (in scalar values); prints timings.
+/// `line`, starting where `at` starts in that line (in UTF-16 code units: the lines broken
+/// hold a 🦀 before it); prints timings.
 #[allow(clippy::too_many_arguments)]
 fn break_a_type(
     label: &str,
@@ -722,7 +758,7 @@ fn break_a_type(
     got: &Got,
     file: &Path,
     broken: &str,
-    line: u32,
+    line: u64,
     at: &str,
     code: &str,
 ) -> Vec<Diagnostic> {
@@ -736,7 +772,7 @@ fn break_a_type(
     let first = t0.elapsed();
     let errors = |ds: &[Diagnostic]| {
         ds.iter()
-            .filter(|d| d.severity == Severity::Error)
+            .filter(|d| d.severity == ERROR)
             .cloned()
             .collect::<Vec<_>>()
     };
@@ -752,7 +788,7 @@ fn break_a_type(
     let change = t1.elapsed();
     let ds = errors(&last(got, file));
     let text = broken.lines().nth(line as usize).unwrap();
-    let col = text[..text.find(at).unwrap()].chars().count() as u32;
+    let col = text[..text.find(at).unwrap()].encode_utf16().count() as u64;
     assert_eq!(ds.len(), 1, "{label}: {ds:?}");
     assert_eq!(
         (ds[0].start_line, ds[0].start_char, ds[0].code.as_deref()),

@@ -1,0 +1,204 @@
+//! The project's language servers (typescript-language-server, pyright, clangd, ...), kept
+//! warm for the life of `serve` (ccide-protocol(7) §11): ccide is their LSP client.
+//!
+//! - `registry`: the servers there are (`--lsp`, the built-ins) and which serves a file;
+//! - `supervisor`: a server's process and its life (start, restart with backoff, the process
+//!   tree killed);
+//! - `finality`: when a document's diagnostics are final, a pure state machine;
+//! - `server`: one server's documents, versions and requests;
+//! - here, `LangServers`: all of them, and the driver thread that hands each server what its
+//!   process said and runs what is due.
+//!
+//! The caller `touch`es a file when its diagnostics are wanted; its server is started on first
+//! use, the document opened or changed as needed, and a `Ticket` returned to `wait` on with a
+//! budget. Results reach the sink only when final: a baseline must never be partial, because
+//! the CLI reports every diagnostic missing from it as new. Beyond diagnostics, a `Server`
+//! takes requests on others' behalf about the documents they `hold`, and hands the server's
+//! requests ccide does not answer itself to whoever registered for them.
+
+mod finality;
+mod registry;
+mod server;
+mod supervisor;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::proc::Queue;
+pub use finality::Final;
+pub use registry::{Spec, builtins, origin, parse_spec};
+use server::Inbound;
+pub use server::{Config, OnAnswer, OnRequest, Server, ServerRequest, Sink, Ticket};
+
+/// What happened to a file, for `workspace/didChangeWatchedFiles`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    Created = 1,
+    Changed = 2,
+}
+
+pub struct LangServers {
+    servers: Vec<Arc<Server>>,
+    workspaces: Vec<PathBuf>,
+    /// The driver's: every process's events, and wake-ups.
+    inbox: Arc<Queue<Inbound>>,
+}
+
+impl LangServers {
+    pub fn new(
+        specs: Vec<Spec>,
+        workspaces: Vec<PathBuf>,
+        cfg: Config,
+        sink: Sink,
+    ) -> Arc<LangServers> {
+        let inbox: Arc<Queue<Inbound>> = Arc::default();
+        let servers: Vec<Arc<Server>> = registry::group(specs)
+            .into_iter()
+            .enumerate()
+            .map(|(i, (words, patterns))| {
+                Arc::new(Server::new(
+                    i,
+                    words,
+                    patterns,
+                    workspaces.clone(),
+                    cfg.clone(),
+                    sink.clone(),
+                    inbox.clone(),
+                ))
+            })
+            .collect();
+        if !servers.is_empty() {
+            let (s, i) = (servers.clone(), inbox.clone());
+            if let Err(e) = crate::proc::spawn_thread("lsp-driver", move || drive(&s, &i)) {
+                crate::log::error!("cannot start the language servers' thread: {e}");
+            }
+        }
+        Arc::new(LangServers {
+            servers,
+            workspaces,
+            inbox,
+        })
+    }
+
+    /// The server configured for `path` (a file inside a workspace), if any: for talking to
+    /// it directly (`Server::initialize_result`, `hold`, `request`, `on_request`).
+    pub fn server(&self, path: &Path) -> Option<&Arc<Server>> {
+        self.servers
+            .iter()
+            .find(|s| registry::covers(&s.patterns, &self.workspaces, path))
+    }
+
+    /// Whether a usable server takes `path`: the batch checker for it can step aside. False
+    /// once its server failed for good (cannot run, or dies before answering `initialize`).
+    pub fn covers(&self, path: &Path) -> bool {
+        self.server(path).is_some_and(|s| s.usable())
+    }
+
+    /// Brings the server's copy of `path` up to date (its text on disk, or `unsaved`),
+    /// starting the server if needed; returns what to `wait` on for the final result of that
+    /// content. None when no usable server takes the file, or it is unreadable (then its
+    /// diagnostics from this origin are cleared).
+    pub fn touch(&self, path: &Path, unsaved: Option<&str>) -> Option<Ticket> {
+        self.server(path)?.touch(path, unsaved)
+    }
+
+    /// Waits until every ticket's result is final (or will never be: its server stopped),
+    /// at most `budget` in all. True if all are final.
+    pub fn wait(tickets: &[Ticket], budget: Duration) -> bool {
+        let deadline = Instant::now() + budget;
+        tickets.iter().all(|t| t.wait_until(deadline))
+    }
+
+    /// Tells running servers that registered for watched files about changes ccide saw.
+    pub fn files_changed(&self, changes: &[(PathBuf, Change)]) {
+        let items: Vec<Value> = changes
+            .iter()
+            .map(|(p, c)| json!({"uri": crate::files::file_uri(p), "type": *c as u8}))
+            .collect();
+        if items.is_empty() {
+            return;
+        }
+        for s in &self.servers {
+            s.files_changed(&items);
+        }
+    }
+
+    /// Starts every server now rather than on the first matching file, and opens one file it
+    /// covers: a server loads the project on its first document (tsserver took 1.3 to 5 s on
+    /// a small project with the real CLI), which would otherwise fall on the first edit and
+    /// miss the CLI's 2 s.
+    pub fn warm(&self) {
+        for s in &self.servers {
+            match registry::first_file(&self.workspaces, &s.patterns) {
+                Some(p) => {
+                    let _ = s.touch(&p, None);
+                }
+                None => s.warm(),
+            }
+        }
+    }
+
+    /// One object per server: name, origin, command, patterns, state (stopped, starting,
+    /// indexing, ready, stopping, crashed, failed), pid, rss_kib (the process tree),
+    /// open_documents, restarts, diagnostics (push, pull or tsserver), server (its name and
+    /// version), last_error.
+    pub fn status(&self) -> Value {
+        Value::Array(self.servers.iter().map(|s| s.status()).collect())
+    }
+
+    /// Stops every server (`shutdown`, `exit`, then SIGKILL to its process tree) and the
+    /// driver; waits at most about three seconds. Idempotent.
+    pub fn shutdown(&self) {
+        for s in &self.servers {
+            s.close();
+        }
+        // Each process gets about 2 s (shutdown, then exit); then it is killed.
+        let deadline = Instant::now() + Duration::from_millis(2500);
+        for s in &self.servers {
+            if !s.wait_gone(deadline) {
+                s.kill_now();
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(1);
+        for s in &self.servers {
+            if !s.wait_gone(deadline) {
+                crate::log::warn!("language server {} did not end after SIGKILL", s.name);
+            }
+        }
+        self.inbox.push(Inbound::Quit);
+        self.inbox.close();
+    }
+}
+
+impl Drop for LangServers {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The driver: hands each server what its process reported, in order, and runs each server's
+/// time-driven transitions (quiet periods, pulls to retry, restarts, idle stops) when due.
+fn drive(servers: &[Arc<Server>], inbox: &Queue<Inbound>) {
+    let mut next: Option<Instant> = None;
+    loop {
+        match inbox.pop(next) {
+            Some(Inbound::Quit) => return,
+            Some(Inbound::Event { server, run, event }) => {
+                if let Some(s) = servers.get(server) {
+                    s.handle(run, event);
+                }
+            }
+            Some(Inbound::Wake) => {}
+            // The time came, or the queue closed.
+            None if next.is_none() => return,
+            None => {}
+        }
+        let now = Instant::now();
+        next = servers.iter().filter_map(|s| s.tick_if_due(now)).min();
+    }
+}

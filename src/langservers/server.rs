@@ -1,0 +1,1371 @@
+//! One configured language server: the documents ccide keeps open in it (their text and
+//! version, which ccide owns), the LSP conversation (initialize, the server's requests, document
+//! sync, requests made on behalf of others), its process's life through the supervisor, and the
+//! hand-over of final results (decided by `finality`) to the sink.
+//!
+//! All state sits behind one mutex. The driver thread (`LangServers`) hands in what the process
+//! said (`handle`) and runs time-driven transitions (`tick_if_due`); callers take the lock
+//! briefly for their own requests. Nothing blocks under it: messages go to the process's write
+//! queue. What the lock decided to hand out (final results, answers, the server's requests for
+//! someone else) is handed out after it is released (`finish`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::finality::{Final, Finality, Pushes, Source};
+use super::supervisor::{self, Event, Life, Phase, Process};
+use crate::lsp::connection::{Received, SendError, Sender};
+use crate::lsp::queue::Outgoing;
+use crate::lsp::text::{Enc, Pos, Text};
+use crate::proc::Queue;
+use crate::rpc::{self, ErrorCode, RequestId, ResponseError, RpcError};
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// A server unused this long is stopped (and started again when needed), unless someone
+    /// holds a document open in it.
+    pub idle: Duration,
+    /// Documents kept open per server; the least recently used beyond are closed (held ones
+    /// never).
+    pub max_open: usize,
+    /// A pushed result that may be partial is final when no different publish for the
+    /// document came for this long.
+    pub quiet: Duration,
+    /// Restart delays after a crash: doubling from `backoff_min` up to `backoff_max`.
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+    /// A server that has not answered `initialize` by then is killed (and counts as crashed).
+    pub init_timeout: Duration,
+    /// What may wait to be written to a server; one that does not read is killed (and
+    /// restarted).
+    pub max_queued: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            idle: Duration::from_secs(30 * 60),
+            max_open: 100,
+            quiet: Duration::from_millis(300),
+            backoff_min: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(60),
+            init_timeout: Duration::from_secs(60),
+            max_queued: 64 << 20,
+        }
+    }
+}
+
+/// Receives each FINAL result, with the name of the server it comes from. It replaces that
+/// server's earlier result for the file. Called without any lock of this module held, but it
+/// must not call back into the language servers.
+pub type Sink = Arc<dyn Fn(&str, Final) + Send + Sync>;
+
+/// Receives the answer to a request sent with `Server::request` (an error if the server exited
+/// first). Called on the driver thread, without any lock held.
+pub type OnAnswer = Box<dyn FnOnce(Result<Value, ResponseError>) + Send>;
+
+/// Receives the server's requests that ccide does not answer itself (`window/showMessageRequest`,
+/// `window/showDocument`, methods ccide does not know): keep it and `respond`, or give it back
+/// (`Err`) to have ccide answer as it does alone. Called on the driver thread, without any lock
+/// held.
+pub type OnRequest = Arc<dyn Fn(ServerRequest) -> Result<(), ServerRequest> + Send + Sync>;
+
+/// What the driver's inbox holds.
+pub enum Inbound {
+    /// From the process a server started (`run`), by the server's index.
+    Event { server: usize, run: u64, event: Event },
+    /// Something became due sooner: look again.
+    Wake,
+    Quit,
+}
+
+/// A request from the server, handed to an `OnRequest`. Dropped without an answer, it is
+/// answered as ccide answers it alone.
+pub struct ServerRequest {
+    pub method: String,
+    pub params: Value,
+    reply: Reply,
+}
+
+struct Reply {
+    sender: Sender,
+    id: RequestId,
+    /// ccide's own answer, sent unless another is.
+    default: Option<Result<Value, RpcError>>,
+}
+
+impl ServerRequest {
+    pub fn respond(mut self, answer: Result<Value, RpcError>) {
+        self.reply.default = None;
+        let _ = self
+            .reply
+            .sender
+            .send(&rpc::response(&self.reply.id, answer));
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        if let Some(answer) = self.default.take() {
+            let _ = self.sender.send(&rpc::response(&self.id, answer));
+        }
+    }
+}
+
+struct Doc {
+    uri: String,
+    text: String,
+    hash: u64,
+    /// Set when `text` is the file on disk as of this stamp; unsaved text has none.
+    disk: Option<crate::files::Stamp>,
+    version: i32,
+    /// didOpen was sent to the current process.
+    open: bool,
+    used: Instant,
+    /// Who keeps it open (`hold`): never closed to make room while anyone does.
+    holders: Vec<u64>,
+}
+
+/// What a request this side sent is for.
+enum Pending {
+    Initialize,
+    Shutdown,
+    /// One request of the pull `id` (finality's) about `path`.
+    Pull {
+        path: PathBuf,
+        id: u64,
+    },
+    /// Sent on someone's behalf (`Server::request`).
+    Client(OnAnswer),
+}
+
+/// What the lock decided to hand out once it is released.
+enum Effect {
+    Final(Final),
+    Answer(OnAnswer, Result<Value, ResponseError>),
+    Request(ServerRequest),
+}
+
+type Effects = Vec<Effect>;
+
+struct State {
+    life: Life,
+    /// Which process the events belong to: bumped at every start.
+    run: u64,
+    process: Option<Process>,
+    /// The process's pid, while it is not known to be reaped.
+    pid: Option<u32>,
+    /// The answer to `initialize`, once there is one.
+    init: Option<Value>,
+    server_info: String,
+    /// How the server counts positions (UTF-16 unless it insists otherwise).
+    enc: Enc,
+    fin: Finality,
+    pull_registration: Option<String>,
+    watch_registrations: Vec<String>,
+    requests: Outgoing<Pending>,
+    docs: HashMap<PathBuf, Doc>,
+    /// Versions count for the whole server, so each document's increase and a document
+    /// closed and opened again never repeats a version a waiter is waiting for.
+    last_version: i32,
+    last_used: Instant,
+    closed: bool,
+    /// When `advance` wants to run next.
+    due: Option<Instant>,
+}
+
+pub struct Server {
+    /// The program's file name, e.g. `pyright-langserver`.
+    pub name: String,
+    pub words: Vec<String>,
+    pub patterns: Vec<String>,
+    /// Its place in the driver's list.
+    index: usize,
+    workspaces: Vec<PathBuf>,
+    cfg: Config,
+    sink: Sink,
+    inbox: Arc<Queue<Inbound>>,
+    on_request: Mutex<Option<OnRequest>>,
+    st: Mutex<State>,
+    /// Notified whenever a result becomes final or the process changes state.
+    cv: Condvar,
+    /// Held while handing results to the sink, taken before the state lock is released, so
+    /// two threads cannot deliver one file's results out of order.
+    delivering: Mutex<()>,
+    /// Tests: each start connects to a new in-memory server instead of running `words`.
+    #[cfg(test)]
+    pub memory: Mutex<Option<Arc<dyn Fn() -> crate::lsp::connection::Connection + Send + Sync>>>,
+}
+
+/// What a caller waits on: the final result of `version` of `path`, pulled no earlier than
+/// `epoch`.
+pub struct Ticket {
+    server: Arc<Server>,
+    path: PathBuf,
+    version: i32,
+    epoch: u64,
+}
+
+/// Files above this are not sent: servers hold every open document in memory.
+const MAX_DOC_BYTES: u64 = 8 << 20;
+
+/// typescript-language-server publishes nothing when a file's diagnostics stay empty, so a
+/// clean edit never gets a result to call final; its `typescript.tsserverRequest` command asks
+/// tsserver itself, and these three answers make a complete result (ccide-protocol(7) §11.4).
+const TSSERVER_PARTS: [&str; 3] = [
+    "syntacticDiagnosticsSync",
+    "semanticDiagnosticsSync",
+    "suggestionDiagnosticsSync",
+];
+
+/// Servers whose every versioned publish is the whole result for that version
+/// (ccide-protocol(7) §11.5), by the name in their `serverInfo`.
+const COMPLETE_PUSHES: &[&str] = &["clangd"];
+
+impl Server {
+    pub fn new(
+        index: usize,
+        words: Vec<String>,
+        patterns: Vec<String>,
+        workspaces: Vec<PathBuf>,
+        cfg: Config,
+        sink: Sink,
+        inbox: Arc<Queue<Inbound>>,
+    ) -> Server {
+        let now = Instant::now();
+        Server {
+            name: crate::pattern::program_name(&words[0]),
+            words,
+            patterns,
+            index,
+            workspaces,
+            st: Mutex::new(State {
+                life: Life::new(now),
+                run: 0,
+                process: None,
+                pid: None,
+                init: None,
+                server_info: String::new(),
+                enc: Enc::Utf16,
+                fin: Finality::new(cfg.quiet),
+                pull_registration: None,
+                watch_registrations: Vec::new(),
+                requests: Outgoing::default(),
+                docs: HashMap::new(),
+                last_version: 0,
+                last_used: now,
+                closed: false,
+                due: None,
+            }),
+            cfg,
+            sink,
+            inbox,
+            on_request: Mutex::new(None),
+            cv: Condvar::new(),
+            delivering: Mutex::new(()),
+            #[cfg(test)]
+            memory: Mutex::new(None),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether this server still takes files (not given up on, not shut down).
+    pub fn usable(&self) -> bool {
+        let st = self.lock();
+        st.life.phase != Phase::Failed && !st.closed
+    }
+
+    /// Tells the server about the current content of `path` (from disk, or `unsaved`) if it
+    /// differs from what it has, starting it if needed, and returns what to wait on for the
+    /// final result. None when the server is not usable, or the file is unreadable (then its
+    /// diagnostics from this server are cleared).
+    pub fn touch(self: &Arc<Self>, path: &Path, unsaved: Option<&str>) -> Option<Ticket> {
+        self.update(path, unsaved, None)
+    }
+
+    /// `touch`, for `holder`, who keeps the document open until it `release`s it: a held
+    /// document is never closed to make room. The ticket's `version` is the version the
+    /// server has (or will have once it started) of this text.
+    pub fn hold(
+        self: &Arc<Self>,
+        path: &Path,
+        holder: u64,
+        unsaved: Option<&str>,
+    ) -> Option<Ticket> {
+        self.update(path, unsaved, Some(holder))
+    }
+
+    /// `holder` no longer needs `path` open; the last to let go leaves it to be closed when
+    /// room is needed.
+    pub fn release(self: &Arc<Self>, path: &Path, holder: u64) {
+        let mut st = self.lock();
+        if let Some(d) = st.docs.get_mut(path) {
+            d.holders.retain(|h| *h != holder);
+        }
+        self.close_least_recent(&mut st, None);
+    }
+
+    fn update(
+        self: &Arc<Self>,
+        path: &Path,
+        unsaved: Option<&str>,
+        holder: Option<u64>,
+    ) -> Option<Ticket> {
+        let known = {
+            let st = self.lock();
+            if st.life.phase == Phase::Failed || st.closed {
+                return None;
+            }
+            st.docs.get(path).map(|d| d.disk)
+        };
+        // Read outside the lock; an unchanged stamp spares the read.
+        let content = match unsaved {
+            Some(t) => Some((t.to_string(), None)),
+            None => match crate::files::stamp(path) {
+                None => return self.forget(path),
+                Some(s) if s.len > MAX_DOC_BYTES => {
+                    crate::log::debug!("{}: {} is too large to send", self.name, path.display());
+                    return None;
+                }
+                Some(s) if known == Some(Some(s)) => None,
+                Some(s) => match std::fs::read(path) {
+                    Ok(b) => Some((String::from_utf8_lossy(&b).into_owned(), Some(s))),
+                    Err(_) => return self.forget(path),
+                },
+            },
+        };
+        let now = Instant::now();
+        let mut st = self.lock();
+        if st.life.phase == Phase::Failed || st.closed {
+            return None;
+        }
+        st.last_used = now;
+        let mut effects = Vec::new();
+        // A server still stopping (idle) is replaced at once: the old process's events belong
+        // to an older run and are ignored.
+        if matches!(st.life.phase, Phase::Stopped | Phase::Stopping) {
+            self.start(&mut st, &mut effects);
+            if st.life.phase == Phase::Failed {
+                self.finish(st, effects);
+                return None;
+            }
+        }
+        let mut changed = false;
+        if let Some((text, disk)) = content {
+            let hash = crate::text::hash(text.as_bytes());
+            match st.docs.get_mut(path) {
+                Some(d) if d.hash == hash => d.disk = disk,
+                _ => {
+                    st.last_version += 1;
+                    let version = st.last_version;
+                    let d = st.docs.entry(path.to_path_buf()).or_insert_with(|| Doc {
+                        uri: crate::files::file_uri(path),
+                        text: String::new(),
+                        hash: 0,
+                        disk: None,
+                        version: 0,
+                        open: false,
+                        used: now,
+                        holders: Vec::new(),
+                    });
+                    (d.text, d.hash, d.disk, d.version) = (text, hash, disk, version);
+                    changed = true;
+                }
+            }
+        }
+        let ticket = match st.docs.get_mut(path) {
+            // Nothing known and nothing read: the file vanished between stat and read.
+            None => None,
+            Some(d) => {
+                d.used = now;
+                if let Some(h) = holder.filter(|h| !d.holders.contains(h)) {
+                    d.holders.push(h);
+                }
+                let version = d.version;
+                if changed {
+                    st.fin.sent(path, version);
+                    if st.life.phase == Phase::Running {
+                        self.sync(&mut st, path);
+                    }
+                }
+                let epoch = st.fin.touched(path);
+                self.close_least_recent(&mut st, Some(path));
+                Some(Ticket {
+                    server: self.clone(),
+                    path: path.to_path_buf(),
+                    version,
+                    epoch,
+                })
+            }
+        };
+        self.advance_and_finish(st, effects, true);
+        ticket
+    }
+
+    /// Sends the document's current text: didOpen, or didChange with the whole text.
+    fn sync(&self, st: &mut State, path: &Path) {
+        let Some(d) = st.docs.get_mut(path) else {
+            return;
+        };
+        let msg = if d.open {
+            rpc::notification(
+                "textDocument/didChange",
+                json!({"textDocument": {"uri": d.uri, "version": d.version},
+                       "contentChanges": [{"text": d.text}]}),
+            )
+        } else {
+            d.open = true;
+            rpc::notification(
+                "textDocument/didOpen",
+                json!({"textDocument": {"uri": d.uri, "version": d.version,
+                       "languageId": crate::files::language_id(path), "text": d.text}}),
+            )
+        };
+        self.send(st, &msg);
+    }
+
+    /// Closes the least recently used documents nobody holds beyond the bound, so a server's
+    /// memory stays bounded however many files diagnostics are asked for. Their last final
+    /// results stay in the store.
+    fn close_least_recent(&self, st: &mut State, keep: Option<&Path>) {
+        while st.docs.len() > self.cfg.max_open.max(1) {
+            let Some(oldest) = st
+                .docs
+                .iter()
+                .filter(|(p, d)| Some(p.as_path()) != keep && d.holders.is_empty())
+                .min_by_key(|(_, d)| d.used)
+                .map(|(p, _)| p.clone())
+            else {
+                return;
+            };
+            crate::log::debug!(
+                "{}: closing {} (least recently used)",
+                self.name,
+                oldest.display()
+            );
+            self.close_doc(st, &oldest);
+        }
+    }
+
+    fn close_doc(&self, st: &mut State, path: &Path) -> Option<Doc> {
+        let d = st.docs.remove(path)?;
+        st.fin.closed(path);
+        if d.open {
+            let msg = rpc::notification(
+                "textDocument/didClose",
+                json!({"textDocument": {"uri": d.uri}}),
+            );
+            self.send(st, &msg);
+        }
+        Some(d)
+    }
+
+    /// The file is gone: close it, and its diagnostics are now none.
+    fn forget(self: &Arc<Self>, path: &Path) -> Option<Ticket> {
+        let mut st = self.lock();
+        if let Some(d) = self.close_doc(&mut st, path) {
+            let gone = Final {
+                path: path.to_path_buf(),
+                version: d.version,
+                items: Vec::new(),
+            };
+            self.finish(st, vec![Effect::Final(gone)]);
+        }
+        None
+    }
+
+    /// `workspace/didChangeWatchedFiles`, to a running server that registered for it. Pulled
+    /// results of open files count as older than the change either way (servers such as
+    /// tsserver watch files themselves).
+    pub fn files_changed(&self, changes: &[Value]) {
+        let mut st = self.lock();
+        if st.life.phase != Phase::Running {
+            return;
+        }
+        st.fin.changed_elsewhere();
+        if !st.watch_registrations.is_empty() {
+            let msg = rpc::notification(
+                "workspace/didChangeWatchedFiles",
+                json!({"changes": changes}),
+            );
+            self.send(&mut st, &msg);
+        }
+    }
+
+    /// Starts the server if it is not running.
+    pub fn warm(self: &Arc<Self>) {
+        let mut st = self.lock();
+        if matches!(st.life.phase, Phase::Stopped | Phase::Stopping) && !st.closed {
+            st.last_used = Instant::now();
+            let mut effects = Vec::new();
+            self.start(&mut st, &mut effects);
+            self.advance_and_finish(st, effects, true);
+        }
+    }
+
+    /// The server's answer to `initialize` (its `capabilities`, `serverInfo`), starting it if
+    /// needed and waiting until `deadline` at most; None if it is not usable by then.
+    pub fn initialize_result(self: &Arc<Self>, deadline: Instant) -> Option<Value> {
+        self.warm();
+        let mut st = self.lock();
+        loop {
+            if st.closed || st.life.phase == Phase::Failed {
+                return None;
+            }
+            if st.life.phase == Phase::Running {
+                return st.init.clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            st = self
+                .cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Sends `method` with `params` to the running server about `path`, a document it has
+    /// open (`hold` it first); `on_answer` gets the answer. Returns the id to `cancel` it by.
+    pub fn request(
+        &self,
+        path: &Path,
+        method: &str,
+        params: Value,
+        on_answer: OnAnswer,
+    ) -> Result<u64, String> {
+        let mut st = self.lock();
+        let now = Instant::now();
+        let running = st.life.phase == Phase::Running;
+        match st.docs.get_mut(path) {
+            Some(d) if d.open && running => d.used = now,
+            _ => {
+                return Err(format!(
+                    "{} is not open in language server {}",
+                    path.display(),
+                    self.name
+                ));
+            }
+        }
+        st.last_used = now;
+        let id = self.send_request(&mut st, method, Some(params), Pending::Client(on_answer));
+        Ok(id.as_u64().unwrap_or_default())
+    }
+
+    /// `$/cancelRequest` for a request sent with `request` and not answered yet; its
+    /// `on_answer` still gets the server's answer (LSP's RequestCancelled, usually).
+    pub fn cancel(&self, id: u64) {
+        let mut st = self.lock();
+        let pending = st
+            .requests
+            .iter()
+            .any(|(k, p)| *k == id && matches!(p, Pending::Client(_)));
+        if pending {
+            let msg = rpc::notification("$/cancelRequest", json!({"id": id}));
+            self.send(&mut st, &msg);
+        }
+    }
+
+    /// Who gets the server's requests that ccide does not answer itself (None: ccide answers
+    /// them all, as it does alone).
+    pub fn on_request(&self, handler: Option<OnRequest>) {
+        *self.on_request.lock().unwrap_or_else(|e| e.into_inner()) = handler;
+    }
+
+    fn start(self: &Arc<Self>, st: &mut State, effects: &mut Effects) {
+        st.run += 1;
+        // The previous process's requests will never be answered.
+        fail_requests(st, &self.name, effects);
+        let cwd = self
+            .workspaces
+            .first()
+            .map_or(Path::new("/"), |w| w.as_path());
+        let (inbox, server, run) = (self.inbox.clone(), self.index, st.run);
+        let deliver: supervisor::Deliver = Arc::new(move |event| {
+            inbox.push(Inbound::Event { server, run, event });
+        });
+        #[cfg(test)]
+        let memory = self
+            .memory
+            .lock()
+            .unwrap()
+            .clone()
+            .map(|m| supervisor::memory(m(), deliver.clone()));
+        #[cfg(not(test))]
+        let memory = None;
+        let spawned = match memory {
+            Some(p) => Ok(p),
+            None => supervisor::spawn(&self.words, cwd, self.cfg.max_queued, deliver),
+        };
+        match spawned {
+            Ok(p) => {
+                crate::log::info!(
+                    "language server {} started (pid {}): {}",
+                    self.name,
+                    p.pid().unwrap_or_default(),
+                    self.words.join(" ")
+                );
+                st.pid = p.pid();
+                st.process = Some(p);
+                st.life.starting(Instant::now());
+                st.init = None;
+                st.enc = Enc::Utf16;
+                st.fin.gone();
+                st.fin.configure(Source::Push, Pushes::MayBePartial);
+                st.pull_registration = None;
+                st.watch_registrations.clear();
+                for d in st.docs.values_mut() {
+                    d.open = false;
+                }
+                let folders: Vec<Value> = self.workspaces.iter().map(|w| folder(w)).collect();
+                let root = self.workspaces.first().map(|w| crate::files::file_uri(w));
+                let params = json!({
+                    "processId": std::process::id(),
+                    "clientInfo": {"name": "ccide", "version": env!("CARGO_PKG_VERSION")},
+                    "rootUri": root,
+                    "rootPath": self.workspaces.first(),
+                    "workspaceFolders": folders,
+                    "capabilities": capabilities(),
+                    "trace": "off",
+                });
+                self.send_request(st, "initialize", Some(params), Pending::Initialize);
+            }
+            Err(e) => {
+                crate::log::warn!("language server {}: {e}; not used", self.name);
+                st.life.phase = Phase::Failed;
+                st.life.last_error = Some(e);
+            }
+        }
+    }
+
+    fn stop(&self, st: &mut State, why: &str) {
+        for p in st.docs.keys() {
+            st.fin.closed(p);
+        }
+        st.docs.clear();
+        if matches!(st.life.phase, Phase::Starting | Phase::Running) && st.process.is_some() {
+            crate::log::info!("stopping language server {} ({why})", self.name);
+            st.life.phase = Phase::Stopping;
+            let id = st.requests.register(Pending::Shutdown);
+            if let Some(p) = &st.process {
+                p.stop(rpc::request(&id, "shutdown", None));
+            }
+        } else if !matches!(st.life.phase, Phase::Stopping | Phase::Failed) {
+            st.life.phase = Phase::Stopped;
+        }
+    }
+
+    /// For ccide's own shutdown: stop, and take no more work.
+    pub fn close(&self) {
+        let mut st = self.lock();
+        st.closed = true;
+        self.stop(&mut st, "ccide is stopping");
+        self.cv.notify_all();
+    }
+
+    /// Waits until the process is gone, at most until `deadline`; true if it is.
+    pub fn wait_gone(&self, deadline: Instant) -> bool {
+        let mut st = self.lock();
+        while st.process.is_some() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            st = self
+                .cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+
+    pub fn kill_now(&self) {
+        if let Some(p) = &self.lock().process {
+            p.kill();
+        }
+    }
+
+    /// Sends one message; a server that stopped reading (too much waits for it) is killed,
+    /// and its exit says why.
+    fn send(&self, st: &mut State, v: &Value) {
+        let Some(p) = &st.process else {
+            return;
+        };
+        if let Err(SendError::Full { queued }) = p.send(v)
+            && st.life.killed_because.is_none()
+        {
+            let why = format!(
+                "it stopped reading its input ({} waiting)",
+                rpc::mib(queued)
+            );
+            crate::log::warn!("language server {}: {why}; killing it", self.name);
+            st.life.killed_because = Some(why);
+            p.kill();
+        }
+        // `Closed`: it is ending, and its `Exited` will say so.
+    }
+
+    fn send_request(
+        &self,
+        st: &mut State,
+        method: &str,
+        params: Option<Value>,
+        pending: Pending,
+    ) -> RequestId {
+        let id = st.requests.register(pending);
+        self.send(st, &rpc::request(&id, method, params));
+        id
+    }
+
+    /// For the driver: what the process `run` reported.
+    pub fn handle(self: &Arc<Self>, run: u64, event: Event) {
+        let mut st = self.lock();
+        if st.run != run {
+            return;
+        }
+        let mut effects = Vec::new();
+        match event {
+            Event::Received(r) => self.received(&mut st, r, &mut effects),
+            Event::Exited(how) => self.process_exited(&mut st, &how, &mut effects),
+        }
+        self.advance_and_finish(st, effects, false);
+    }
+
+    /// For the driver: runs what is due by `now`; returns when to come back.
+    pub fn tick_if_due(self: &Arc<Self>, now: Instant) -> Option<Instant> {
+        let st = self.lock();
+        match st.due {
+            Some(t) if t <= now => self.advance_and_finish(st, Vec::new(), false),
+            due => due,
+        }
+    }
+
+    /// Runs the transitions due now, hands out what was decided, and records when to look
+    /// again (waking the driver if the caller is not the driver).
+    fn advance_and_finish(
+        self: &Arc<Self>,
+        mut st: MutexGuard<'_, State>,
+        mut effects: Effects,
+        wake: bool,
+    ) -> Option<Instant> {
+        let next = self.advance(&mut st, &mut effects);
+        st.due = next;
+        if wake && next.is_some() {
+            self.inbox.push(Inbound::Wake);
+        }
+        self.finish(st, effects);
+        next
+    }
+
+    fn advance(self: &Arc<Self>, st: &mut State, effects: &mut Effects) -> Option<Instant> {
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        let mut due = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
+        if st.closed {
+            return None;
+        }
+        match st.life.phase {
+            Phase::Starting if st.life.killed_because.is_none() => {
+                let limit = st.life.started + self.cfg.init_timeout;
+                if now >= limit {
+                    // Its exit then counts as a crash.
+                    let e = format!(
+                        "no answer to initialize within {}",
+                        crate::text::human_duration(self.cfg.init_timeout)
+                    );
+                    crate::log::warn!("language server {}: {e}; killing it", self.name);
+                    st.life.killed_because = Some(e);
+                    if let Some(p) = &st.process {
+                        p.kill();
+                    }
+                } else {
+                    due(limit);
+                }
+            }
+            Phase::Crashed if !st.docs.is_empty() => {
+                if now >= st.life.retry_at {
+                    st.life.restarts += 1;
+                    self.start(st, effects);
+                    if st.life.phase == Phase::Starting {
+                        due(st.life.started + self.cfg.init_timeout);
+                    }
+                } else {
+                    due(st.life.retry_at);
+                }
+            }
+            Phase::Running => {
+                let step = st.fin.tick(now);
+                effects.extend(step.finals.into_iter().map(Effect::Final));
+                for pull in step.pulls {
+                    self.send_pull(st, &pull.path, pull.id);
+                }
+                if let Some(t) = step.next {
+                    due(t);
+                }
+            }
+            _ => {}
+        }
+        // A crashed server nobody asked anything of for that long stays down too; one in which
+        // someone holds a document stays up.
+        let held = st.docs.values().any(|d| !d.holders.is_empty());
+        if matches!(
+            st.life.phase,
+            Phase::Starting | Phase::Running | Phase::Crashed
+        ) && !held
+        {
+            let idle_end = st.last_used + self.cfg.idle;
+            if now >= idle_end {
+                let why = format!("unused for {}", crate::text::human_duration(self.cfg.idle));
+                self.stop(st, &why);
+            } else {
+                due(idle_end);
+            }
+        }
+        next
+    }
+
+    fn send_pull(&self, st: &mut State, path: &Path, id: u64) {
+        let Some(uri) = st.docs.get(path).filter(|d| d.open).map(|d| d.uri.clone()) else {
+            return;
+        };
+        let pending = || Pending::Pull {
+            path: path.to_path_buf(),
+            id,
+        };
+        match st.fin.source().clone() {
+            Source::Pull(identifier) => {
+                let mut params = json!({"textDocument": {"uri": uri}});
+                if let Some(i) = identifier {
+                    params["identifier"] = i.into();
+                }
+                self.send_request(st, "textDocument/diagnostic", Some(params), pending());
+            }
+            Source::Tsserver => {
+                for command in TSSERVER_PARTS {
+                    let params = json!({"command": "typescript.tsserverRequest",
+                                        "arguments": [command, {"file": uri}]});
+                    self.send_request(st, "workspace/executeCommand", Some(params), pending());
+                }
+            }
+            Source::Push => {}
+        }
+    }
+
+    /// Wakes waiters, then hands out what was decided without the state lock: final results
+    /// in order (under `delivering`), then answers and the server's requests (which may call
+    /// back into this server).
+    fn finish(&self, st: MutexGuard<'_, State>, effects: Effects) {
+        self.cv.notify_all();
+        if effects.is_empty() {
+            return;
+        }
+        let order = self.delivering.lock().unwrap_or_else(|e| e.into_inner());
+        drop(st);
+        let mut rest = Vec::new();
+        for e in effects {
+            match e {
+                Effect::Final(f) => {
+                    crate::log::debug!(
+                        "{}: {} final diagnostic(s) for {} (version {})",
+                        self.name,
+                        f.items.len(),
+                        f.path.display(),
+                        f.version
+                    );
+                    (self.sink)(&self.name, f);
+                }
+                other => rest.push(other),
+            }
+        }
+        drop(order);
+        for e in rest {
+            match e {
+                Effect::Answer(on_answer, answer) => on_answer(answer),
+                Effect::Request(req) => {
+                    let handler = self
+                        .on_request
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone();
+                    // Given back, or nobody registered: dropped, it gets ccide's own answer.
+                    if let Some(h) = handler {
+                        let _ = h(req);
+                    }
+                }
+                Effect::Final(_) => {}
+            }
+        }
+    }
+
+    fn received(&self, st: &mut State, r: Received, effects: &mut Effects) {
+        if st.process.is_none() {
+            return;
+        }
+        match r {
+            Received::Message(rpc::Message::Request(r)) => self.on_request_from(st, r, effects),
+            Received::Message(rpc::Message::Notification(n)) => {
+                self.on_notification(st, &n.method, n.params)
+            }
+            Received::Message(rpc::Message::Response(r)) => self.on_response(st, r, effects),
+            Received::Malformed(e) => {
+                crate::log::debug!("{}: invalid message: {}", self.name, e["error"]["message"])
+            }
+            Received::Stderr(line) => {
+                crate::log::debug!("{}: {line}", self.name);
+                st.life.stderr(&line);
+            }
+            Received::Closed(why) => {
+                if let Some(why) = why {
+                    crate::log::warn!("language server {}: {why}", self.name);
+                    st.life.killed_because.get_or_insert(why);
+                }
+            }
+        }
+    }
+
+    fn on_response(&self, st: &mut State, r: rpc::Response, effects: &mut Effects) {
+        let Some(pending) = r.id.as_ref().and_then(|id| st.requests.complete(id)) else {
+            return;
+        };
+        match pending {
+            Pending::Initialize => match r.result {
+                Ok(v) => self.initialized(st, v),
+                Err(e) => {
+                    let e = format!("initialize failed: {}", e.message);
+                    crate::log::warn!("language server {}: {e}; not used", self.name);
+                    st.life.last_error = Some(e);
+                    self.stop(st, "initialize failed");
+                    st.life.phase = Phase::Failed;
+                }
+            },
+            Pending::Shutdown => {
+                if let Some(p) = &st.process {
+                    p.shutdown_answered();
+                }
+            }
+            Pending::Pull { path, id } => self.on_pull_answer(st, &path, id, r.result),
+            Pending::Client(on_answer) => effects.push(Effect::Answer(on_answer, r.result)),
+        }
+    }
+
+    fn on_pull_answer(
+        &self,
+        st: &mut State,
+        path: &Path,
+        id: u64,
+        result: Result<Value, ResponseError>,
+    ) {
+        let tsserver = *st.fin.source() == Source::Tsserver;
+        let answer = match result {
+            // tsserver reports its own failures inside a successful answer.
+            Ok(r) if tsserver && r["success"] != true => Err(ResponseError {
+                code: 0,
+                message: r["message"].as_str().unwrap_or("?").to_string(),
+                data: None,
+            }),
+            Ok(r) if tsserver => Ok(Some(
+                r["body"]
+                    .as_array()
+                    .map_or(Vec::new(), |b| b.iter().map(from_tsserver).collect()),
+            )),
+            // "unchanged" only answers a previousResultId, which ccide never sends.
+            Ok(r) if r["kind"] == "unchanged" => Ok(None),
+            Ok(mut r) => {
+                let mut items = match r["items"].take() {
+                    Value::Array(a) => a,
+                    _ => Vec::new(),
+                };
+                if let Some(d) = st.docs.get(path) {
+                    to_utf16(&mut items, &d.text, st.enc);
+                }
+                Ok(Some(items))
+            }
+            Err(e) => Err(e),
+        };
+        crate::log::debug!(
+            "{}: pull answer for {}: {}",
+            self.name,
+            path.display(),
+            match &answer {
+                Ok(items) => format!("{} item(s)", items.as_ref().map_or(0, Vec::len)),
+                Err(e) => format!("error {} {}", e.code, e.message),
+            }
+        );
+        if let Err(e) = st.fin.answered(path, id, answer, Instant::now()) {
+            crate::log::warn!(
+                "language server {}: asking for diagnostics failed ({e}); using its published diagnostics instead",
+                self.name
+            );
+        }
+    }
+
+    fn initialized(&self, st: &mut State, r: Value) {
+        let caps = &r["capabilities"];
+        st.enc = caps["positionEncoding"]
+            .as_str()
+            .and_then(Enc::from_name)
+            .unwrap_or(Enc::Utf16);
+        let commands = caps["executeCommandProvider"]["commands"].as_array();
+        let source = if let Some(p) = caps.get("diagnosticProvider").filter(|p| p.is_object()) {
+            Source::Pull(p["identifier"].as_str().map(str::to_string))
+        } else if commands.is_some_and(|c| c.iter().any(|c| c == "typescript.tsserverRequest")) {
+            Source::Tsserver
+        } else {
+            Source::Push
+        };
+        let info = &r["serverInfo"];
+        let pushes = match info["name"].as_str() {
+            Some(n) if COMPLETE_PUSHES.contains(&n) => Pushes::Complete,
+            _ => Pushes::MayBePartial,
+        };
+        st.fin.configure(source, pushes);
+        st.server_info = [&info["name"], &info["version"]]
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+        self.send(st, &rpc::notification("initialized", json!({})));
+        st.life.phase = Phase::Running;
+        crate::log::info!(
+            "language server {} ready after {} ({}; diagnostics by {}{}; positions in {})",
+            self.name,
+            crate::text::human_duration(st.life.started.elapsed()),
+            if st.server_info.is_empty() {
+                "no serverInfo"
+            } else {
+                &st.server_info
+            },
+            st.fin.source().name(),
+            if pushes == Pushes::Complete {
+                ", each complete"
+            } else {
+                ""
+            },
+            st.enc.name()
+        );
+        st.init = Some(r);
+        let paths: Vec<(PathBuf, i32)> = st.docs.iter().map(|(p, d)| (p.clone(), d.version)).collect();
+        for (p, version) in paths {
+            st.fin.sent(&p, version);
+            self.sync(st, &p);
+        }
+    }
+
+    fn on_request_from(&self, st: &mut State, r: rpc::Request, effects: &mut Effects) {
+        let (answer, ours) = self.answer(st, &r.method, &r.params);
+        let has_handler = self
+            .on_request
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        match &st.process {
+            Some(p) if !ours && has_handler => effects.push(Effect::Request(ServerRequest {
+                method: r.method,
+                params: r.params,
+                reply: Reply {
+                    sender: p.sender().clone(),
+                    id: r.id,
+                    default: Some(answer),
+                },
+            })),
+            _ => self.send(st, &rpc::response(&r.id, answer)),
+        }
+    }
+
+    /// ccide's answer to a request from the server, and whether it is ccide's business alone
+    /// (else someone registered with `on_request` may answer instead). Each request gets an
+    /// answer, since several servers wait for one before going on (ccide-protocol(7) §11.6).
+    fn answer(&self, st: &mut State, method: &str, params: &Value) -> (Result<Value, RpcError>, bool) {
+        let ours = match method {
+            // No settings of ours: null per item means "use your defaults".
+            "workspace/configuration" => {
+                let n = params["items"].as_array().map_or(0, Vec::len);
+                Ok(Value::Array(vec![Value::Null; n]))
+            }
+            "client/registerCapability" => {
+                for r in params["registrations"].as_array().into_iter().flatten() {
+                    let id = r["id"].as_str().unwrap_or_default().to_string();
+                    match r["method"].as_str() {
+                        Some("textDocument/diagnostic") => {
+                            let identifier = r["registerOptions"]["identifier"].as_str();
+                            st.fin.set_source(Source::Pull(identifier.map(str::to_string)));
+                            st.pull_registration = Some(id);
+                        }
+                        Some("workspace/didChangeWatchedFiles") => st.watch_registrations.push(id),
+                        _ => {}
+                    }
+                }
+                Ok(Value::Null)
+            }
+            "client/unregisterCapability" => {
+                // The field name's misspelling is the protocol's own.
+                for u in params["unregisterations"].as_array().into_iter().flatten() {
+                    let id = u["id"].as_str().unwrap_or_default();
+                    if st.pull_registration.as_deref() == Some(id) {
+                        st.fin.set_source(Source::Push);
+                        st.pull_registration = None;
+                    }
+                    st.watch_registrations.retain(|w| w != id);
+                }
+                Ok(Value::Null)
+            }
+            "workspace/workspaceFolders" => Ok(Value::Array(
+                self.workspaces.iter().map(|w| folder(w)).collect(),
+            )),
+            "workspace/diagnostic/refresh" => {
+                st.fin.refresh();
+                Ok(Value::Null)
+            }
+            "window/workDoneProgress/create" => Ok(Value::Null),
+            "workspace/applyEdit" => Ok(json!({"applied": false,
+                "failureReason": "ccide applies no edits from language servers"})),
+            m if m.starts_with("workspace/") && m.ends_with("/refresh") => Ok(Value::Null),
+            "window/showMessageRequest" => return (Ok(Value::Null), false),
+            "window/showDocument" => return (Ok(json!({"success": false})), false),
+            _ => {
+                return (
+                    Err(RpcError::new(
+                        ErrorCode::MethodNotFound,
+                        format!("ccide does not handle {method}"),
+                    )),
+                    false,
+                );
+            }
+        };
+        (ours, true)
+    }
+
+    fn on_notification(&self, st: &mut State, method: &str, mut params: Value) {
+        match method {
+            "textDocument/publishDiagnostics" => {
+                if st.fin.source().pulled() {
+                    return;
+                }
+                let Some(path) = params["uri"]
+                    .as_str()
+                    .and_then(|u| crate::files::uri_path(u, true))
+                else {
+                    return;
+                };
+                let Some(d) = st.docs.get(&path).filter(|d| d.open) else {
+                    return;
+                };
+                let mut items = match params["diagnostics"].take() {
+                    Value::Array(a) => a,
+                    _ => Vec::new(),
+                };
+                to_utf16(&mut items, &d.text, st.enc);
+                crate::log::debug!(
+                    "{}: published {} item(s) for {} (version {}, sent {})",
+                    self.name,
+                    items.len(),
+                    path.display(),
+                    params["version"],
+                    d.version
+                );
+                st.fin
+                    .pushed(&path, params["version"].as_i64(), items, Instant::now());
+            }
+            "$/progress" => {
+                let token = params["token"].to_string();
+                match params["value"]["kind"].as_str() {
+                    Some("begin") => st.fin.progress(token, true, Instant::now()),
+                    Some("end") => st.fin.progress(token, false, Instant::now()),
+                    _ => {}
+                }
+            }
+            "window/logMessage" | "window/showMessage" => {
+                let text = params["message"].as_str().unwrap_or_default();
+                if method == "window/showMessage" && params["type"] == 1 {
+                    crate::log::warn!("language server {}: {text}", self.name);
+                } else {
+                    crate::log::debug!("{}: {text}", self.name);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn process_exited(&self, st: &mut State, how: &str, effects: &mut Effects) {
+        st.process = None;
+        st.pid = None;
+        st.life.exited(
+            &self.name,
+            how,
+            Instant::now(),
+            (self.cfg.backoff_min, self.cfg.backoff_max),
+        );
+        for d in st.docs.values_mut() {
+            d.open = false;
+        }
+        st.fin.gone();
+        fail_requests(st, &self.name, effects);
+    }
+
+    pub fn status(&self) -> Value {
+        let st = self.lock();
+        let state = match st.life.phase {
+            Phase::Stopped => "stopped",
+            Phase::Stopping => "stopping",
+            Phase::Starting => "starting",
+            Phase::Running if st.fin.progressing() => "indexing",
+            Phase::Running => "ready",
+            Phase::Crashed => "crashed",
+            Phase::Failed => "failed",
+        };
+        let pid = st.pid;
+        let mut v = json!({
+            "name": self.name,
+            "origin": super::registry::origin(&self.name),
+            "command": self.words.join(" "),
+            "patterns": self.patterns,
+            "state": state,
+            "pid": pid,
+            "open_documents": st.docs.values().filter(|d| d.open).count(),
+            "restarts": st.life.restarts,
+            "diagnostics": st.fin.source().name(),
+        });
+        if !st.server_info.is_empty() {
+            v["server"] = st.server_info.clone().into();
+        }
+        if let Some(e) = &st.life.last_error {
+            v["last_error"] = e.clone().into();
+        }
+        drop(st);
+        if let Some(pid) = pid {
+            v["rss_kib"] = crate::proc::rss_kib(pid).into();
+        }
+        v
+    }
+}
+
+impl Ticket {
+    /// The version of the document this ticket waits for, as the server knows it.
+    pub fn version(&self) -> i32 {
+        self.version
+    }
+
+    fn satisfied(&self, st: &State) -> bool {
+        st.closed
+            || matches!(
+                st.life.phase,
+                Phase::Failed | Phase::Stopped | Phase::Stopping
+            )
+            || st.fin.satisfied(&self.path, self.version, self.epoch)
+    }
+
+    /// Waits until the result this ticket names is final, at most until `deadline`.
+    pub fn wait_until(&self, deadline: Instant) -> bool {
+        let s = &self.server;
+        let mut st = s.lock();
+        while !self.satisfied(&st) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            st = s
+                .cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        drop(st);
+        // The result is final in the state; wait until the sink has it too (`finish` holds
+        // this lock from before it releases the state until the sink returns).
+        drop(s.delivering.lock());
+        true
+    }
+}
+
+/// Every request sent on someone's behalf gets an answer: this one, when the process that
+/// would have answered is gone.
+fn fail_requests(st: &mut State, name: &str, effects: &mut Effects) {
+    for (_, p) in st.requests.drain() {
+        if let Pending::Client(on_answer) = p {
+            let e = ResponseError {
+                code: ErrorCode::RequestFailed as i64,
+                message: format!("language server {name} exited before answering"),
+                data: None,
+            };
+            effects.push(Effect::Answer(on_answer, Err(e)));
+        }
+    }
+}
+
+/// Converts the ranges of LSP diagnostics about `text` (the document as sent) from the
+/// server's position encoding to UTF-16, what the store and the CLI count.
+fn to_utf16(items: &mut [Value], text: &str, enc: Enc) {
+    if enc == Enc::Utf16 {
+        return;
+    }
+    let t = Text::new(text.to_string());
+    for d in items {
+        let Some(r) = d.get_mut("range").filter(|r| r.is_object()) else {
+            continue;
+        };
+        for (k, round_up) in [("start", false), ("end", true)] {
+            if let Some(p) = r.get_mut(k) {
+                *p = t
+                    .convert(Pos::from_json(p), enc, Enc::Utf16, round_up)
+                    .to_json();
+            }
+        }
+    }
+}
+
+/// A tsserver protocol diagnostic (1-based line and UTF-16 offset, `category`) as the LSP
+/// diagnostic typescript-language-server would publish for it (its `toDiagnostic`).
+fn from_tsserver(d: &Value) -> Value {
+    let pos = |p: &Value| {
+        let n = |k: &str| p[k].as_u64().unwrap_or(1).saturating_sub(1);
+        json!({"line": n("line"), "character": n("offset")})
+    };
+    let severity = match d["category"].as_str() {
+        Some("warning") => 2,
+        Some("suggestion") => 4,
+        _ => 1,
+    };
+    json!({
+        "range": {"start": pos(&d["start"]), "end": pos(&d["end"])},
+        "message": d["text"],
+        "severity": severity,
+        "code": d["code"],
+        "source": d["source"].as_str().unwrap_or("typescript"),
+    })
+}
+
+fn folder(w: &Path) -> Value {
+    json!({"uri": crate::files::file_uri(w),
+           "name": w.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()})
+}
+
+/// What ccide does with what the server offers, and nothing more: diagnostics (pushed with
+/// versions, or pulled), progress, configuration and watched files; positions in UTF-16 only,
+/// which every server must support (ccide-protocol(7) §11.3).
+fn capabilities() -> Value {
+    json!({
+        "general": {"positionEncodings": ["utf-16"]},
+        "window": {"workDoneProgress": true},
+        "workspace": {
+            "configuration": true,
+            "workspaceFolders": true,
+            "didChangeWatchedFiles": {"dynamicRegistration": true},
+            "diagnostics": {"refreshSupport": true},
+        },
+        "textDocument": {
+            "synchronization": {"dynamicRegistration": false},
+            "publishDiagnostics": {"versionSupport": true},
+            "diagnostic": {"dynamicRegistration": true},
+        },
+    })
+}
