@@ -140,6 +140,36 @@ fn a_pushed_result_reaches_the_store_only_when_final() {
     }
 }
 
+/// Issue 18: an error after `é🦀` reaches getDiagnostics at the column VS Code reports (12 in
+/// UTF-16 code units, where the line has 11 characters before it), from a server counting in
+/// UTF-16 and from one that insists on UTF-32 although ccide offers only UTF-16.
+#[test]
+fn a_column_after_non_bmp_text_is_the_one_vs_code_reports() {
+    let sb = Sandbox::new();
+    let line = "s = \"é🦀\" + ERR\n";
+    let a = sb.write("a.fk", line);
+    let b = sb.write("b.fk32", line);
+    let log = sb.root.join("fake.log");
+    let s = sb.serve(&[
+        "--no-default-lsp",
+        "--no-default-checkers",
+        "--lsp",
+        &fake_lsp("*.fk", "", &log),
+        "--lsp",
+        &fake_lsp("*.fk32", "encoding=utf-32", &log),
+    ]);
+    let mut c = s.client();
+    for f in [&a, &b] {
+        let v = until_reported(&mut c, f);
+        assert_eq!(
+            v[0]["diagnostics"][0]["range"],
+            json!({"start": {"line": 0, "character": 12}, "end": {"line": 0, "character": 15}}),
+            "{}",
+            f.display()
+        );
+    }
+}
+
 #[test]
 fn a_crashed_server_restarts_and_the_next_answer_is_right() {
     let sb = Sandbox::new();

@@ -325,7 +325,10 @@ fn options(args: &Args) -> Result<Options, Fail> {
         );
     }
     if !args.switch("--no-default-lsp")? {
-        servers.extend(langservers::builtins(&workspaces[0], &crate::proc::find_on_path));
+        servers.extend(langservers::builtins(
+            &workspaces[0],
+            &crate::proc::find_on_path,
+        ));
     }
     let config_dir = lockfile::config_dir(args.value("--config-dir").as_deref())?;
     let state_dir = lockfile::state_dir(args.value("--state-dir").as_deref(), &workspaces)?;

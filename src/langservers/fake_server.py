@@ -11,7 +11,15 @@
 #   crash=FILE   exit(3) on a document containing CRASH, if FILE exists (and remove FILE)
 #   hang         never answer anything (not even initialize or shutdown)
 #   child        start a `sleep` child (to test that the whole group goes)
-# Each line containing ERR gets one diagnostic there, its column counted in UTF-16 units.
+#   name=NAME    call itself NAME in serverInfo (clangd's publishes count as complete)
+#   repeat=S     publish each result again every S seconds, unchanged
+#   encoding=E   answer positionEncoding E (utf-8, utf-32) although only utf-16 is offered,
+#                and count columns in it
+#   noread       stop reading its input after `initialized` (and stay alive)
+#   orphan=FILE  on a document containing LEAVE, if FILE exists (and remove FILE): start a
+#                `sleep` that keeps its pipes open, and exit(4)
+# Each line containing ERR gets one diagnostic there, its column counted in UTF-16 units
+# (or in `encoding`).
 import json, os, subprocess, sys, threading, time
 
 flags = dict(f.split("=", 1) if "=" in f else (f, "") for f in sys.argv[1].split(",") if f)
@@ -60,7 +68,8 @@ def diagnostics(text, upto=None):
     for i, line in enumerate(text.split("\n")):
         j = line.find("ERR")
         if j >= 0:
-            col = len(line[:j].encode("utf-16-le")) // 2
+            col = {"utf-8": len(line[:j].encode()), "utf-32": j}.get(
+                flags.get("encoding"), len(line[:j].encode("utf-16-le")) // 2)
             out.append({"range": {"start": {"line": i, "character": col},
                                   "end": {"line": i, "character": col + 3}},
                         "severity": 1, "message": "bad ERR", "code": 7, "source": "fake"})
@@ -72,6 +81,11 @@ def publish(uri, version, items):
     if "noversion" not in flags:
         p["version"] = version
     send({"method": "textDocument/publishDiagnostics", "params": p})
+    if "repeat" in flags:
+        def again():
+            if docs.get(uri, (None, None))[1] == version:
+                publish(uri, version, items)
+        threading.Timer(float(flags["repeat"]), again).start()
 
 
 def changed(uri):
@@ -80,6 +94,10 @@ def changed(uri):
         os.remove(flags["crash"])
         note(event="crash")
         os._exit(3)
+    if "orphan" in flags and "LEAVE" in text and os.path.exists(flags["orphan"]):
+        os.remove(flags["orphan"])
+        note(event="orphan", pid=subprocess.Popen(["sleep", "1000"]).pid)
+        os._exit(4)
     if "pull" in flags:
         return
     if "partial" in flags:
@@ -118,9 +136,15 @@ while True:
         caps = {"textDocumentSync": 1}
         if flags.get("pull") == "":
             caps["diagnosticProvider"] = {"interFileDependencies": True, "workspaceDiagnostics": False}
-        send({"id": msg["id"], "result": {"capabilities": caps,
-                                          "serverInfo": {"name": "fake", "version": "1.0"}}})
+        if "encoding" in flags:
+            caps["positionEncoding"] = flags["encoding"]
+        info = {"name": flags.get("name", "fake"), "version": "1.0"}
+        send({"id": msg["id"], "result": {"capabilities": caps, "serverInfo": info}})
     elif method == "initialized":
+        if "noread" in flags:
+            note(event="noread")
+            while True:
+                time.sleep(1000)
         if "requests" in flags:
             request("workspace/configuration", {"items": [{"section": "a"}, {"section": "b"}]})
             request("workspace/workspaceFolders", None)

@@ -292,7 +292,8 @@ impl Finality {
         }
         if complete {
             d.waiting = None;
-            (d.final_version, d.final_epoch, d.final_digest) = (d.version, self.epoch, Some(digest));
+            (d.final_version, d.final_epoch, d.final_digest) =
+                (d.version, self.epoch, Some(digest));
             self.ready.push(Final {
                 path: path.to_path_buf(),
                 version: d.version,
@@ -537,13 +538,21 @@ mod tests {
         assert_eq!(finals(&f.tick(ms(t0, 50))), []);
         f.sent(&p, 2);
         f.pushed(&p, Some(1), vec![], ms(t0, 60));
-        assert_eq!(finals(&f.tick(ms(t0, 60))), [], "an older version's is dropped");
+        assert_eq!(
+            finals(&f.tick(ms(t0, 60))),
+            [],
+            "an older version's is dropped"
+        );
         f.pushed(&p, Some(2), vec![], ms(t0, 70));
         assert_eq!(finals(&f.tick(ms(t0, 70))), [(2, vec![])]);
         f.sent(&p, 3);
         f.progress("index".into(), false, ms(t0, 80));
         f.pushed(&p, None, vec![item(1)], ms(t0, 90));
-        assert_eq!(finals(&f.tick(ms(t0, 90))), [], "no version: it may be partial");
+        assert_eq!(
+            finals(&f.tick(ms(t0, 90))),
+            [],
+            "no version: it may be partial"
+        );
         assert_eq!(finals(&f.tick(ms(t0, 390))), [(3, vec![1])]);
     }
 
@@ -582,8 +591,14 @@ mod tests {
         f.sent(&p, 2);
         f.progress("forgotten".into(), true, ms(t0, 2000));
         f.pushed(&p, Some(2), vec![], ms(t0, 2100));
-        assert_eq!(finals(&f.tick(ms(t0, 2000) + PROGRESS_GATE_MAX - Duration::from_millis(1))), []);
-        assert_eq!(finals(&f.tick(ms(t0, 2000) + PROGRESS_GATE_MAX)), [(2, vec![])]);
+        assert_eq!(
+            finals(&f.tick(ms(t0, 2000) + PROGRESS_GATE_MAX - Duration::from_millis(1))),
+            []
+        );
+        assert_eq!(
+            finals(&f.tick(ms(t0, 2000) + PROGRESS_GATE_MAX)),
+            [(2, vec![])]
+        );
     }
 
     fn pulling(source: Source) -> (Finality, PathBuf, Instant) {
@@ -637,7 +652,10 @@ mod tests {
             message: "no".into(),
             data: None,
         };
-        assert_eq!(f.answered(&p, id, Err(failed), ms(t0, 220)), Err("no".into()));
+        assert_eq!(
+            f.answered(&p, id, Err(failed), ms(t0, 220)),
+            Err("no".into())
+        );
         assert_eq!(*f.source(), Source::Push);
         f.pushed(&p, Some(1), vec![item(0)], ms(t0, 230));
         assert_eq!(finals(&f.tick(ms(t0, 530))), [(1, vec![0])]);
@@ -705,7 +723,11 @@ mod tests {
         f.sent(&p, 1);
         f.pushed(&p, Some(1), vec![item(2)], ms(t0, 1000));
         f.gone();
-        assert_eq!(f.tick(ms(t0, 5000)).finals, [], "the publish went with the process");
+        assert_eq!(
+            f.tick(ms(t0, 5000)).finals,
+            [],
+            "the publish went with the process"
+        );
         assert!(!f.satisfied(&p, 1, 0));
     }
 }

@@ -77,7 +77,11 @@ pub type OnRequest = Arc<dyn Fn(ServerRequest) -> Result<(), ServerRequest> + Se
 /// What the driver's inbox holds.
 pub enum Inbound {
     /// From the process a server started (`run`), by the server's index.
-    Event { server: usize, run: u64, event: Event },
+    Event {
+        server: usize,
+        run: u64,
+        event: Event,
+    },
     /// Something became due sooner: look again.
     Wake,
     Quit,
@@ -302,14 +306,17 @@ impl Server {
         self.update(path, unsaved, Some(holder))
     }
 
-    /// `holder` no longer needs `path` open; the last to let go leaves it to be closed when
-    /// room is needed.
-    pub fn release(self: &Arc<Self>, path: &Path, holder: u64) {
+    /// `holder` no longer needs `path` open. When the last lets go, it is closed at once if it
+    /// was open only because it was held (the bound is exceeded), else when room is needed.
+    pub fn release(&self, path: &Path, holder: u64) {
         let mut st = self.lock();
-        if let Some(d) = st.docs.get_mut(path) {
-            d.holders.retain(|h| *h != holder);
+        let Some(d) = st.docs.get_mut(path) else {
+            return;
+        };
+        d.holders.retain(|h| *h != holder);
+        if d.holders.is_empty() && st.docs.len() > self.cfg.max_open.max(1) {
+            self.close_doc(&mut st, path);
         }
-        self.close_least_recent(&mut st, None);
     }
 
     fn update(
@@ -396,7 +403,7 @@ impl Server {
                     }
                 }
                 let epoch = st.fin.touched(path);
-                self.close_least_recent(&mut st, Some(path));
+                self.close_least_recent(&mut st, path);
                 Some(Ticket {
                     server: self.clone(),
                     path: path.to_path_buf(),
@@ -434,12 +441,12 @@ impl Server {
     /// Closes the least recently used documents nobody holds beyond the bound, so a server's
     /// memory stays bounded however many files diagnostics are asked for. Their last final
     /// results stay in the store.
-    fn close_least_recent(&self, st: &mut State, keep: Option<&Path>) {
+    fn close_least_recent(&self, st: &mut State, keep: &Path) {
         while st.docs.len() > self.cfg.max_open.max(1) {
             let Some(oldest) = st
                 .docs
                 .iter()
-                .filter(|(p, d)| Some(p.as_path()) != keep && d.holders.is_empty())
+                .filter(|(p, d)| p.as_path() != keep && d.holders.is_empty())
                 .min_by_key(|(_, d)| d.used)
                 .map(|(p, _)| p.clone())
             else {
@@ -973,11 +980,11 @@ impl Server {
                 message: r["message"].as_str().unwrap_or("?").to_string(),
                 data: None,
             }),
-            Ok(r) if tsserver => Ok(Some(
-                r["body"]
-                    .as_array()
-                    .map_or(Vec::new(), |b| b.iter().map(from_tsserver).collect()),
-            )),
+            Ok(r) if tsserver => {
+                Ok(Some(r["body"].as_array().map_or(Vec::new(), |b| {
+                    b.iter().map(from_tsserver).collect()
+                })))
+            }
             // "unchanged" only answers a previousResultId, which ccide never sends.
             Ok(r) if r["kind"] == "unchanged" => Ok(None),
             Ok(mut r) => {
@@ -1054,7 +1061,11 @@ impl Server {
             st.enc.name()
         );
         st.init = Some(r);
-        let paths: Vec<(PathBuf, i32)> = st.docs.iter().map(|(p, d)| (p.clone(), d.version)).collect();
+        let paths: Vec<(PathBuf, i32)> = st
+            .docs
+            .iter()
+            .map(|(p, d)| (p.clone(), d.version))
+            .collect();
         for (p, version) in paths {
             st.fin.sent(&p, version);
             self.sync(st, &p);
@@ -1085,7 +1096,12 @@ impl Server {
     /// ccide's answer to a request from the server, and whether it is ccide's business alone
     /// (else someone registered with `on_request` may answer instead). Each request gets an
     /// answer, since several servers wait for one before going on (ccide-protocol(7) §11.6).
-    fn answer(&self, st: &mut State, method: &str, params: &Value) -> (Result<Value, RpcError>, bool) {
+    fn answer(
+        &self,
+        st: &mut State,
+        method: &str,
+        params: &Value,
+    ) -> (Result<Value, RpcError>, bool) {
         let ours = match method {
             // No settings of ours: null per item means "use your defaults".
             "workspace/configuration" => {
@@ -1098,7 +1114,8 @@ impl Server {
                     match r["method"].as_str() {
                         Some("textDocument/diagnostic") => {
                             let identifier = r["registerOptions"]["identifier"].as_str();
-                            st.fin.set_source(Source::Pull(identifier.map(str::to_string)));
+                            st.fin
+                                .set_source(Source::Pull(identifier.map(str::to_string)));
                             st.pull_registration = Some(id);
                         }
                         Some("workspace/didChangeWatchedFiles") => st.watch_registrations.push(id),
@@ -1273,11 +1290,10 @@ impl Ticket {
             if left.is_zero() {
                 return false;
             }
-            st = s
-                .cv
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            st =
+                s.cv.wait_timeout(st, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
         }
         drop(st);
         // The result is final in the state; wait until the sink has it too (`finish` holds

@@ -146,7 +146,10 @@ fn own(
         Err(e) => {
             crate::proc::kill_tree(pid);
             let _ = child.wait();
-            ready.push(Err(format!("cannot start the threads for {}: {e}", words[0])));
+            ready.push(Err(format!(
+                "cannot start the threads for {}: {e}",
+                words[0]
+            )));
             return;
         }
     };

@@ -989,3 +989,505 @@ fn clangd_reports_an_undeclared_name() {
     );
     shutdown_leaves_no_process(&ls);
 }
+
+// ---------------------------------------------------------------- a server played in memory
+
+use crate::lsp::connection::{Connection, Received};
+use crate::proc::Queue;
+use crate::rpc::{Message, Notification, Request};
+
+/// ccide's language-server client talking to the test over `Connection::memory()`: the test
+/// reads what ccide sends and answers as the server would, in order, with no process.
+struct Script {
+    dir: TempDir,
+    got: Got,
+    ls: Arc<LangServers>,
+    /// The test's end of each connection ccide opened (one per start), newest last.
+    peers: Arc<Queue<Connection>>,
+    peer: Option<Connection>,
+}
+
+const WITHIN: Duration = Duration::from_secs(10);
+
+impl Script {
+    fn start(label: &str, cfg: Config) -> Script {
+        let dir = TempDir::new(label);
+        let spec = parse_spec("*.fk=memory-server").unwrap();
+        let (sink, got) = sink();
+        let ls = LangServers::new(vec![spec], vec![dir.path().to_path_buf()], cfg, sink);
+        let peers: Arc<Queue<Connection>> = Arc::default();
+        let p = peers.clone();
+        *ls.servers[0].memory.lock().unwrap() = Some(Arc::new(move || {
+            let (ours, theirs) = Connection::memory();
+            p.push(theirs);
+            ours
+        }));
+        Script {
+            dir,
+            got,
+            ls,
+            peers,
+            peer: None,
+        }
+    }
+
+    fn server(&self) -> &Arc<Server> {
+        &self.ls.servers[0]
+    }
+
+    /// The next message ccide sends, after it connected (started the server).
+    fn recv(&mut self) -> Message {
+        if self.peer.is_none() {
+            let deadline = Instant::now() + WITHIN;
+            self.peer = Some(
+                self.peers
+                    .pop(Some(deadline))
+                    .expect("ccide starts the server"),
+            );
+        }
+        let peer = self.peer.as_ref().unwrap();
+        match peer.receiver.pop(Some(Instant::now() + WITHIN)) {
+            Some(Received::Message(m)) => m,
+            other => panic!("expected a message from ccide, got {other:?}"),
+        }
+    }
+
+    /// The next message, which must be a request for `method`.
+    fn request(&mut self, method: &str) -> Request {
+        match self.recv() {
+            Message::Request(r) if r.method == method => r,
+            other => panic!("expected a {method} request, got {other:?}"),
+        }
+    }
+
+    fn notification(&mut self, method: &str) -> Notification {
+        match self.recv() {
+            Message::Notification(n) if n.method == method => n,
+            other => panic!("expected a {method} notification, got {other:?}"),
+        }
+    }
+
+    fn send(&self, v: Value) {
+        let mut v = v;
+        v["jsonrpc"] = "2.0".into();
+        self.peer
+            .as_ref()
+            .expect("connected")
+            .sender
+            .send(&v)
+            .unwrap();
+    }
+
+    fn answer(&self, r: &Request, result: Value) {
+        self.send(json!({"id": r.id.to_value(), "result": result}));
+    }
+
+    /// Answers `initialize` with `result` and takes `initialized`; returns what ccide asked.
+    fn initialize(&mut self, result: Value) -> Value {
+        let init = self.request("initialize");
+        self.answer(&init, result);
+        self.notification("initialized");
+        init.params
+    }
+
+    /// A publish for `path`, of `version` (None: without one), of one error at (line, col).
+    fn publish(&self, path: &Path, version: Option<i32>, at: &[(u32, u32)]) {
+        let items: Vec<Value> = at
+            .iter()
+            .map(|(l, c)| {
+                json!({"range": {"start": {"line": l, "character": c}, "end": {"line": l, "character": c + 3}},
+                       "message": "bad", "severity": 1})
+            })
+            .collect();
+        let mut params = json!({"uri": crate::files::file_uri(path), "diagnostics": items});
+        if let Some(v) = version {
+            params["version"] = v.into();
+        }
+        self.send(json!({"method": "textDocument/publishDiagnostics", "params": params}));
+    }
+
+    /// The server hangs up, as a process that exits.
+    fn hang_up(&mut self) {
+        if let Some(p) = self.peer.take() {
+            p.sender.close();
+        }
+    }
+}
+
+fn caps() -> Value {
+    json!({"capabilities": {"textDocumentSync": 1, "hoverProvider": true},
+           "serverInfo": {"name": "scripted", "version": "0.1"}})
+}
+
+/// (a) For a client of its own (the multiplexer): the server's capabilities once it answered
+/// `initialize`, starting it if needed; and what ccide asks for itself (positions in UTF-16
+/// only, which every server must support).
+#[test]
+fn the_initialize_result_is_had_once_the_server_is_ready() {
+    let mut s = Script::start("init", test_cfg());
+    let server = s.server().clone();
+    let waiter = std::thread::spawn(move || server.initialize_result(Instant::now() + WITHIN));
+    let asked = s.initialize(caps());
+    assert_eq!(
+        asked["capabilities"]["general"]["positionEncodings"],
+        json!(["utf-16"])
+    );
+    assert_eq!(asked["processId"], std::process::id());
+    let got = waiter.join().unwrap().expect("the answer to initialize");
+    assert_eq!(got["capabilities"]["hoverProvider"], true);
+    assert_eq!(got["serverInfo"]["name"], "scripted");
+    // Ready: at once, and with no second start.
+    let again = s.server().initialize_result(Instant::now());
+    assert_eq!(again, Some(got));
+    assert_eq!(status_of(&s.ls)["state"], "ready");
+    assert_eq!(status_of(&s.ls)["server"], "scripted 0.1");
+}
+
+/// The answer `on_answer` gets, within the deadline.
+fn answer_of(
+    q: &Queue<Result<Value, crate::rpc::ResponseError>>,
+) -> Result<Value, crate::rpc::ResponseError> {
+    q.pop(Some(Instant::now() + WITHIN))
+        .expect("an answer within the deadline")
+}
+
+fn into(q: &Arc<Queue<Result<Value, crate::rpc::ResponseError>>>) -> OnAnswer {
+    let q = q.clone();
+    Box::new(move |r| {
+        q.push(r);
+    })
+}
+
+/// (b) Requests on someone's behalf, about a document ccide synced: the answer goes to the
+/// caller's callback, `$/cancelRequest` names the request, and a request the server never
+/// answers gets an error when the server goes.
+#[test]
+fn requests_for_others_are_answered_cancelled_and_never_left_hanging() {
+    let mut s = Script::start("requests", test_cfg());
+    let a = s.dir.write("a.fk", "hello\n");
+    let server = s.server().clone();
+    let answers: Arc<Queue<Result<Value, crate::rpc::ResponseError>>> = Arc::default();
+    let params = json!({"textDocument": {"uri": crate::files::file_uri(&a)},
+                        "position": {"line": 0, "character": 1}});
+    assert!(
+        server
+            .request(&a, "textDocument/hover", params.clone(), into(&answers))
+            .is_err(),
+        "not open: refused"
+    );
+    let t = server.hold(&a, 7, None).expect("a ticket");
+    s.initialize(caps());
+    let open = s.notification("textDocument/didOpen");
+    assert_eq!(open.params["textDocument"]["version"], t.version());
+
+    let id = server
+        .request(&a, "textDocument/hover", params.clone(), into(&answers))
+        .unwrap();
+    let r = s.request("textDocument/hover");
+    assert_eq!(r.id.as_u64(), Some(id));
+    assert_eq!(r.params, params);
+    s.answer(&r, json!({"contents": "a greeting"}));
+    assert_eq!(answer_of(&answers).unwrap()["contents"], "a greeting");
+
+    let id = server
+        .request(&a, "textDocument/hover", params.clone(), into(&answers))
+        .unwrap();
+    let r = s.request("textDocument/hover");
+    server.cancel(id);
+    let c = s.notification("$/cancelRequest");
+    assert_eq!(c.params["id"], id);
+    s.send(json!({"id": r.id.to_value(), "error": {"code": -32800, "message": "cancelled"}}));
+    assert_eq!(answer_of(&answers).unwrap_err().code, -32800);
+    server.cancel(id);
+    server.cancel(999);
+
+    server
+        .request(&a, "textDocument/definition", params, into(&answers))
+        .unwrap();
+    s.request("textDocument/definition");
+    s.hang_up();
+    let e = answer_of(&answers).unwrap_err();
+    assert_eq!(e.code, crate::rpc::ErrorCode::RequestFailed as i64);
+    assert!(e.message.contains("exited before answering"), "{e:?}");
+    assert!(s.recv_nothing_more());
+}
+
+/// The server hangs up as ccide stops it, so no test waits out its grace periods.
+impl Drop for Script {
+    fn drop(&mut self) {
+        self.server().close();
+        self.hang_up();
+    }
+}
+
+impl Script {
+    /// True if ccide sent nothing (more) on the current connection.
+    fn recv_nothing_more(&self) -> bool {
+        self.peer.as_ref().is_none_or(|p| {
+            !matches!(
+                p.receiver
+                    .pop(Some(Instant::now() + Duration::from_millis(50))),
+                Some(Received::Message(_))
+            )
+        })
+    }
+}
+
+/// (c) The server's requests that ccide does not answer itself go to whoever registered,
+/// who may answer or give them back; ccide's own (configuration, registrations) and
+/// `workspace/applyEdit` (refused) never do; with nobody registered, ccide answers alone.
+#[test]
+fn server_requests_ccide_does_not_answer_go_to_whoever_registered() {
+    let mut s = Script::start("server-requests", test_cfg());
+    s.server().warm();
+    s.initialize(caps());
+    let ask = |s: &mut Script, id: u64, method: &str| -> Value {
+        s.send(json!({"id": id, "method": method, "params": {"message": "?", "actions": [{"title": "Yes"}]}}));
+        loop {
+            match s.recv() {
+                Message::Response(r) if r.id.as_ref().and_then(|i| i.as_u64()) == Some(id) => {
+                    return match r.result {
+                        Ok(v) => v,
+                        Err(e) => json!({"error": e.code}),
+                    };
+                }
+                other => panic!("expected the answer to {id}, got {other:?}"),
+            }
+        }
+    };
+    assert_eq!(ask(&mut s, 1, "window/showMessageRequest"), Value::Null);
+    assert_eq!(ask(&mut s, 2, "custom/thing"), json!({"error": -32601}));
+
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = seen.clone();
+    s.server()
+        .on_request(Some(Arc::new(move |req: ServerRequest| {
+            log.lock().unwrap().push(req.method.clone());
+            if req.method == "window/showMessageRequest" {
+                let pick = req.params["actions"][0].clone();
+                req.respond(Ok(pick));
+                Ok(())
+            } else {
+                Err(req)
+            }
+        })));
+    assert_eq!(
+        ask(&mut s, 3, "window/showMessageRequest"),
+        json!({"title": "Yes"})
+    );
+    assert_eq!(ask(&mut s, 4, "custom/thing"), json!({"error": -32601}));
+    let refused = ask(&mut s, 5, "workspace/applyEdit");
+    assert_eq!(refused["applied"], false);
+    assert_eq!(
+        ask(&mut s, 6, "window/workDoneProgress/create"),
+        Value::Null
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["window/showMessageRequest", "custom/thing"]
+    );
+    s.server().on_request(None);
+    assert_eq!(ask(&mut s, 7, "window/showMessageRequest"), Value::Null);
+}
+
+/// (d) A document opened on behalf of several holders: one text and one version counter
+/// (ccide's, increasing), never closed to make room while anyone holds it.
+#[test]
+fn held_documents_keep_one_increasing_version_and_stay_open() {
+    let cfg = Config {
+        max_open: 1,
+        ..test_cfg()
+    };
+    let mut s = Script::start("held", cfg);
+    let [a, b, c] = ["a.fk", "b.fk", "c.fk"].map(|n| s.dir.write(n, "text\n"));
+    let server = s.server().clone();
+    let v1 = server.hold(&a, 1, None).unwrap().version();
+    s.initialize(caps());
+    assert_eq!(
+        s.notification("textDocument/didOpen").params["textDocument"]["version"],
+        v1
+    );
+    // A second holder with an unsaved buffer: the same document, a newer version.
+    let v2 = server.hold(&a, 2, Some("typed\n")).unwrap().version();
+    let ch = s.notification("textDocument/didChange");
+    assert!(v2 > v1);
+    assert_eq!(ch.params["textDocument"]["version"], v2);
+    assert_eq!(ch.params["contentChanges"][0]["text"], "typed\n");
+    // The same text again is no change.
+    assert_eq!(server.hold(&a, 1, Some("typed\n")).unwrap().version(), v2);
+    // Beyond the bound, a held document stays open; others make room.
+    server.touch(&b, None).unwrap();
+    let open_b = s.notification("textDocument/didOpen");
+    assert_eq!(
+        open_b.params["textDocument"]["uri"],
+        crate::files::file_uri(&b)
+    );
+    assert!(open_b.params["textDocument"]["version"].as_i64().unwrap() > v2 as i64);
+    server.touch(&c, None).unwrap();
+    s.notification("textDocument/didOpen");
+    let closed = s.notification("textDocument/didClose");
+    assert_eq!(
+        closed.params["textDocument"]["uri"],
+        crate::files::file_uri(&b)
+    );
+    assert_eq!(status_of(&s.ls)["open_documents"], 2);
+    // Let go by one holder: still held. By the last: closed when room is needed (now).
+    server.release(&a, 1);
+    assert!(s.recv_nothing_more());
+    server.release(&a, 2);
+    let closed = s.notification("textDocument/didClose");
+    assert_eq!(
+        closed.params["textDocument"]["uri"],
+        crate::files::file_uri(&a)
+    );
+    // Opened again later: a version never used before.
+    let v3 = server.touch(&a, None).unwrap().version();
+    let reopened = s.notification("textDocument/didOpen");
+    assert_eq!(reopened.params["textDocument"]["version"], v3);
+    assert!(v3 > v2);
+}
+
+/// Issue 20: a server known to publish each version's whole result (clangd) has its result
+/// final at the publish, not after a quiet period; another server's waits for it.
+#[test]
+fn a_clangd_publish_is_final_at_once_and_another_server_s_waits() {
+    let cfg = Config {
+        quiet: Duration::from_secs(30),
+        ..test_cfg()
+    };
+    for (name, at_once) in [("clangd", true), ("gopls", false)] {
+        let mut s = Script::start(name, cfg.clone());
+        let a = s.dir.write("a.fk", "int x = y;\n");
+        let t = s.ls.touch(&a, None).unwrap();
+        let mut init = caps();
+        init["serverInfo"]["name"] = name.into();
+        s.initialize(init);
+        s.notification("textDocument/didOpen");
+        s.publish(&a, Some(t.version()), &[(0, 8)]);
+        let final_soon = LangServers::wait(&[t], Duration::from_secs(5));
+        assert_eq!(final_soon, at_once, "{name}");
+        if at_once {
+            assert_eq!(last(&s.got, &a)[0].start_char, 8);
+        } else {
+            assert!(results(&s.got, &a).is_empty());
+        }
+    }
+}
+
+/// Issue 19: a server that republishes the same diagnostics every 50 ms reaches "final"
+/// after one quiet period (identical publishes are not news).
+#[test]
+fn a_server_republishing_the_same_result_reaches_final() {
+    let cfg = Config {
+        quiet: Duration::from_millis(300),
+        ..test_cfg()
+    };
+    let mut s = Script::start("republish", cfg);
+    let a = s.dir.write("a.fk", "ERR\n");
+    let t = s.ls.touch(&a, None).unwrap();
+    s.initialize(caps());
+    s.notification("textDocument/didOpen");
+    let version = t.version();
+    let peer = s.peer.take().unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (uri, halt) = (crate::files::file_uri(&a), stop.clone());
+    let spammer = std::thread::spawn(move || {
+        while !halt.load(std::sync::atomic::Ordering::SeqCst) {
+            let items = json!([{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 3}}, "message": "bad"}]);
+            let _ = peer.sender.send(
+                &json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",
+                "params": {"uri": uri, "version": version, "diagnostics": items}}),
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        peer
+    });
+    let final_in_time = LangServers::wait(&[t], Duration::from_secs(5));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    s.peer = Some(spammer.join().unwrap());
+    assert!(final_in_time, "never final while the server repeats itself");
+    assert_eq!(results(&s.got, &a).len(), 1, "one final result");
+}
+
+/// A server that insists on another position encoding than the UTF-16 ccide offered: its
+/// columns are converted with the text ccide sent, so the result counts UTF-16 like the CLI.
+#[test]
+fn a_server_counting_in_another_encoding_is_converted_to_utf16() {
+    let mut s = Script::start("utf32", test_cfg());
+    let line = r#"s = "é🦀" + foo"#;
+    let a = s.dir.write("a.fk", &format!("{line}\n"));
+    let t = s.ls.touch(&a, None).unwrap();
+    let mut init = caps();
+    init["capabilities"]["positionEncoding"] = "utf-32".into();
+    s.initialize(init);
+    s.notification("textDocument/didOpen");
+    // `foo` is character 11 in UTF-32, 12 in UTF-16.
+    s.publish(&a, Some(t.version()), &[(0, 11)]);
+    assert!(LangServers::wait(&[t], Duration::from_secs(10)));
+    let d = &last(&s.got, &a)[0];
+    assert_eq!((d.start_char, d.end_char), (12, 15));
+    assert_eq!(status_of(&s.ls)["diagnostics"], "push");
+}
+
+// ---------------------------------------------------------------- servers that misbehave
+
+/// Issue 19: a server that exits while a child it started still holds its pipes is noticed
+/// (its own pid is watched, not only its output), its tree is killed, and it is restarted.
+#[test]
+fn a_server_whose_child_keeps_its_pipes_is_noticed_when_it_exits() {
+    let armed = std::env::temp_dir().join(format!("ccide-lsp-orphan-{}", std::process::id()));
+    std::fs::write(&armed, "").unwrap();
+    let f = Fake::start("orphan", &format!("orphan={}", armed.display()), test_cfg());
+    let a = f.dir.write("a.fk", "LEAVE\nERR\n");
+    let t = f.ls.touch(&a, None).unwrap();
+    let first = status_of(&f.ls)["pid"].as_u64().unwrap();
+    let noticed = LangServers::wait(&[t], Duration::from_secs(20));
+    let _ = std::fs::remove_file(&armed);
+    assert!(noticed, "{}", f.ls.status());
+    let orphan = f
+        .log()
+        .iter()
+        .find_map(|e| (e["event"] == "orphan").then(|| e["pid"].as_u64().unwrap()))
+        .expect("the server left a child");
+    let st = status_of(&f.ls);
+    assert_eq!(st["restarts"], 1, "{st}");
+    assert!(
+        st["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("exit status: 4"),
+        "{st}"
+    );
+    assert_eq!(last(&f.got, &a).len(), 1);
+    assert!(gone(first));
+    wait_for("the child to be killed", Duration::from_secs(5), || {
+        gone(orphan)
+    });
+}
+
+/// Issue 19: what waits to be written to a server that stopped reading is bounded; the server
+/// is killed (and restarted), and status says why.
+#[test]
+fn a_server_that_stops_reading_is_killed_and_says_why() {
+    let cfg = Config {
+        max_queued: 1 << 20,
+        ..test_cfg()
+    };
+    let f = Fake::start("noread", "noread", cfg);
+    let a = f.dir.write("a.fk", "x\n");
+    let _ = f.ls.touch(&a, None);
+    wait_for(
+        "the server to stop reading",
+        Duration::from_secs(10),
+        || f.log().iter().any(|e| e["event"] == "noread"),
+    );
+    let big = "y".repeat(300_000);
+    for i in 0..20 {
+        let _ = f.ls.touch(&a, Some(&format!("{big}{i}\n")));
+    }
+    wait_for("the kill", Duration::from_secs(10), || {
+        status_of(&f.ls)["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("killed: it stopped reading its input"))
+    });
+}
