@@ -15,7 +15,9 @@
 //!    the per-call context and the shape of an MCP tool result, the connected clients and
 //!    broadcast) and `lsp` (Content-Length framing, connections as queues, the requests
 //!    pending each way, positions in UTF-8/16/32).
-//! 4. `diagnostics`: the store, the checkers, the output parsers, the language servers.
+//! 4. `langservers` (the language servers ccide keeps warm, as their LSP client: which serves
+//!    a file, their processes, when a result is final), then `diagnostics` (the store, the
+//!    checkers, the output parsers, language servers' results read).
 //! 5. `state`: the shared state (editor model, diffs, exec, events) over the workspaces and
 //!    diagnostics.
 //! 6. `tools`: the MCP tools, plain functions over `State`.
@@ -26,7 +28,8 @@
 //!
 //! Invariants, each enforced by the layers or by a test:
 //! - `transport` knows nothing of JSON-RPC; `rpc` and `lsp` know nothing of the tools, the
-//!   editor model or the language servers ccide runs.
+//!   editor model or the language servers ccide runs; `langservers` knows nothing of the
+//!   diagnostics store (it hands final results, as LSP items, to a sink).
 //! - `state` never imports tools, the session or the control socket; `diagnostics` never
 //!   imports `state`.
 //! - Only `sys` holds `unsafe` (denied everywhere else; `only_sys_holds_unsafe` checks it).

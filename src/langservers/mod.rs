@@ -33,7 +33,9 @@ use crate::proc::Queue;
 pub use finality::Final;
 pub use registry::{Spec, builtins, origin, parse_spec};
 use server::Inbound;
-pub use server::{Config, OnAnswer, OnRequest, Server, ServerRequest, Sink, Ticket};
+pub use server::{Config, Server, Sink, Ticket};
+#[allow(unused_imports)]
+pub use server::{OnAnswer, OnRequest, ServerRequest};
 
 /// What happened to a file, for `workspace/didChangeWatchedFiles`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

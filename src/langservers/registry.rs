@@ -1,7 +1,7 @@
 //! Which language servers there are and which serves a file: `--lsp 'PATTERN=COMMAND'`, the
 //! built-ins for what is installed, one server per distinct command (`--lsp '*.ts=CMD' --lsp
 //! '*.tsx=CMD'` share a process), and the files a server covers (its patterns, inside a
-//! workspace). A new built-in server is one more line in `builtins`.
+//! workspace). A new built-in server is added in `builtins`, and only there.
 
 use std::path::{Path, PathBuf};
 

@@ -89,6 +89,7 @@ pub enum Inbound {
 
 /// A request from the server, handed to an `OnRequest`. Dropped without an answer, it is
 /// answered as ccide answers it alone.
+#[allow(dead_code)]
 pub struct ServerRequest {
     pub method: String,
     pub params: Value,
@@ -102,6 +103,7 @@ struct Reply {
     default: Option<Result<Value, RpcError>>,
 }
 
+#[allow(dead_code)]
 impl ServerRequest {
     pub fn respond(mut self, answer: Result<Value, RpcError>) {
         self.reply.default = None;
@@ -144,6 +146,7 @@ enum Pending {
         id: u64,
     },
     /// Sent on someone's behalf (`Server::request`).
+    #[allow(dead_code)]
     Client(OnAnswer),
 }
 
@@ -292,31 +295,6 @@ impl Server {
     /// diagnostics from this server are cleared).
     pub fn touch(self: &Arc<Self>, path: &Path, unsaved: Option<&str>) -> Option<Ticket> {
         self.update(path, unsaved, None)
-    }
-
-    /// `touch`, for `holder`, who keeps the document open until it `release`s it: a held
-    /// document is never closed to make room. The ticket's `version` is the version the
-    /// server has (or will have once it started) of this text.
-    pub fn hold(
-        self: &Arc<Self>,
-        path: &Path,
-        holder: u64,
-        unsaved: Option<&str>,
-    ) -> Option<Ticket> {
-        self.update(path, unsaved, Some(holder))
-    }
-
-    /// `holder` no longer needs `path` open. When the last lets go, it is closed at once if it
-    /// was open only because it was held (the bound is exceeded), else when room is needed.
-    pub fn release(&self, path: &Path, holder: u64) {
-        let mut st = self.lock();
-        let Some(d) = st.docs.get_mut(path) else {
-            return;
-        };
-        d.holders.retain(|h| *h != holder);
-        if d.holders.is_empty() && st.docs.len() > self.cfg.max_open.max(1) {
-            self.close_doc(&mut st, path);
-        }
     }
 
     fn update(
@@ -515,77 +493,6 @@ impl Server {
             self.start(&mut st, &mut effects);
             self.advance_and_finish(st, effects, true);
         }
-    }
-
-    /// The server's answer to `initialize` (its `capabilities`, `serverInfo`), starting it if
-    /// needed and waiting until `deadline` at most; None if it is not usable by then.
-    pub fn initialize_result(self: &Arc<Self>, deadline: Instant) -> Option<Value> {
-        self.warm();
-        let mut st = self.lock();
-        loop {
-            if st.closed || st.life.phase == Phase::Failed {
-                return None;
-            }
-            if st.life.phase == Phase::Running {
-                return st.init.clone();
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            st = self
-                .cv
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-    }
-
-    /// Sends `method` with `params` to the running server about `path`, a document it has
-    /// open (`hold` it first); `on_answer` gets the answer. Returns the id to `cancel` it by.
-    pub fn request(
-        &self,
-        path: &Path,
-        method: &str,
-        params: Value,
-        on_answer: OnAnswer,
-    ) -> Result<u64, String> {
-        let mut st = self.lock();
-        let now = Instant::now();
-        let running = st.life.phase == Phase::Running;
-        match st.docs.get_mut(path) {
-            Some(d) if d.open && running => d.used = now,
-            _ => {
-                return Err(format!(
-                    "{} is not open in language server {}",
-                    path.display(),
-                    self.name
-                ));
-            }
-        }
-        st.last_used = now;
-        let id = self.send_request(&mut st, method, Some(params), Pending::Client(on_answer));
-        Ok(id.as_u64().unwrap_or_default())
-    }
-
-    /// `$/cancelRequest` for a request sent with `request` and not answered yet; its
-    /// `on_answer` still gets the server's answer (LSP's RequestCancelled, usually).
-    pub fn cancel(&self, id: u64) {
-        let mut st = self.lock();
-        let pending = st
-            .requests
-            .iter()
-            .any(|(k, p)| *k == id && matches!(p, Pending::Client(_)));
-        if pending {
-            let msg = rpc::notification("$/cancelRequest", json!({"id": id}));
-            self.send(&mut st, &msg);
-        }
-    }
-
-    /// Who gets the server's requests that ccide does not answer itself (None: ccide answers
-    /// them all, as it does alone).
-    pub fn on_request(&self, handler: Option<OnRequest>) {
-        *self.on_request.lock().unwrap_or_else(|e| e.into_inner()) = handler;
     }
 
     fn start(self: &Arc<Self>, st: &mut State, effects: &mut Effects) {
@@ -1266,8 +1173,112 @@ impl Server {
     }
 }
 
+/// For clients of a server other than diagnostics (a multiplexer that shares it between
+/// editors and CLI sessions): its capabilities, the documents it holds open, requests on its
+/// behalf and the server's requests it answers.
+// TEMPORARY: not called outside the tests until that client exists.
+#[allow(dead_code)]
+impl Server {
+    /// `touch`, for `holder`, who keeps the document open until it `release`s it: a held
+    /// document is never closed to make room. The ticket's `version` is the version the
+    /// server has (or will have once it started) of this text.
+    pub fn hold(
+        self: &Arc<Self>,
+        path: &Path,
+        holder: u64,
+        unsaved: Option<&str>,
+    ) -> Option<Ticket> {
+        self.update(path, unsaved, Some(holder))
+    }
+
+    /// `holder` no longer needs `path` open. When the last lets go, it is closed at once if it
+    /// was open only because it was held (the bound is exceeded), else when room is needed.
+    pub fn release(&self, path: &Path, holder: u64) {
+        let mut st = self.lock();
+        let Some(d) = st.docs.get_mut(path) else {
+            return;
+        };
+        d.holders.retain(|h| *h != holder);
+        if d.holders.is_empty() && st.docs.len() > self.cfg.max_open.max(1) {
+            self.close_doc(&mut st, path);
+        }
+    }
+
+    /// The server's answer to `initialize` (its `capabilities`, `serverInfo`), starting it if
+    /// needed and waiting until `deadline` at most; None if it is not usable by then.
+    pub fn initialize_result(self: &Arc<Self>, deadline: Instant) -> Option<Value> {
+        self.warm();
+        let mut st = self.lock();
+        loop {
+            if st.closed || st.life.phase == Phase::Failed {
+                return None;
+            }
+            if st.life.phase == Phase::Running {
+                return st.init.clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            st = self
+                .cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Sends `method` with `params` to the running server about `path`, a document it has
+    /// open (`hold` it first); `on_answer` gets the answer. Returns the id to `cancel` it by.
+    pub fn request(
+        &self,
+        path: &Path,
+        method: &str,
+        params: Value,
+        on_answer: OnAnswer,
+    ) -> Result<u64, String> {
+        let mut st = self.lock();
+        let now = Instant::now();
+        let running = st.life.phase == Phase::Running;
+        match st.docs.get_mut(path) {
+            Some(d) if d.open && running => d.used = now,
+            _ => {
+                return Err(format!(
+                    "{} is not open in language server {}",
+                    path.display(),
+                    self.name
+                ));
+            }
+        }
+        st.last_used = now;
+        let id = self.send_request(&mut st, method, Some(params), Pending::Client(on_answer));
+        Ok(id.as_u64().unwrap_or_default())
+    }
+
+    /// `$/cancelRequest` for a request sent with `request` and not answered yet; its
+    /// `on_answer` still gets the server's answer (LSP's RequestCancelled, usually).
+    pub fn cancel(&self, id: u64) {
+        let mut st = self.lock();
+        let pending = st
+            .requests
+            .iter()
+            .any(|(k, p)| *k == id && matches!(p, Pending::Client(_)));
+        if pending {
+            let msg = rpc::notification("$/cancelRequest", json!({"id": id}));
+            self.send(&mut st, &msg);
+        }
+    }
+
+    /// Who gets the server's requests that ccide does not answer itself (None: ccide answers
+    /// them all, as it does alone).
+    pub fn on_request(&self, handler: Option<OnRequest>) {
+        *self.on_request.lock().unwrap_or_else(|e| e.into_inner()) = handler;
+    }
+}
+
 impl Ticket {
     /// The version of the document this ticket waits for, as the server knows it.
+    #[allow(dead_code)]
     pub fn version(&self) -> i32 {
         self.version
     }
