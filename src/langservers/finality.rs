@@ -120,6 +120,7 @@ struct Asking {
 
 #[derive(Default)]
 struct Doc {
+    path: PathBuf,
     /// The version last sent.
     version: i32,
     waiting: Option<Waiting>,
@@ -136,7 +137,9 @@ pub struct Finality {
     source: Source,
     pushes: Pushes,
     quiet: Duration,
-    docs: HashMap<PathBuf, Doc>,
+    /// A list rather than a map: a server has at most a hundred or so open, and a list is less
+    /// code in the binary.
+    docs: Vec<Doc>,
     /// Active work-done progress tokens and when each began.
     progress: HashMap<String, Instant>,
     /// When the last progress ended: a quiet period counts from then at the earliest, since
@@ -151,8 +154,20 @@ pub struct Finality {
     ready: Vec<Final>,
 }
 
+/// A hash of a result, to tell a publish that is not news.
 fn digest(items: &[Value]) -> u64 {
-    crate::text::hash(&serde_json::to_vec(items).unwrap_or_default())
+    struct Hasher(crate::text::Fnv);
+    impl std::fmt::Write for Hasher {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.write(s.as_bytes());
+            Ok(())
+        }
+    }
+    let mut h = Hasher(crate::text::Fnv::default());
+    for i in items {
+        let _ = std::fmt::Write::write_fmt(&mut h, format_args!("{i}\n"));
+    }
+    h.0.finish()
 }
 
 impl Finality {
@@ -161,7 +176,7 @@ impl Finality {
             source: Source::Push,
             pushes: Pushes::MayBePartial,
             quiet,
-            docs: HashMap::new(),
+            docs: Vec::new(),
             progress: HashMap::new(),
             settled_at: None,
             epoch: 0,
@@ -186,7 +201,7 @@ impl Finality {
     pub fn set_source(&mut self, source: Source) {
         let pulled = source.pulled();
         self.source = source;
-        for d in self.docs.values_mut() {
+        for d in self.docs.iter_mut() {
             d.waiting = None;
             d.asking = None;
             d.want_pull = pulled && d.final_version != d.version;
@@ -197,7 +212,16 @@ impl Finality {
     pub fn sent(&mut self, path: &Path, version: i32) {
         self.epoch += 1;
         let pulled = self.source.pulled();
-        let d = self.docs.entry(path.to_path_buf()).or_default();
+        let d = match self.docs.iter().position(|d| d.path == path) {
+            Some(i) => &mut self.docs[i],
+            None => {
+                self.docs.push(Doc {
+                    path: path.to_path_buf(),
+                    ..Doc::default()
+                });
+                self.docs.last_mut().expect("just pushed")
+            }
+        };
         d.version = version;
         d.waiting = None;
         d.want_pull = pulled;
@@ -210,7 +234,7 @@ impl Finality {
             return 0;
         }
         let epoch = self.epoch;
-        if let Some(d) = self.docs.get_mut(path)
+        if let Some(d) = self.docs.iter_mut().find(|d| d.path == path)
             && d.final_epoch < epoch
         {
             d.want_pull = true;
@@ -225,13 +249,13 @@ impl Finality {
 
     /// `workspace/diagnostic/refresh`: every document is pulled again.
     pub fn refresh(&mut self) {
-        for d in self.docs.values_mut() {
+        for d in self.docs.iter_mut() {
             d.want_pull = true;
         }
     }
 
     pub fn closed(&mut self, path: &Path) {
-        self.docs.remove(path);
+        self.docs.retain(|d| d.path != path);
     }
 
     /// The process is gone: what it had in flight or pending will never come.
@@ -239,7 +263,7 @@ impl Finality {
         self.progress.clear();
         self.settled_at = None;
         self.retry_at = None;
-        for d in self.docs.values_mut() {
+        for d in self.docs.iter_mut() {
             d.waiting = None;
             d.asking = None;
         }
@@ -276,7 +300,7 @@ impl Finality {
             return;
         }
         let complete = self.pushes == Pushes::Complete && version.is_some();
-        let Some(d) = self.docs.get_mut(path) else {
+        let Some(d) = self.docs.iter_mut().find(|d| d.path == path) else {
             return;
         };
         if version.is_some_and(|v| v != i64::from(d.version)) {
@@ -311,7 +335,7 @@ impl Finality {
     /// A pull to send now for each document that wants one.
     fn pulls(&mut self, out: &mut Vec<Pull>) {
         let parts = self.source.parts();
-        for (path, d) in self.docs.iter_mut() {
+        for d in self.docs.iter_mut() {
             if !d.want_pull || d.asking.is_some() {
                 continue;
             }
@@ -325,7 +349,7 @@ impl Finality {
                 items: Vec::new(),
             });
             out.push(Pull {
-                path: path.clone(),
+                path: d.path.clone(),
                 id: self.last_pull,
             });
         }
@@ -345,7 +369,7 @@ impl Finality {
             return Ok(());
         }
         let busy = self.busy_until(now).is_some();
-        let Some(d) = self.docs.get_mut(path) else {
+        let Some(d) = self.docs.iter_mut().find(|d| d.path == path) else {
             return Ok(());
         };
         let Some(a) = d.asking.as_mut().filter(|a| a.id == id) else {
@@ -408,7 +432,7 @@ impl Finality {
             due(t);
         }
         let (quiet, settled_at, epoch) = (self.quiet, self.settled_at, self.epoch);
-        for (path, d) in self.docs.iter_mut() {
+        for d in self.docs.iter_mut() {
             let Some(w) = &d.waiting else { continue };
             if busy.is_some() {
                 continue;
@@ -421,7 +445,7 @@ impl Finality {
             let w = d.waiting.take().expect("checked above");
             (d.final_version, d.final_epoch, d.final_digest) = (d.version, epoch, Some(w.digest));
             step.finals.push(Final {
-                path: path.clone(),
+                path: d.path.clone(),
                 version: d.version,
                 items: w.items,
             });
@@ -442,7 +466,8 @@ impl Finality {
     /// final result; a document no longer known has none to wait for.
     pub fn satisfied(&self, path: &Path, version: i32, epoch: u64) -> bool {
         self.docs
-            .get(path)
+            .iter()
+            .find(|d| d.path == path)
             .is_none_or(|d| d.final_version >= version && d.final_epoch >= epoch)
     }
 }

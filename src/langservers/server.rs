@@ -20,7 +20,7 @@ use super::finality::{Final, Finality, Pushes, Source};
 use super::supervisor::{self, Event, Life, Phase, Process};
 use crate::lsp::connection::{Received, SendError, Sender};
 use crate::lsp::queue::Outgoing;
-use crate::lsp::text::{Enc, Pos, Text};
+use crate::lsp::text::{Enc, Pos, convert_column};
 use crate::proc::Queue;
 use crate::rpc::{self, ErrorCode, RequestId, ResponseError, RpcError};
 
@@ -498,7 +498,7 @@ impl Server {
     fn start(self: &Arc<Self>, st: &mut State, effects: &mut Effects) {
         st.run += 1;
         // The previous process's requests will never be answered.
-        fail_requests(st, &self.name, effects);
+        fail_requests(st, effects);
         let cwd = self
             .workspaces
             .first()
@@ -540,17 +540,16 @@ impl Server {
                 for d in st.docs.values_mut() {
                     d.open = false;
                 }
-                let folders: Vec<Value> = self.workspaces.iter().map(|w| folder(w)).collect();
-                let root = self.workspaces.first().map(|w| crate::files::file_uri(w));
-                let params = json!({
-                    "processId": std::process::id(),
-                    "clientInfo": {"name": "ccide", "version": env!("CARGO_PKG_VERSION")},
-                    "rootUri": root,
-                    "rootPath": self.workspaces.first(),
-                    "workspaceFolders": folders,
-                    "capabilities": capabilities(),
-                    "trace": "off",
-                });
+                let mut params: Value = serde_json::from_str(INITIALIZE).unwrap_or_default();
+                params["processId"] = std::process::id().into();
+                params["clientInfo"]["version"] = env!("CARGO_PKG_VERSION").into();
+                params["rootUri"] = self.workspaces.first().map(|w| crate::files::file_uri(w)).into();
+                params["rootPath"] = self
+                    .workspaces
+                    .first()
+                    .map(|w| w.to_string_lossy().into_owned())
+                    .into();
+                params["workspaceFolders"] = self.workspaces.iter().map(|w| folder(w)).collect();
                 self.send_request(st, "initialize", Some(params), Pending::Initialize);
             }
             Err(e) => {
@@ -1133,7 +1132,7 @@ impl Server {
             d.open = false;
         }
         st.fin.gone();
-        fail_requests(st, &self.name, effects);
+        fail_requests(st, effects);
     }
 
     pub fn status(&self) -> Value {
@@ -1316,12 +1315,12 @@ impl Ticket {
 
 /// Every request sent on someone's behalf gets an answer: this one, when the process that
 /// would have answered is gone.
-fn fail_requests(st: &mut State, name: &str, effects: &mut Effects) {
+fn fail_requests(st: &mut State, effects: &mut Effects) {
     for (_, p) in st.requests.drain() {
         if let Pending::Client(on_answer) = p {
             let e = ResponseError {
                 code: ErrorCode::RequestFailed as i64,
-                message: format!("language server {name} exited before answering"),
+                message: "the language server exited before answering".into(),
                 data: None,
             };
             effects.push(Effect::Answer(on_answer, Err(e)));
@@ -1335,16 +1334,16 @@ fn to_utf16(items: &mut [Value], text: &str, enc: Enc) {
     if enc == Enc::Utf16 {
         return;
     }
-    let t = Text::new(text.to_string());
     for d in items {
         let Some(r) = d.get_mut("range").filter(|r| r.is_object()) else {
             continue;
         };
         for (k, round_up) in [("start", false), ("end", true)] {
-            if let Some(p) = r.get_mut(k) {
-                *p = t
-                    .convert(Pos::from_json(p), enc, Enc::Utf16, round_up)
-                    .to_json();
+            let p = Pos::from_json(&r[k]);
+            if let Some(line) = text.split('\n').nth(p.line as usize) {
+                let line = line.strip_suffix('\r').unwrap_or(line);
+                let c = convert_column(line, p.character, enc, Enc::Utf16, round_up);
+                r[k]["character"] = c.into();
             }
         }
     }
@@ -1376,23 +1375,26 @@ fn folder(w: &Path) -> Value {
            "name": w.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()})
 }
 
-/// What ccide does with what the server offers, and nothing more: diagnostics (pushed with
-/// versions, or pulled), progress, configuration and watched files; positions in UTF-16 only,
-/// which every server must support (ccide-protocol(7) §11.3).
-fn capabilities() -> Value {
-    json!({
+/// `initialize`'s parameters but the paths and ids: what ccide does with what the server
+/// offers, and nothing more. Diagnostics (pushed with versions, or pulled), progress,
+/// configuration and watched files; positions in UTF-16 only, which every server must support
+/// (ccide-protocol(7) §11.3). Text, parsed when used: smaller than the code that builds it.
+const INITIALIZE: &str = r#"{
+    "clientInfo": {"name": "ccide"},
+    "trace": "off",
+    "capabilities": {
         "general": {"positionEncodings": ["utf-16"]},
         "window": {"workDoneProgress": true},
         "workspace": {
             "configuration": true,
             "workspaceFolders": true,
             "didChangeWatchedFiles": {"dynamicRegistration": true},
-            "diagnostics": {"refreshSupport": true},
+            "diagnostics": {"refreshSupport": true}
         },
         "textDocument": {
             "synchronization": {"dynamicRegistration": false},
             "publishDiagnostics": {"versionSupport": true},
-            "diagnostic": {"dynamicRegistration": true},
-        },
-    })
-}
+            "diagnostic": {"dynamicRegistration": true}
+        }
+    }
+}"#;

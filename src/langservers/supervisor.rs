@@ -36,6 +36,8 @@ enum Control {
     /// The server closed its stdout (it exited, or is about to).
     Eof,
     Kill,
+    /// To the starter only: the pid and the sending side, or why the program could not run.
+    Started(Result<(u32, Sender), String>),
 }
 
 /// How long a stopping server gets for each of `shutdown` and `exit` before its tree is
@@ -91,7 +93,7 @@ pub fn spawn(
     deliver: Deliver,
 ) -> Result<Process, String> {
     let control: Arc<Queue<Control>> = Arc::default();
-    let ready: Arc<Queue<Result<(u32, Sender), String>>> = Arc::default();
+    let ready: Arc<Queue<Control>> = Arc::default();
     let (words, cwd, c, r) = (
         words.to_vec(),
         cwd.to_path_buf(),
@@ -103,13 +105,13 @@ pub fn spawn(
     })
     .map_err(|e| format!("cannot start a thread: {e}"))?;
     match ready.pop(None) {
-        Some(Ok((pid, sender))) => Ok(Process {
+        Some(Control::Started(Ok((pid, sender)))) => Ok(Process {
             pid: Some(pid),
             sender,
             control,
         }),
-        Some(Err(e)) => Err(e),
-        None => Err("the process thread ended early".into()),
+        Some(Control::Started(Err(e))) => Err(e),
+        _ => Err("the process thread ended early".into()),
     }
 }
 
@@ -121,7 +123,7 @@ fn own(
     limit: usize,
     deliver: Deliver,
     control: &Arc<Queue<Control>>,
-    ready: &Queue<Result<(u32, Sender), String>>,
+    ready: &Queue<Control>,
 ) {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(&words[0]);
@@ -136,7 +138,7 @@ fn own(
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            ready.push(Err(format!("cannot run {}: {e}", words[0])));
+            ready.push(Control::Started(Err(format!("cannot run {}: {e}", words[0]))));
             return;
         }
     };
@@ -146,14 +148,14 @@ fn own(
         Err(e) => {
             crate::proc::kill_tree(pid);
             let _ = child.wait();
-            ready.push(Err(format!(
+            ready.push(Control::Started(Err(format!(
                 "cannot start the threads for {}: {e}",
                 words[0]
-            )));
+            ))));
             return;
         }
     };
-    ready.push(Ok((pid, sender.clone())));
+    ready.push(Control::Started(Ok((pid, sender.clone()))));
     live(control, &sender, || crate::proc::exited(pid));
     // The leader is not reaped yet, so its pid (the group id) cannot have been reused.
     crate::proc::kill_tree(pid);
@@ -183,7 +185,7 @@ fn live(control: &Queue<Control>, sender: &Sender, exited: impl Fn() -> bool) {
     loop {
         match control.pop(Some(Instant::now() + WATCH)) {
             None if exited() => return,
-            None | Some(Control::ShutdownAnswered) => {}
+            None | Some(Control::ShutdownAnswered | Control::Started(_)) => {}
             Some(Control::Eof | Control::Kill) => return,
             Some(Control::Stop(shutdown)) => {
                 if sender.send(&shutdown).is_ok() {
@@ -192,7 +194,7 @@ fn live(control: &Queue<Control>, sender: &Sender, exited: impl Fn() -> bool) {
                         match control.pop(Some(until)) {
                             Some(Control::Kill) => return,
                             Some(Control::ShutdownAnswered | Control::Eof) | None => break,
-                            Some(Control::Stop(_)) => {}
+                            Some(Control::Stop(_) | Control::Started(_)) => {}
                         }
                     }
                     let _ = sender.send(&crate::rpc::notification("exit", Value::Null));
