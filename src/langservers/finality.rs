@@ -391,8 +391,8 @@ impl Finality {
                     d.want_pull = true;
                 } else {
                     let digest = digest(&a.items);
-                    let news = !unchanged
-                        && !(d.final_version == a.version && d.final_digest == Some(digest));
+                    let same = d.final_version == a.version && d.final_digest == Some(digest);
+                    let news = !unchanged && !same;
                     (d.final_version, d.final_epoch, d.final_digest) =
                         (a.version, a.epoch, Some(digest));
                     if news {

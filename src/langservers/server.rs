@@ -69,10 +69,10 @@ pub type Sink = Arc<dyn Fn(&str, Final) + Send + Sync>;
 pub type OnAnswer = Box<dyn FnOnce(Result<Value, ResponseError>) + Send>;
 
 /// Receives the server's requests that ccide does not answer itself (`window/showMessageRequest`,
-/// `window/showDocument`, methods ccide does not know): keep it and `respond`, or give it back
-/// (`Err`) to have ccide answer as it does alone. Called on the driver thread, without any lock
-/// held.
-pub type OnRequest = Arc<dyn Fn(ServerRequest) -> Result<(), ServerRequest> + Send + Sync>;
+/// `window/showDocument`, methods ccide does not know): keep it (None) and `respond`, or give it
+/// back (`Some`) to have ccide answer as it does alone. Called on the driver thread, without any
+/// lock held.
+pub type OnRequest = Arc<dyn Fn(ServerRequest) -> Option<ServerRequest> + Send + Sync>;
 
 /// What the driver's inbox holds.
 pub enum Inbound {
@@ -543,7 +543,11 @@ impl Server {
                 let mut params: Value = serde_json::from_str(INITIALIZE).unwrap_or_default();
                 params["processId"] = std::process::id().into();
                 params["clientInfo"]["version"] = env!("CARGO_PKG_VERSION").into();
-                params["rootUri"] = self.workspaces.first().map(|w| crate::files::file_uri(w)).into();
+                params["rootUri"] = self
+                    .workspaces
+                    .first()
+                    .map(|w| crate::files::file_uri(w))
+                    .into();
                 params["rootPath"] = self
                     .workspaces
                     .first()
@@ -905,15 +909,15 @@ impl Server {
             }
             Err(e) => Err(e),
         };
-        crate::log::debug!(
-            "{}: pull answer for {}: {}",
-            self.name,
-            path.display(),
-            match &answer {
-                Ok(items) => format!("{} item(s)", items.as_ref().map_or(0, Vec::len)),
-                Err(e) => format!("error {} {}", e.code, e.message),
-            }
-        );
+        if let Err(e) = &answer {
+            crate::log::debug!(
+                "{}: pull for {} failed: {} {}",
+                self.name,
+                path.display(),
+                e.code,
+                e.message
+            );
+        }
         if let Err(e) = st.fin.answered(path, id, answer, Instant::now()) {
             crate::log::warn!(
                 "language server {}: asking for diagnostics failed ({e}); using its published diagnostics instead",

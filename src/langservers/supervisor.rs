@@ -138,7 +138,10 @@ fn own(
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            ready.push(Control::Started(Err(format!("cannot run {}: {e}", words[0]))));
+            ready.push(Control::Started(Err(format!(
+                "cannot run {}: {e}",
+                words[0]
+            ))));
             return;
         }
     };
