@@ -1,10 +1,10 @@
 //! Diagnostics: the store that getDiagnostics answers from (ccide-protocol(7) §5), the sources
 //! that fill it in the background: the project's checkers (`checkers`) and language servers kept
 //! warm (`crate::langservers`, their results read by `lsp`), each result replacing only its own
-//! origin's; the output formats checkers and imports speak (`parse`), and the drop directory. Answers come from the store at once: the
-//! CLI gives a baseline call 500 ms and disables baselines after three misses, so nothing slow
-//! ever runs on the request path. Knows the workspace folders and how to broadcast, nothing of
-//! the editor or the session.
+//! origin's; the output formats checkers and imports speak (`parse`), and the drop directory.
+//! Answers come from the store at once: the CLI gives a baseline call 500 ms and disables
+//! baselines after three misses, so nothing slow ever runs on the request path. Knows the
+//! workspace folders and how to broadcast, nothing of the editor or the session.
 
 pub mod checkers;
 pub mod lsp;
