@@ -16,6 +16,7 @@
 #   encoding=E   answer positionEncoding E (utf-8, utf-32) although only utf-16 is offered,
 #                and count columns in it
 #   noread       stop reading its input after `initialized` (and stay alive)
+#   huge         after `initialized`, announce a 100 MiB message (and stay alive)
 #   orphan=FILE  on a document containing LEAVE, if FILE exists (and remove FILE): start a
 #                `sleep` that keeps its pipes open, and exit(4)
 # Each line containing ERR gets one diagnostic there, its column counted in UTF-16 units
@@ -141,6 +142,12 @@ while True:
         info = {"name": flags.get("name", "fake"), "version": "1.0"}
         send({"id": msg["id"], "result": {"capabilities": caps, "serverInfo": info}})
     elif method == "initialized":
+        if "huge" in flags:
+            with lock:
+                sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % (100 << 20))
+                sys.stdout.buffer.flush()
+            while True:
+                time.sleep(1000)
         if "noread" in flags:
             note(event="noread")
             while True:

@@ -1489,3 +1489,17 @@ fn a_server_that_stops_reading_is_killed_and_says_why() {
             .is_some_and(|e| e.contains("killed: it stopped reading its input"))
     });
 }
+
+/// Issue 19: a server dropped for a message above the size limit is restarted, and status
+/// says why, not only that it was killed.
+#[test]
+fn a_server_sending_a_message_above_the_limit_is_dropped_and_says_why() {
+    let f = Fake::start("huge", "huge", test_cfg());
+    let a = f.dir.write("a.fk", "x\n");
+    let _ = f.ls.touch(&a, None);
+    wait_for("the drop", Duration::from_secs(10), || {
+        status_of(&f.ls)["last_error"].as_str().is_some_and(|e| {
+            e.contains("killed: message of 104857600 bytes is above the 64 MiB limit")
+        })
+    });
+}
