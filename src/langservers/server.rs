@@ -1208,7 +1208,8 @@ impl Server {
     }
 
     /// The server's answer to `initialize` (its `capabilities`, `serverInfo`), starting it if
-    /// needed and waiting until `deadline` at most; None if it is not usable by then.
+    /// needed and waiting until `deadline` at most; None if it is not usable by then. (A
+    /// crashed server comes back when a document wants it: `hold` one.)
     pub fn initialize_result(self: &Arc<Self>, deadline: Instant) -> Option<Value> {
         self.warm();
         let mut st = self.lock();
