@@ -2049,6 +2049,14 @@ fn language_rows(rows: &mut Vec<Row>) {
     }
 }
 
+/// The sections `CCIDE_BENCH_ONLY` names (comma-separated: size, start-up, memory,
+/// round-trips, throughput, notifications, editor, big-diff, diagnostics, churn, languages),
+/// or all of them when it is unset: one row alone while iterating on it.
+fn wanted(section: &str) -> bool {
+    std::env::var("CCIDE_BENCH_ONLY")
+        .map_or(true, |only| only.split(',').any(|s| s.trim() == section))
+}
+
 fn machine() -> String {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .unwrap_or_default()
@@ -2099,199 +2107,221 @@ fn bench() {
     let mut rows = Vec::new();
     let ms = |x: f64| Duration::from_secs_f64(x / 1000.0);
 
-    eprintln!("bench: binary size");
-    let (size, stripped) = stripped_size();
-    rows.push(row(
-        if stripped {
-            "binary size (release, stripped)"
-        } else {
-            "binary size (release; strip(1) missing, as built)"
-        },
-        format!(
-            "{} B ({:.0} KiB)",
-            fmt_rate(size as f64),
-            size as f64 / 1024.0
-        ),
-        "≤ 1 MiB",
-        Some(size <= 1 << 20),
-    ));
-
-    for (restart, what) in [
-        (
-            false,
-            "start-up: spawn → lock file written and port accepting (new state dir)",
-        ),
-        (true, "start-up: the same, restart on an existing state dir"),
-    ] {
-        eprintln!("bench: start-up");
-        let (fastest, start, slowest) = measure_startup(restart);
+    if wanted("size") {
+        eprintln!("bench: binary size");
+        let (size, stripped) = stripped_size();
         rows.push(row(
-            what,
+            if stripped {
+                "binary size (release, stripped)"
+            } else {
+                "binary size (release; strip(1) missing, as built)"
+            },
             format!(
-                "median {} (min {}, max {})",
-                fmt_d(start),
-                fmt_d(fastest),
-                fmt_d(slowest)
+                "{} B ({:.0} KiB)",
+                fmt_rate(size as f64),
+                size as f64 / 1024.0
             ),
-            "≤ 5 ms",
-            Some(start <= ms(5.0)),
+            "≤ 1 MiB",
+            Some(size <= 1 << 20),
         ));
     }
 
-    eprintln!("bench: idle memory");
-    let (none, one, hundred) = measure_memory();
-    rows.push(row(
-        "idle RSS, no client",
-        fmt_kib(none),
-        "≤ 3 MiB",
-        Some(none <= 3.0 * 1024.0),
-    ));
-    rows.push(row(
-        "idle RSS, 1 initialized client",
-        fmt_kib(one),
-        "≤ 3 MiB",
-        Some(one <= 3.0 * 1024.0),
-    ));
-    rows.push(row(
-        "idle RSS, 100 idle initialized clients",
-        format!(
-            "{} (+{:.0} KiB per client)",
-            fmt_kib(hundred),
-            (hundred - one) / 99.0
-        ),
-        "≤ 16 MiB",
-        Some(hundred <= 16.0 * 1024.0),
-    ));
-
-    let cpus = allowed_cpus();
-    let mut placements = vec![(cpus[0], cpus[0], "same CPU")];
-    if cpus.len() > 1 {
-        placements.push((cpus[1], cpus[0], "different CPUs"));
-    }
-    for (server_cpu, client_cpu, place) in placements {
-        eprintln!("bench: round trips, {place}");
-        let rt = measure_round_trips(server_cpu, client_cpu);
-        let ratio = |l: Lat| {
-            format!(
-                "{} (×{:.1} · ×{:.1} floor)",
-                fmt_lat(l),
-                l.p50.as_secs_f64() / rt.floor.p50.as_secs_f64(),
-                l.p99.as_secs_f64() / rt.floor.p99.as_secs_f64()
-            )
-        };
-        rows.push(row(
-            &format!(
-                "loopback floor, {place}: TCP echo of {} B, TCP_NODELAY",
-                rt.frame
+    if wanted("start-up") {
+        for (restart, what) in [
+            (
+                false,
+                "start-up: spawn → lock file written and port accepting (new state dir)",
             ),
-            fmt_lat(rt.floor),
+            (true, "start-up: the same, restart on an existing state dir"),
+        ] {
+            eprintln!("bench: start-up");
+            let (fastest, start, slowest) = measure_startup(restart);
+            rows.push(row(
+                what,
+                format!(
+                    "median {} (min {}, max {})",
+                    fmt_d(start),
+                    fmt_d(fastest),
+                    fmt_d(slowest)
+                ),
+                "≤ 5 ms",
+                Some(start <= ms(5.0)),
+            ));
+        }
+    }
+
+    if wanted("memory") {
+        eprintln!("bench: idle memory");
+        let (none, one, hundred) = measure_memory();
+        rows.push(row(
+            "idle RSS, no client",
+            fmt_kib(none),
+            "≤ 3 MiB",
+            Some(none <= 3.0 * 1024.0),
+        ));
+        rows.push(row(
+            "idle RSS, 1 initialized client",
+            fmt_kib(one),
+            "≤ 3 MiB",
+            Some(one <= 3.0 * 1024.0),
+        ));
+        rows.push(row(
+            "idle RSS, 100 idle initialized clients",
+            format!(
+                "{} (+{:.0} KiB per client)",
+                fmt_kib(hundred),
+                (hundred - one) / 99.0
+            ),
+            "≤ 16 MiB",
+            Some(hundred <= 16.0 * 1024.0),
+        ));
+    }
+
+    if wanted("round-trips") {
+        let cpus = allowed_cpus();
+        let mut placements = vec![(cpus[0], cpus[0], "same CPU")];
+        if cpus.len() > 1 {
+            placements.push((cpus[1], cpus[0], "different CPUs"));
+        }
+        for (server_cpu, client_cpu, place) in placements {
+            eprintln!("bench: round trips, {place}");
+            let rt = measure_round_trips(server_cpu, client_cpu);
+            let ratio = |l: Lat| {
+                format!(
+                    "{} (×{:.1} · ×{:.1} floor)",
+                    fmt_lat(l),
+                    l.p50.as_secs_f64() / rt.floor.p50.as_secs_f64(),
+                    l.p99.as_secs_f64() / rt.floor.p99.as_secs_f64()
+                )
+            };
+            rows.push(row(
+                &format!(
+                    "loopback floor, {place}: TCP echo of {} B, TCP_NODELAY",
+                    rt.frame
+                ),
+                fmt_lat(rt.floor),
+                "",
+                None,
+            ));
+            rows.push(row(
+                &format!("round trip, {place}: `ping`"),
+                ratio(rt.ping),
+                "p50 ≤ 3× floor",
+                Some(rt.ping.p50.as_secs_f64() <= 3.0 * rt.floor.p50.as_secs_f64()),
+            ));
+            rows.push(row(
+                &format!("round trip, {place}: tools/call `getWorkspaceFolders`"),
+                ratio(rt.tool),
+                "",
+                None,
+            ));
+        }
+    }
+
+    if wanted("throughput") {
+        eprintln!("bench: throughput");
+        let (tp1, tp8) = measure_throughput();
+        rows.push(row(
+            "throughput: pipelined `getWorkspaceFolders`, 1 connection",
+            format!("{} req/s", fmt_rate(tp1)),
+            "≥ 20,000 req/s",
+            Some(tp1 >= 20_000.0),
+        ));
+        rows.push(row(
+            "throughput: pipelined `getWorkspaceFolders`, 8 connections",
+            format!("{} req/s", fmt_rate(tp8)),
+            "",
+            None,
+        ));
+    }
+
+    if wanted("notifications") {
+        eprintln!("bench: notifications");
+        let (by_command, by_socket) = measure_notifications();
+        rows.push(row(
+            "notification: `ccide select` run → `selection_changed` received",
+            fmt_lat(by_command),
             "",
             None,
         ));
         rows.push(row(
-            &format!("round trip, {place}: `ping`"),
-            ratio(rt.ping),
-            "p50 ≤ 3× floor",
-            Some(rt.ping.p50.as_secs_f64() <= 3.0 * rt.floor.p50.as_secs_f64()),
+            "notification: control socket `select` → `selection_changed` received",
+            fmt_lat(by_socket),
+            "p50 < 1 ms",
+            Some(by_socket.p50 < ms(1.0)),
+        ));
+    }
+
+    if wanted("editor") {
+        eprintln!("bench: a selection from the editor (`ccide lsp`)");
+        let sel = measure_editor_selection();
+        rows.push(row(
+            "selection from an editor (`ccide lsp`): code action \"Claude: send selection\" (codeAction → executeCommand) → `selection_changed` received",
+            fmt_lat(sel.action),
+            "",
+            None,
         ));
         rows.push(row(
-            &format!("round trip, {place}: tools/call `getWorkspaceFolders`"),
-            ratio(rt.tool),
+            "selection from an editor: `executeCommand ccide.select` (a key binding) → `selection_changed`",
+            fmt_lat(sel.command),
+            "",
+            None,
+        ));
+        rows.push(row(
+            "selection from an editor: codeAction as the cursor moves (followed after its 100 ms rest) → `selection_changed`",
+            fmt_lat(sel.follow),
+            "",
+            None,
+        ));
+        rows.push(row(
+            "selection by the shell mapping it replaces: `ccide select FILE:L-L` started → `selection_changed`",
+            fmt_lat(sel.process),
             "",
             None,
         ));
     }
 
-    eprintln!("bench: throughput");
-    let (tp1, tp8) = measure_throughput();
-    rows.push(row(
-        "throughput: pipelined `getWorkspaceFolders`, 1 connection",
-        format!("{} req/s", fmt_rate(tp1)),
-        "≥ 20,000 req/s",
-        Some(tp1 >= 20_000.0),
-    ));
-    rows.push(row(
-        "throughput: pipelined `getWorkspaceFolders`, 8 connections",
-        format!("{} req/s", fmt_rate(tp8)),
-        "",
-        None,
-    ));
+    if wanted("big-diff") {
+        eprintln!("bench: the big diff");
+        let (total, open, accept) = measure_big_diff();
+        rows.push(row(
+            "big diff: `openDiff` 10 MiB → accept (control socket) → `FILE_SAVED`",
+            format!(
+                "{} (open {} + accept {})",
+                fmt_d(total),
+                fmt_d(open),
+                fmt_d(accept)
+            ),
+            "< 100 ms",
+            Some(total < ms(100.0)),
+        ));
+    }
 
-    eprintln!("bench: notifications");
-    let (by_command, by_socket) = measure_notifications();
-    rows.push(row(
-        "notification: `ccide select` run → `selection_changed` received",
-        fmt_lat(by_command),
-        "",
-        None,
-    ));
-    rows.push(row(
-        "notification: control socket `select` → `selection_changed` received",
-        fmt_lat(by_socket),
-        "p50 < 1 ms",
-        Some(by_socket.p50 < ms(1.0)),
-    ));
+    if wanted("diagnostics") {
+        eprintln!("bench: getDiagnostics with 10,000 stored");
+        let (diag, import) = measure_diagnostics();
+        rows.push(row(
+            "`getDiagnostics {uri}`, 10,000 diagnostics over 1,000 files",
+            format!("{} (import took {})", fmt_lat(diag), fmt_d(import)),
+            "p99 < 5 ms",
+            Some(diag.p99 < ms(5.0)),
+        ));
+    }
 
-    eprintln!("bench: a selection from the editor (`ccide lsp`)");
-    let sel = measure_editor_selection();
-    rows.push(row(
-        "selection from an editor (`ccide lsp`): code action \"Claude: send selection\" (codeAction → executeCommand) → `selection_changed` received",
-        fmt_lat(sel.action),
-        "",
-        None,
-    ));
-    rows.push(row(
-        "selection from an editor: `executeCommand ccide.select` (a key binding) → `selection_changed`",
-        fmt_lat(sel.command),
-        "",
-        None,
-    ));
-    rows.push(row(
-        "selection from an editor: codeAction as the cursor moves (followed after its 100 ms rest) → `selection_changed`",
-        fmt_lat(sel.follow),
-        "",
-        None,
-    ));
-    rows.push(row(
-        "selection by the shell mapping it replaces: `ccide select FILE:L-L` started → `selection_changed`",
-        fmt_lat(sel.process),
-        "",
-        None,
-    ));
+    if wanted("churn") {
+        eprintln!("bench: connection churn");
+        let churn = measure_churn();
+        rows.push(row(
+            "connection churn: connect + upgrade + initialize + close",
+            format!("{} /s", fmt_rate(churn)),
+            "",
+            None,
+        ));
+    }
 
-    eprintln!("bench: the big diff");
-    let (total, open, accept) = measure_big_diff();
-    rows.push(row(
-        "big diff: `openDiff` 10 MiB → accept (control socket) → `FILE_SAVED`",
-        format!(
-            "{} (open {} + accept {})",
-            fmt_d(total),
-            fmt_d(open),
-            fmt_d(accept)
-        ),
-        "< 100 ms",
-        Some(total < ms(100.0)),
-    ));
-
-    eprintln!("bench: getDiagnostics with 10,000 stored");
-    let (diag, import) = measure_diagnostics();
-    rows.push(row(
-        "`getDiagnostics {uri}`, 10,000 diagnostics over 1,000 files",
-        format!("{} (import took {})", fmt_lat(diag), fmt_d(import)),
-        "p99 < 5 ms",
-        Some(diag.p99 < ms(5.0)),
-    ));
-
-    eprintln!("bench: connection churn");
-    let churn = measure_churn();
-    rows.push(row(
-        "connection churn: connect + upgrade + initialize + close",
-        format!("{} /s", fmt_rate(churn)),
-        "",
-        None,
-    ));
-
-    language_rows(&mut rows);
+    if wanted("languages") {
+        language_rows(&mut rows);
+    }
 
     println!();
     println!("ccide benchmark: {}", machine());
