@@ -64,6 +64,14 @@ fn replace(path: &Path, bytes: &[u8], mode: u32, durable: bool) -> io::Result<()
     result
 }
 
+/// Syncs a file that `write_volatile` put in place, and its directory: `write_atomic` in two
+/// steps, for a file that must be visible before it can afford the wait.
+pub fn sync(path: &Path) -> io::Result<()> {
+    File::open(path)?.sync_all()?;
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+    File::open(dir.unwrap_or(Path::new(".")))?.sync_all()
+}
+
 /// `write_atomic` for a file a client or command named inside a workspace folder: every
 /// directory below the folder is opened without following symlinks, and the temporary file and
 /// the rename stay in that opened directory. A directory swapped for a symlink after `confine`

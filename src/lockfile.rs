@@ -85,15 +85,15 @@ pub fn new_token() -> Result<String, String> {
 pub struct Identity {
     pub port: Option<u16>,
     pub token: String,
+    /// `server.json` as read, so that an unchanged one is not written again.
+    saved: Vec<u8>,
 }
 
 const IDENTITY_FILE: &str = "server.json";
 
 pub fn load_identity(state: &Path) -> Result<Identity, String> {
-    let path = state.join(IDENTITY_FILE);
-    let saved: Option<Value> = fs::read(&path)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
+    let bytes = fs::read(state.join(IDENTITY_FILE)).unwrap_or_default();
+    let saved: Option<Value> = serde_json::from_slice(&bytes).ok();
     let token = saved
         .as_ref()
         .and_then(|v| v["token"].as_str())
@@ -110,25 +110,37 @@ pub fn load_identity(state: &Path) -> Result<Identity, String> {
             Some(t) => t,
             None => new_token()?,
         },
+        saved: bytes,
     })
 }
 
-pub fn save_identity(state: &Path, port: u16, token: &str) -> Result<(), String> {
+/// Puts `server.json` in place (renamed over the old one) when it changes; returns whether it
+/// was written, and then `sync_identity` makes it durable.
+pub fn save_identity(state: &Path, port: u16, id: &Identity) -> Result<bool, String> {
     let path = state.join(IDENTITY_FILE);
-    let body = json!({"port": port, "token": token}).to_string();
-    // A restart on the same port writes nothing: two fsyncs less before the lock appears.
-    if fs::read(&path).is_ok_and(|old| old == body.as_bytes()) {
-        return Ok(());
+    let body = json!({"port": port, "token": id.token}).to_string();
+    // A restart on the same port writes nothing.
+    if id.saved == body.as_bytes() {
+        return Ok(false);
     }
-    files::write_atomic(&path, body.as_bytes(), 0o600)
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    files::write_volatile(&path, body.as_bytes(), 0o600)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(true)
+}
+
+/// Syncs `server.json` and the state directory to disk.
+pub fn sync_identity(state: &Path) {
+    let path = state.join(IDENTITY_FILE);
+    if let Err(e) = files::sync(&path) {
+        crate::log::warn!("cannot sync {} to disk: {e}", path.display());
+    }
 }
 
 /// Claims the state directory for this process: an exclusive `flock` on `<state>/serve.lock`,
 /// held until the process ends, so two servers can never share one (two lock files for the
 /// same folder make the CLI connect to neither). The holder's pid is written in the file.
 pub fn claim_state_dir(state: &Path) -> Result<fs::File, String> {
-    use std::io::{Read, Seek, Write};
+    use std::io::{Read, Seek};
     let path = state.join("serve.lock");
     let mut f = fs::OpenOptions::new()
         .read(true)
@@ -167,9 +179,16 @@ pub fn claim_state_dir(state: &Path) -> Result<fs::File, String> {
             state.display()
         ));
     }
-    let _ = f.set_len(0);
-    let _ = f.rewind();
-    let _ = writeln!(f, "{}", std::process::id());
+    // Padded to a fixed width and written over the previous pid: cutting the file first would
+    // cost a journal commit (a quarter of a millisecond) before the lock file appears.
+    let _ = std::os::unix::fs::FileExt::write_all_at(
+        &f,
+        format!("{:<10}\n", std::process::id()).as_bytes(),
+        0,
+    );
+    if f.metadata().is_ok_and(|m| m.len() > 11) {
+        let _ = f.set_len(11);
+    }
     Ok(f)
 }
 
@@ -229,7 +248,8 @@ pub struct LockContent<'a> {
 }
 
 impl LockFile {
-    /// Writes `<config>/ide/<port>.lock` atomically, mode 0600 in a 0700 directory.
+    /// Writes `<config>/ide/<port>.lock` atomically (a new file renamed into place), mode 0600
+    /// in a 0700 directory.
     pub fn write(config: &Path, c: &LockContent) -> Result<LockFile, String> {
         let dir = config.join("ide");
         // Claude Code reads the lock files where it keeps its configuration: both must be told
@@ -253,13 +273,15 @@ impl LockFile {
             // and the pid namespace the pid belongs to (for `ccide gc`).
             "ccide": {"control": c.control, "state": c.state, "pidns": pid_namespace()},
         });
-        files::write_atomic(&path, body.to_string().as_bytes(), 0o600).map_err(|e| {
+        // Renamed into place, so complete whenever it is seen; not synced to disk: it describes
+        // this process only, and after a crash of the machine it would name a dead server.
+        files::write_volatile(&path, body.to_string().as_bytes(), 0o600).map_err(|e| {
             format!(
                 "cannot write the lock file {}: {e}; {advice}",
                 path.display()
             )
         })?;
-        // write_atomic keeps an old file's mode; a lock must be 0600 whatever was there.
+        // The write keeps an old file's mode; a lock must be 0600 whatever was there.
         use std::os::unix::fs::PermissionsExt;
         let _ = fs::set_permissions(&path, fs::Permissions::from_mode(0o600));
         Ok(LockFile { path })

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::cli::{Args, Command, Fail, Flag, Outcome, flag};
 use crate::diagnostics::checkers::{self, Checker, Checks};
 use crate::langservers;
-use crate::lockfile::{self, LockFile};
+use crate::lockfile::{self, LockContent, LockFile};
 use crate::rpc::clients::Clients;
 use crate::session::{self, Sessions};
 use crate::state::{self, State, WorkspaceChanges, exec};
@@ -211,8 +211,14 @@ struct Options {
     mention_max_age: Duration,
     exec: exec::Settings,
     formatters: Vec<String>,
-    checks: Checks,
+    /// `--checker`; the built-ins join them after the lock file is out (see `tools`).
+    checkers: Vec<Checker>,
+    default_checkers: bool,
+    diagnostics_wait: Duration,
+    checker_timeout: Duration,
+    /// `--lsp`; the built-ins likewise.
     lsp: Vec<langservers::Spec>,
+    default_lsp: bool,
     lsp_idle: Duration,
     lsp_warm: bool,
 }
@@ -300,35 +306,19 @@ fn options(args: &Args) -> Result<Options, Fail> {
         ));
     }
     let single_client = args.switch("--single-client")?;
-    let checks = {
-        let mut checkers = Vec::new();
-        for spec in args.values("--checker") {
-            checkers.push(
-                Checker::parse(&spec)
-                    .map_err(|e| Fail::Usage(format!("invalid value for --checker: {e}")))?,
-            );
-        }
-        if !args.switch("--no-default-checkers")? {
-            checkers.extend(checkers::defaults(&workspaces[0]));
-        }
-        Checks::new(
-            checkers,
-            seconds(args, "--diagnostics-wait")?,
-            seconds(args, "--checker-timeout")?,
-        )
-    };
+    let mut checkers = Vec::new();
+    for spec in args.values("--checker") {
+        checkers.push(
+            Checker::parse(&spec)
+                .map_err(|e| Fail::Usage(format!("invalid value for --checker: {e}")))?,
+        );
+    }
     let mut servers = Vec::new();
     for spec in args.values("--lsp") {
         servers.push(
             langservers::parse_spec(&spec)
                 .map_err(|e| Fail::Usage(format!("invalid value for --lsp: {e}")))?,
         );
-    }
-    if !args.switch("--no-default-lsp")? {
-        servers.extend(langservers::builtins(
-            &workspaces[0],
-            &crate::proc::find_on_path,
-        ));
     }
     let config_dir = lockfile::config_dir(args.value("--config-dir").as_deref())?;
     let state_dir = lockfile::state_dir(args.value("--state-dir").as_deref(), &workspaces)?;
@@ -371,8 +361,12 @@ fn options(args: &Args) -> Result<Options, Fail> {
             approval_timeout: seconds(args, "--exec-approval-timeout")?,
         },
         formatters: args.values("--formatter"),
-        checks,
+        checkers,
+        default_checkers: !args.switch("--no-default-checkers")?,
+        diagnostics_wait: seconds(args, "--diagnostics-wait")?,
+        checker_timeout: seconds(args, "--checker-timeout")?,
         lsp: servers,
+        default_lsp: !args.switch("--no-default-lsp")?,
         lsp_idle: seconds(args, "--lsp-idle")?,
         lsp_warm: args.switch("--lsp-warm")?,
     })
@@ -421,6 +415,12 @@ pub fn run(args: &Args) -> Outcome {
 
 /// Binds, announces the lock file and starts the threads. The caller must have blocked the
 /// termination signals first.
+///
+/// Only what discovery needs comes before the lock file (ccide-protocol(7) §1): the state
+/// directory claimed, port and token, the control socket that the lock names and the drop
+/// directory. The rest (the built-in tools looked up on PATH, the state files read, old diffs
+/// removed, the threads) follows at once: a client that connects meanwhile waits in the
+/// listen backlog for its upgrade, and a command on the control socket for its answer.
 pub fn start(args: &Args) -> Result<Started, Fail> {
     crate::sys::restrict_umask();
     let o = options(args)?;
@@ -433,10 +433,106 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?
         .port();
-    lockfile::save_identity(&o.state_dir, port, &identity.token)?;
+    let written = lockfile::save_identity(&o.state_dir, port, &identity)?;
+    let control_path = o.state_dir.join("control.sock");
+    let control = crate::control::bind(&control_path)?;
+    let drop_dir = o.state_dir.join("diagnostics");
+    let lock = crate::files::private_dir(&drop_dir, "diagnostics drop directory").and_then(|()| {
+        LockFile::write(
+            &o.config_dir,
+            &LockContent {
+                port,
+                workspaces: &o.workspaces,
+                ide_name: &o.ide_name,
+                token: &identity.token,
+                control: &control_path,
+                state: &o.state_dir,
+            },
+        )
+    });
+    let lock = match lock {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = std::fs::remove_file(&control_path);
+            return Err(e.into());
+        }
+    };
+    crate::log::info!(
+        "listening on {}:{port} for {} (lock file {})",
+        o.host,
+        o.workspaces
+            .iter()
+            .map(|w| w.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        lock.path.display()
+    );
+    crate::log::info!(
+        "next: run `claude --ide` in {} (or type /ide in a running claude) to connect Claude Code",
+        o.workspaces[0].display()
+    );
+    if written {
+        // Renamed into place before the lock file appeared, synced only now: what a crash of
+        // the process could lose is already in place, and a crash of the machine ends the
+        // Claude Code that would reconnect with them too.
+        lockfile::sync_identity(&o.state_dir);
+    }
     if let Some(old) = identity.port.filter(|p| *p != port) {
         remove_own_stale_lock(&o, old, &identity.token);
     }
+    let lock = Arc::new(Mutex::new(Some(lock)));
+    let running = run_threads(o, port, identity.token, listener, control, drop_dir, &lock);
+    match running {
+        Ok(sessions) => {
+            log_tools(&sessions.state);
+            crate::sys::sd_notify("READY=1");
+            Ok(Started {
+                sessions,
+                lock,
+                _instance: instance,
+            })
+        }
+        Err(e) => {
+            if let Some(l) = lock.lock().unwrap().take() {
+                l.remove();
+            }
+            let _ = std::fs::remove_file(&control_path);
+            Err(e)
+        }
+    }
+}
+
+/// The built-in checkers and language servers join those the flags name: looked up on PATH
+/// (about 100 `stat`s), so only once the lock file is out.
+fn tools(o: &mut Options) -> (Checks, Vec<langservers::Spec>) {
+    let mut checkers = std::mem::take(&mut o.checkers);
+    if o.default_checkers {
+        checkers.extend(checkers::defaults(&o.workspaces[0]));
+    }
+    let mut servers = std::mem::take(&mut o.lsp);
+    if o.default_lsp {
+        servers.extend(langservers::builtins(
+            &o.workspaces[0],
+            &crate::proc::find_on_path,
+        ));
+    }
+    (
+        Checks::new(checkers, o.diagnostics_wait, o.checker_timeout),
+        servers,
+    )
+}
+
+/// Opens the state and starts the acceptor, control, imports and timer threads.
+fn run_threads(
+    mut o: Options,
+    port: u16,
+    token: String,
+    listener: TcpListener,
+    control: std::os::unix::net::UnixListener,
+    drop_dir: PathBuf,
+    lock: &Arc<Mutex<Option<LockFile>>>,
+) -> Result<Arc<Sessions>, Fail> {
+    let (checks, servers) = tools(&mut o);
     let clients = Arc::new(Clients::default());
     let state = Arc::new(State::open(
         state::Config {
@@ -445,13 +541,13 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
             state_dir: o.state_dir.clone(),
             config_dir: o.config_dir.clone(),
             port,
-            token: identity.token.clone(),
+            token: token.clone(),
             mention_max_age: o.mention_max_age,
             exec: o.exec,
             formatters: o.formatters,
-            checks: o.checks,
+            checks,
             lsp: (
-                o.lsp,
+                servers,
                 langservers::Config {
                     idle: o.lsp_idle,
                     ..langservers::Config::default()
@@ -463,10 +559,9 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
     if o.lsp_warm {
         state.diagnostics.lsp.warm();
     }
-    let control = crate::control::bind(&state.control_path)?;
     let sessions = Arc::new(Sessions::new(state.clone(), clients, o.session));
     let gate = Gate {
-        token: identity.token.clone(),
+        token,
         extra_hosts: if o.host.is_loopback() {
             Vec::new()
         } else {
@@ -487,13 +582,10 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
     spawn("control", move || {
         crate::control::run(control_state, control)
     })?;
-    let drop_dir = o.state_dir.join("diagnostics");
-    crate::files::private_dir(&drop_dir, "diagnostics drop directory")?;
     let diagnostics = state.diagnostics.clone();
     spawn("imports", move || {
         crate::diagnostics::watch_drop_dir(&diagnostics, &drop_dir)
     })?;
-    let lock = Arc::new(Mutex::new(Some(state.announce()?)));
     let timer_sessions = sessions.clone();
     let mut watchdog = Watchdog::from_env();
     let mut lock_watch = LockWatch {
@@ -507,33 +599,7 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
             lock_watch.tick(now);
         })
     })?;
-    let lock_path = lock
-        .lock()
-        .unwrap()
-        .as_ref()
-        .map(|l| l.path.clone())
-        .unwrap_or_default();
-    crate::log::info!(
-        "listening on {}:{port} for {} (lock file {})",
-        o.host,
-        o.workspaces
-            .iter()
-            .map(|w| w.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
-        lock_path.display()
-    );
-    crate::log::info!(
-        "next: run `claude --ide` in {} (or type /ide in a running claude) to connect Claude Code",
-        o.workspaces[0].display()
-    );
-    log_tools(&state);
-    crate::sys::sd_notify("READY=1");
-    Ok(Started {
-        sessions,
-        lock,
-        _instance: instance,
-    })
+    Ok(sessions)
 }
 
 /// Says at start what the model may run and which tools will be used, for whoever reads the log.
