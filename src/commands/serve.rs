@@ -434,6 +434,11 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
         .map_err(|e| format!("cannot read the listening address: {e}"))?
         .port();
     let written = lockfile::save_identity(&o.state_dir, port, &identity)?;
+    // A move to another port (rare) first takes our previous lock away, so that the CLI never
+    // sees both.
+    if let Some(old) = identity.port.filter(|p| *p != port) {
+        remove_own_stale_lock(&o, old, &identity.token);
+    }
     let control_path = o.state_dir.join("control.sock");
     let control = crate::control::bind(&control_path)?;
     let drop_dir = o.state_dir.join("diagnostics");
@@ -476,9 +481,6 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
         // the process could lose is already in place, and a crash of the machine ends the
         // Claude Code that would reconnect with them too.
         lockfile::sync_identity(&o.state_dir);
-    }
-    if let Some(old) = identity.port.filter(|p| *p != port) {
-        remove_own_stale_lock(&o, old, &identity.token);
     }
     let lock = Arc::new(Mutex::new(Some(lock)));
     let running = run_threads(o, port, identity.token, listener, control, drop_dir, &lock);
