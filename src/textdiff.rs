@@ -72,38 +72,77 @@ pub fn as_cli_reads(bytes: &[u8]) -> AsRead {
             )
             .collect();
         (
-            String::from_utf16_lossy(&units).into_bytes(),
+            std::borrow::Cow::Owned(String::from_utf16_lossy(&units).into_bytes()),
             Some("UTF-16LE"),
         )
     } else {
-        (bytes.to_vec(), None)
+        (std::borrow::Cow::Borrowed(bytes), None)
     };
+    // Runs between CRs are copied whole: a file without CR is one copy.
     let mut text = Vec::with_capacity(decoded.len());
-    let (mut crlf_lines, mut lf_lines) = (0, 0);
-    let mut it = decoded.iter().peekable();
-    while let Some(&b) = it.next() {
-        if b == b'\r' && it.peek() == Some(&&b'\n') {
-            crlf_lines += 1;
-            continue;
-        }
-        if b == b'\n' && text.last() != Some(&b'\r') {
-            lf_lines += 1;
-        }
-        text.push(b);
+    let mut crlf_lines = 0;
+    let mut rest = &decoded[..];
+    while let Some(k) = find_byte(rest, b'\r') {
+        let crlf = rest.get(k + 1) == Some(&b'\n');
+        text.extend_from_slice(&rest[..k + usize::from(!crlf)]);
+        crlf_lines += usize::from(crlf);
+        rest = &rest[k + 1..];
     }
-    // Lone LFs counted above include those CRLFs became.
-    lf_lines -= crlf_lines;
+    text.extend_from_slice(rest);
     AsRead {
+        lf_lines: count_byte(&text, b'\n') - crlf_lines,
         text,
         crlf_lines,
-        lf_lines,
         encoding,
     }
 }
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The first `b` in `hay`, eight bytes at a time: files of hundreds of thousands of lines are
+/// split here.
+fn find_byte(hay: &[u8], b: u8) -> Option<usize> {
+    let pattern = ONES * u64::from(b);
+    let mut i = 0;
+    while let Some(w) = hay.get(i..i + 8) {
+        let v = u64::from_le_bytes(w.try_into().expect("8 bytes")) ^ pattern;
+        // The lowest flagged byte is the first zero byte (flags above it may be false).
+        let zero = v.wrapping_sub(ONES) & !v & HIGH;
+        if zero != 0 {
+            return Some(i + zero.trailing_zeros() as usize / 8);
+        }
+        i += 8;
+    }
+    hay[i..].iter().position(|&x| x == b).map(|k| i + k)
+}
+
+/// How many `b` there are in `hay`, eight bytes at a time.
+fn count_byte(hay: &[u8], b: u8) -> usize {
+    let pattern = ONES * u64::from(b);
+    let low = !HIGH;
+    let words = hay.chunks_exact(8);
+    let tail = words.remainder().iter().filter(|&&x| x == b).count();
+    words.fold(tail, |n, w| {
+        let v = u64::from_le_bytes(w.try_into().expect("8 bytes")) ^ pattern;
+        // Exactly the zero bytes get their high bit.
+        n + (!(((v & low) + low) | v | low)).count_ones() as usize
+    })
+}
+
 /// Lines of `text`, each keeping its terminator.
 pub fn lines(text: &[u8]) -> Vec<&[u8]> {
-    text.split_inclusive(|&b| b == b'\n').collect()
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(k) = find_byte(rest, b'\n') {
+        let (line, after) = rest.split_at(k + 1);
+        out.push(line);
+        rest = after;
+    }
+    if !rest.is_empty() {
+        out.push(rest);
+    }
+    out
 }
 
 /// The edit script turning `old` lines into `new` lines, in order, adjacent ops of the same kind
@@ -115,18 +154,16 @@ pub fn diff_lines(old: &[&[u8]], new: &[&[u8]]) -> Vec<Op> {
 /// `diff_lines` with an explicit cost cap, so tests can exercise the non-minimal fallback on
 /// small inputs.
 fn diff_lines_capped(old: &[&[u8]], new: &[&[u8]], too_expensive: Option<usize>) -> Vec<Op> {
-    let (old_changed, new_changed) = changed_flags(old, new, too_expensive);
+    let (old_changed, new_changed) = changed_flags(old, new, too_expensive, true);
     build_ops(&old_changed, &new_changed)
 }
 
-/// Counts of inserted and deleted lines: (added, removed).
+/// Counts of inserted and deleted lines: (added, removed), those of `diff_lines` (where its
+/// changes are shown does not change how many there are).
 pub fn stat(old: &[u8], new: &[u8]) -> (usize, usize) {
-    let ops = diff_lines(&lines(old), &lines(new));
-    ops.iter().fold((0, 0), |(added, removed), op| match *op {
-        Op::Equal { .. } => (added, removed),
-        Op::Delete { len, .. } => (added, removed + len),
-        Op::Insert { len, .. } => (added + len, removed),
-    })
+    let (old_changed, new_changed) = changed_flags(&lines(old), &lines(new), None, false);
+    let count = |f: &Flags| f.0.iter().filter(|&&c| c).count();
+    (count(&new_changed), count(&old_changed))
 }
 
 /// Hunks with `context` lines of context (3 for the CLI), merged when their contexts overlap or
@@ -454,10 +491,12 @@ impl Flags {
     }
 }
 
+/// Which lines of each side are changed; `shift` places the changes as GNU diff shows them.
 fn changed_flags<'a>(
     old: &[&'a [u8]],
     new: &[&'a [u8]],
     too_expensive: Option<usize>,
+    shift: bool,
 ) -> (Flags, Flags) {
     let (n, m) = (old.len(), new.len());
     let mut old_changed = Flags::new(n);
@@ -484,7 +523,30 @@ fn changed_flags<'a>(
             *ids.entry(line).or_insert(next)
         };
         let xs: Vec<u32> = old_mid.iter().map(|l| intern(l)).collect();
-        let ys: Vec<u32> = new_mid.iter().map(|l| intern(l)).collect();
+        // Where each of the old side's lines first is, so that the new side can follow it.
+        // Ids count up from 0, so the old side's are those up to its largest.
+        let mut first = vec![0; xs.iter().max().map_or(0, |&m| m as usize + 1)];
+        for (k, &x) in xs.iter().enumerate().rev() {
+            first[x as usize] = k as u32;
+        }
+        // A new line equal to the old line the last one followed has its id without a lookup:
+        // edits leave most of a file in step, and a table of a few hundred thousand lines
+        // costs a cache miss per lookup.
+        let mut follow = 0;
+        let ys: Vec<u32> = new_mid
+            .iter()
+            .map(|l| {
+                if old_mid.get(follow) == Some(l) {
+                    follow += 1;
+                    return xs[follow - 1];
+                }
+                let id = intern(l);
+                if let Some(&k) = first.get(id as usize) {
+                    follow = k as usize + 1;
+                }
+                id
+            })
+            .collect();
         let distinct = ids.len();
         let mut in_old = vec![false; distinct];
         let mut in_new = vec![false; distinct];
@@ -523,10 +585,12 @@ fn changed_flags<'a>(
     // GNU keeps only `context` lines of the identical prefix and suffix in play, so changes
     // cannot slide further into them; matching that with the CLI's context of 3 makes our
     // output identical to `diff -u` in more of the ambiguous cases.
-    let head = prefix.saturating_sub(HORIZON);
-    let tail = suffix.saturating_sub(HORIZON);
-    shift_boundaries(&old[..n - tail], head, &mut old_changed, &new_changed);
-    shift_boundaries(&new[..m - tail], head, &mut new_changed, &old_changed);
+    if shift {
+        let head = prefix.saturating_sub(HORIZON);
+        let tail = suffix.saturating_sub(HORIZON);
+        shift_boundaries(&old[..n - tail], head, &mut old_changed, &new_changed);
+        shift_boundaries(&new[..m - tail], head, &mut new_changed, &old_changed);
+    }
     (old_changed, new_changed)
 }
 
@@ -1085,6 +1149,24 @@ mod tests {
         assert_eq!(lines(b"\xff\n\r"), [&b"\xff\n"[..], b"\r"]);
     }
 
+    /// The word-at-a-time search and count agree with a byte loop at every offset, with
+    /// bytes that differ from the one sought only in their high bit around it.
+    #[test]
+    fn bytes_are_found_and_counted_a_word_at_a_time() {
+        let hay: Vec<u8> = (0..40u8)
+            .map(|i| [b'\n', 0x8a, 0x0b, 0x09, 0xff, 0][usize::from(i) * 7 % 6])
+            .collect();
+        for start in 0..hay.len() {
+            for end in start..=hay.len() {
+                let h = &hay[start..end];
+                for b in [b'\n', b'\r', 0x8a, 0] {
+                    assert_eq!(find_byte(h, b), h.iter().position(|&x| x == b));
+                    assert_eq!(count_byte(h, b), h.iter().filter(|&&x| x == b).count());
+                }
+            }
+        }
+    }
+
     #[test]
     fn equal_inputs() {
         let text = b"a\nb\nc";
@@ -1365,8 +1447,12 @@ mod tests {
             assert_eq!(apply_ops(&a, &b, &ops), new, "case {case}");
             let changes = changed_lines(&ops);
             assert_eq!(changes, minimal_changes(&a, &b), "case {case}: {ops:?}");
-            let (added, removed) = stat(&old, &new);
-            assert_eq!(added + removed, changes, "case {case}");
+            let counted = ops.iter().fold((0, 0), |(a, r), op| match *op {
+                Op::Equal { .. } => (a, r),
+                Op::Delete { len, .. } => (a, r + len),
+                Op::Insert { len, .. } => (a + len, r),
+            });
+            assert_eq!(stat(&old, &new), counted, "case {case}");
             for context in [0, 1, 3] {
                 assert_eq!(apply_hunks(&old, &hunks(&old, &new, context)), new);
             }
@@ -1482,5 +1568,11 @@ mod tests {
         );
         // A lone CR is content, not a line ending.
         assert_eq!(as_cli_reads(b"a\rb\n").text, b"a\rb\n");
+        // A stray CR before a CRLF stays; the line still ends in CRLF.
+        let r = as_cli_reads(b"a\r\r\nb\n\r");
+        assert_eq!(
+            (r.text.as_slice(), r.crlf_lines, r.lf_lines),
+            (&b"a\r\nb\n\r"[..], 1, 1)
+        );
     }
 }

@@ -50,6 +50,12 @@ pub struct Responder {
 
 impl Responder {
     pub fn reply(&self, r: Result<Value, RpcError>) -> bool {
+        self.reply_text(super::capped_response(&self.id, r))
+    }
+
+    /// `reply` with the text of the response already made (see `super::texts_response`);
+    /// the caller has measured it against `MAX_TO_CLIENT`.
+    pub fn reply_text(&self, text: String) -> bool {
         if self.done.swap(true, Ordering::SeqCst) {
             return false;
         }
@@ -59,7 +65,7 @@ impl Responder {
             .unwrap()
             .inflight
             .retain(|(id, _)| *id != self.id);
-        self.client.outbox.send(super::capped_response(&self.id, r))
+        self.client.outbox.send(text)
     }
 
     /// False once answered, cancelled, or the connection has ended.

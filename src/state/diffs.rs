@@ -225,40 +225,37 @@ impl Diffs {
         let mut inner = self.inner.lock().unwrap();
         self.prune(&mut inner);
         let i = Self::select(&inner, target, cwd)?;
-        let content = if accept {
-            let p = inner.pending[i].dir.join("proposed");
+        // The answer is made (and measured) once, and sent as it was made.
+        let answer = if accept {
+            let d = &inner.pending[i];
+            let p = d.dir.join("proposed");
             let bytes = std::fs::read(&p).map_err(|e| {
                 SettleError::Unreadable(format!("cannot read {}: {e}", p.display()))
             })?;
-            Some(String::from_utf8(bytes).map_err(|_| {
+            let content = String::from_utf8(bytes).map_err(|_| {
                 SettleError::Unreadable(format!(
                     "{} is not valid UTF-8 and cannot be sent to Claude Code; fix it and accept again",
                     p.display()
                 ))
-            })?)
+            })?;
+            let answer = crate::rpc::texts_response(&d.responder.id, &["FILE_SAVED", &content]);
+            // The CLI drops a connection on a message above 16 MiB: it would never hear of
+            // the decision, so the diff stays pending and the user is told.
+            if answer.len() > crate::rpc::MAX_TO_CLIENT {
+                return Err(SettleError::TooBig(format!(
+                    "cannot accept diff {}: the answer carrying the file is {} as JSON, above the 16 MiB Claude Code accepts in one message; the diff stays pending (reject it, and ask Claude for smaller edits)",
+                    d.id,
+                    crate::rpc::mib(answer.len())
+                )));
+            }
+            Some(answer)
         } else {
             None
         };
-        if let Some(c) = &content {
-            // The CLI drops a connection on a message above 16 MiB: it would never hear of
-            // the decision, so the diff stays pending and the user is told.
-            let answer = crate::rpc::response(
-                &inner.pending[i].responder.id,
-                Ok(tool_texts(&["FILE_SAVED", c])),
-            );
-            let n = answer.to_string().len();
-            if n > crate::rpc::MAX_TO_CLIENT {
-                return Err(SettleError::TooBig(format!(
-                    "cannot accept diff {}: the answer carrying the file is {} as JSON, above the 16 MiB Claude Code accepts in one message; the diff stays pending (reject it, and ask Claude for smaller edits)",
-                    inner.pending[i].id,
-                    crate::rpc::mib(n)
-                )));
-            }
-        }
         let d = inner.pending.remove(i);
         let how = if accept { How::Accepted } else { How::Rejected };
         let desc = d.describe();
-        self.finish(&mut inner, d, how, content);
+        self.finish(&mut inner, d, how, answer);
         Ok(desc)
     }
 
@@ -322,14 +319,17 @@ impl Diffs {
     /// A pending diff of the same client and tab name is closed first (the VS Code extension
     /// does the same).
     pub fn propose(&self, p: Proposal, responder: Responder) -> Result<Value, String> {
-        if std::fs::metadata(&p.path).is_ok_and(|m| !m.is_file()) {
-            return Err(format!("{} is not a regular file", p.path.display()));
-        }
-        let (original, new_file) = match std::fs::read(&p.path) {
-            Ok(b) => (b, false),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), true),
-            Err(e) => return Err(format!("cannot read {}: {e}", p.path.display())),
+        let cannot_read = |e: std::io::Error| format!("cannot read {}: {e}", p.path.display());
+        // Checked before opening: opening a FIFO would block.
+        let source = match std::fs::metadata(&p.path) {
+            Ok(m) if !m.is_file() => {
+                return Err(format!("{} is not a regular file", p.path.display()));
+            }
+            Ok(_) => Some(std::fs::File::open(&p.path).map_err(cannot_read)?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(cannot_read(e)),
         };
+        let new_file = source.is_none();
         self.close_where(p.client, |d| d.tab_name == p.tab_name);
         let mut inner = self.inner.lock().unwrap();
         let id = inner.next_id;
@@ -343,9 +343,16 @@ impl Diffs {
             "new_file_path": p.new_file_path, "file": p.path, "new_file": new_file,
             "client": p.client, "created": crate::text::unix_secs(created),
         });
+        // The original is copied by the kernel, never read in here: the request path is the
+        // two files written and nothing else. The review decodes and counts when it is asked
+        // (`ccide diff list`, `show`), in its own process.
         let written = (|| -> std::io::Result<()> {
             std::fs::create_dir(&dir)?;
-            crate::files::write_volatile(&dir.join("original"), &original, 0o600)?;
+            let original = dir.join("original");
+            match source {
+                Some(mut f) => crate::files::copy_to_new(&mut f, &original, 0o600)?,
+                None => crate::files::write_volatile(&original, b"", 0o600)?,
+            }
             crate::files::write_volatile(&dir.join("proposed"), p.contents.as_bytes(), 0o600)?;
             crate::files::write_volatile(&dir.join("meta.json"), meta.to_string().as_bytes(), 0o600)
         })();
@@ -368,18 +375,9 @@ impl Diffs {
             d.path.display()
         );
         let desc = d.describe();
-        if self.events.listening() {
-            // Counted as the review counts them: against the original as the CLI reads it.
-            let (added, removed) = crate::textdiff::stat(
-                &crate::textdiff::as_cli_reads(&original).text,
-                p.contents.as_bytes(),
-            );
-            let mut event = desc.clone();
-            event["event"] = "diff_opened".into();
-            event["added"] = added.into();
-            event["removed"] = removed.into();
-            self.events.emit(event);
-        }
+        let mut event = desc.clone();
+        event["event"] = "diff_opened".into();
+        self.events.emit(event);
         inner.pending.push(d);
         Ok(desc)
     }
@@ -424,13 +422,11 @@ impl Diffs {
         }
     }
 
-    fn finish(&self, inner: &mut Inner, d: PendingDiff, how: How, content: Option<String>) {
+    /// `answer` is the text of an accepted diff's answer.
+    fn finish(&self, inner: &mut Inner, d: PendingDiff, how: How, answer: Option<String>) {
         match how {
             How::Accepted => {
-                d.responder.reply(Ok(tool_texts(&[
-                    "FILE_SAVED",
-                    &content.unwrap_or_default(),
-                ])));
+                d.responder.reply_text(answer.unwrap_or_default());
             }
             How::Rejected | How::Closed => {
                 d.responder

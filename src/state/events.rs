@@ -26,11 +26,6 @@ impl Events {
         }
     }
 
-    /// Whether anyone listens (so an event's costly fields can be skipped).
-    pub fn listening(&self) -> bool {
-        !self.subscribers.lock().unwrap().is_empty()
-    }
-
     pub fn emit(&self, mut event: Value) {
         let mut subscribers = self.subscribers.lock().unwrap();
         if subscribers.is_empty() {
