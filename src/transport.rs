@@ -78,6 +78,9 @@ struct Queue {
     /// A close to send before anything still queued (see `Outbox::close`).
     close: Option<(u16, String)>,
     ended: bool,
+    /// The connection's thread waits in `poll` (see `Outbox::park`): only then does a message
+    /// need the wake-up pipe. One queued by the thread itself (its own answers) needs none.
+    parked: bool,
 }
 
 /// The sending half of one connection, shared with any thread that wants to write to it.
@@ -143,8 +146,7 @@ impl Outbox {
         let text = text.into();
         q.bytes += text.len();
         q.items.push_front(text);
-        drop(q);
-        self.wake();
+        self.wake_parked(q);
         true
     }
 
@@ -160,8 +162,7 @@ impl Outbox {
         q.close = Some((code, reason.to_string()));
         q.items.clear();
         q.bytes = 0;
-        drop(q);
-        self.wake();
+        self.wake_parked(q);
         true
     }
 
@@ -177,11 +178,34 @@ impl Outbox {
         let first = q.items.is_empty();
         q.bytes += out.len();
         q.items.push_back(out);
-        drop(q);
         if first {
-            self.wake();
+            self.wake_parked(q);
         }
         true
+    }
+
+    /// Wakes the connection's thread if it waits in `poll`.
+    fn wake_parked(&self, mut q: std::sync::MutexGuard<Queue>) {
+        if std::mem::take(&mut q.parked) {
+            drop(q);
+            self.wake();
+        }
+    }
+
+    /// Before the connection's thread waits in `poll`: false (do not wait) when a close is
+    /// due, or a message is queued that can be written now (`blocked`: none can, the socket
+    /// is full or the connection closing).
+    fn park(&self, blocked: bool) -> bool {
+        let mut q = self.queue.lock().unwrap();
+        if q.close.is_some() || (!blocked && !q.items.is_empty()) {
+            return false;
+        }
+        q.parked = true;
+        true
+    }
+
+    fn unpark(&self) {
+        self.queue.lock().unwrap().parked = false;
     }
 
     /// At most `n` queued messages, oldest (or most urgent) first.
@@ -195,11 +219,6 @@ impl Outbox {
         let taken: Vec<Utf8Bytes> = q.items.drain(..n).collect();
         q.bytes -= taken.iter().map(|t| t.len()).sum::<usize>();
         taken
-    }
-
-    fn has_queued(&self) -> bool {
-        let q = self.queue.lock().unwrap();
-        !q.items.is_empty() || q.close.is_some()
     }
 
     /// Whether so much waits for the peer that its requests should wait too.
@@ -648,34 +667,8 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
             };
             closing = Some(Instant::now());
         }
-        // Hand the socket a bounded batch, and only once the previous one has left: what is
-        // still queued here can be overtaken by an urgent message.
-        let batch = if want_write || closing.is_some() {
-            Vec::new()
-        } else {
-            outbox.take(WRITES_PER_TURN)
-        };
-        for t in batch {
-            if let Err(e) = ws.write(Message::Text(t))
-                && !is_would_block(&e)
-            {
-                ended.reason = format!("write failed: {e}");
-                break 'conn;
-            }
-        }
-        match ws.flush() {
-            Ok(()) => want_write = false,
-            Err(e) if is_would_block(&e) => want_write = true,
-            Err(WsError::ConnectionClosed) => break,
-            Err(e) => {
-                if ended.reason.is_empty() {
-                    ended.reason = format!("write failed: {e}");
-                }
-                break;
-            }
-        }
         // A bounded batch per turn: a client that never pauses must still get its answers
-        // and our keepalive pings, which are written at the top of the loop.
+        // and our keepalive pings, which are written next.
         let reading = !outbox.backlogged();
         let mut batch_full = reading;
         for _ in 0..if reading { READS_PER_TURN } else { 0 } {
@@ -739,6 +732,32 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
                 }
             }
         }
+        // Hand the socket a bounded batch, and only once the previous one has left: what is
+        // still queued here can be overtaken by an urgent message.
+        let batch = if want_write || closing.is_some() {
+            Vec::new()
+        } else {
+            outbox.take(WRITES_PER_TURN)
+        };
+        for t in batch {
+            if let Err(e) = ws.write(Message::Text(t))
+                && !is_would_block(&e)
+            {
+                ended.reason = format!("write failed: {e}");
+                break 'conn;
+            }
+        }
+        match ws.flush() {
+            Ok(()) => want_write = false,
+            Err(e) if is_would_block(&e) => want_write = true,
+            Err(WsError::ConnectionClosed) => break,
+            Err(e) => {
+                if ended.reason.is_empty() {
+                    ended.reason = format!("write failed: {e}");
+                }
+                break;
+            }
+        }
         let timeout = match closing {
             Some(since) => {
                 let left = Duration::from_secs(1).saturating_sub(since.elapsed());
@@ -747,11 +766,16 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
                 }
                 Some(left)
             }
-            // Messages may wait in tungstenite's buffer with nothing left on the socket, or in
-            // our queue beyond this turn's batch.
-            None if batch_full || (!want_write && outbox.has_queued()) => Some(Duration::ZERO),
+            // Messages may wait in tungstenite's buffer with nothing left on the socket.
+            None if batch_full => continue,
             None => None,
         };
+        // Nothing is read or written first: a socket with data makes `poll` return at once,
+        // and an answer the thread queued itself is written without a wake-up (a round trip
+        // is read, answer, write, `poll`).
+        if !outbox.park(want_write || closing.is_some()) {
+            continue;
+        }
         let interests = [
             Interest {
                 fd,
@@ -764,7 +788,9 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
                 write: false,
             },
         ];
-        match sys::poll(&interests, timeout) {
+        let polled = sys::poll(&interests, timeout);
+        outbox.unpark();
+        match polled {
             Ok(r) => {
                 if r[1].readable {
                     wake.drain();
