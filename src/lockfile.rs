@@ -128,6 +128,14 @@ pub fn save_identity(state: &Path, port: u16, id: &Identity) -> Result<bool, Str
     Ok(true)
 }
 
+/// Writes `server.json` again (durably), as after its state directory was deleted.
+pub fn rewrite_identity(state: &Path, port: u16, token: &str) -> Result<(), String> {
+    let path = state.join(IDENTITY_FILE);
+    let body = json!({"port": port, "token": token}).to_string();
+    files::write_atomic(&path, body.as_bytes(), 0o600)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
 /// Syncs `server.json` and the state directory to disk.
 pub fn sync_identity(state: &Path) {
     let path = state.join(IDENTITY_FILE);
@@ -136,10 +144,61 @@ pub fn sync_identity(state: &Path) {
     }
 }
 
-/// Claims the state directory for this process: an exclusive `flock` on `<state>/serve.lock`,
-/// held until the process ends, so two servers can never share one (two lock files for the
-/// same folder make the CLI connect to neither). The holder's pid is written in the file.
-pub fn claim_state_dir(state: &Path) -> Result<fs::File, String> {
+/// This process's claim on its state directory (see `claim_state_dir`), held until it ends.
+pub struct Claim {
+    /// `<state>/serve.lock`, locked.
+    pub file: fs::File,
+    /// The abstract socket named after the directory, if it could be bound.
+    _name: Option<std::os::unix::net::UnixListener>,
+}
+
+/// Claims the state directory for this process, so two servers can never share one (two lock
+/// files for the same folder make the CLI connect to neither): an exclusive `flock` on
+/// `<state>/serve.lock` (which holds across pid namespaces), and an abstract Unix socket named
+/// after the directory, which outlives the directory: deleted under a running server, it is
+/// not taken by another server of the same user before the first one has made it again.
+pub fn claim_state_dir(state: &Path) -> Result<Claim, String> {
+    let file = lock_state_dir(state)?;
+    let name = fs::canonicalize(state).map(|p| {
+        format!(
+            "ccide-state-{:016x}",
+            crate::text::hash(p.as_os_str().as_encoded_bytes())
+        )
+    });
+    let name = match name.map(|n| crate::sys::hold_abstract_name(n.as_bytes())) {
+        Ok(Ok(l)) => Some(l),
+        Ok(Err(Some((uid, pid)))) if uid == crate::sys::getuid() => {
+            return Err(held_by(&pid.to_string(), state));
+        }
+        // Another user's socket of that name, or none to be had: the flock still holds.
+        _ => None,
+    };
+    write_pid(&file);
+    Ok(Claim { file, _name: name })
+}
+
+/// Takes `<state>/serve.lock` (again, when the directory was made anew) and writes this
+/// process's pid in it.
+pub fn reclaim_state_dir(state: &Path) -> Result<fs::File, String> {
+    let file = lock_state_dir(state)?;
+    write_pid(&file);
+    Ok(file)
+}
+
+fn held_by(pid: &str, state: &Path) -> String {
+    format!(
+        "another ccide serve{} already runs with the state directory {}: use it (`claude --ide` in the folder connects to it; `ccide status` there shows it), or stop it before starting a new one. Only a server for other folders takes a state directory of its own (--state-dir): two for one folder would both announce it to Claude Code.",
+        if pid.is_empty() {
+            String::new()
+        } else {
+            format!(" (pid {pid})")
+        },
+        state.display()
+    )
+}
+
+/// The exclusive lock on `<state>/serve.lock`, or who holds it.
+fn lock_state_dir(state: &Path) -> Result<fs::File, String> {
     use std::io::{Read, Seek};
     let path = state.join("serve.lock");
     let mut f = fs::OpenOptions::new()
@@ -151,45 +210,39 @@ pub fn claim_state_dir(state: &Path) -> Result<fs::File, String> {
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     let mine = crate::sys::try_lock_exclusive(&f)
         .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
-    if !mine {
-        // The holder writes its pid just after taking the lock: a start racing it can read the
-        // file empty, or with a previous server's pid, for a moment.
-        let mut pid = String::new();
-        for _ in 0..50 {
-            pid.clear();
-            let _ = f.rewind();
-            let _ = f.read_to_string(&mut pid);
-            if pid
-                .trim()
-                .parse::<i64>()
-                .is_ok_and(crate::sys::process_alive)
-            {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let pid = pid.trim();
-        return Err(format!(
-            "another ccide serve{} already runs with the state directory {}: use it (`claude --ide` in the folder connects to it; `ccide status` there shows it), or stop it before starting a new one. Only a server for other folders takes a state directory of its own (--state-dir): two for one folder would both announce it to Claude Code.",
-            if pid.is_empty() {
-                String::new()
-            } else {
-                format!(" (pid {pid})")
-            },
-            state.display()
-        ));
+    if mine {
+        return Ok(f);
     }
-    // Padded to a fixed width and written over the previous pid: cutting the file first would
-    // cost a journal commit (a quarter of a millisecond) before the lock file appears.
+    // The holder writes its pid just after taking the lock: a start racing it can read the
+    // file empty, or with a previous server's pid, for a moment.
+    let mut pid = String::new();
+    for _ in 0..50 {
+        pid.clear();
+        let _ = f.rewind();
+        let _ = f.read_to_string(&mut pid);
+        if pid
+            .trim()
+            .parse::<i64>()
+            .is_ok_and(crate::sys::process_alive)
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Err(held_by(pid.trim(), state))
+}
+
+/// Padded to a fixed width and written over the previous pid: cutting the file first would
+/// cost a journal commit (a quarter of a millisecond) before the lock file appears.
+fn write_pid(f: &fs::File) {
     let _ = std::os::unix::fs::FileExt::write_all_at(
-        &f,
+        f,
         format!("{:<10}\n", std::process::id()).as_bytes(),
         0,
     );
     if f.metadata().is_ok_and(|m| m.len() > 11) {
         let _ = f.set_len(11);
     }
-    Ok(f)
 }
 
 /// The ccide state directory holding `path` (or `path` itself), if any: the nearest ancestor
@@ -394,7 +447,8 @@ mod tests {
     fn workspace_id_is_stable_and_distinct() {
         let a = workspace_id(&[PathBuf::from("/srv/my app")]);
         assert_eq!(a, workspace_id(&[PathBuf::from("/srv/my app")]));
-        assert!(a.starts_with("my_app-"));
+        // Existing state directories are named so: the name must never change.
+        assert_eq!(a, "my_app-8b13f767bd135b6b");
         assert_ne!(a, workspace_id(&[PathBuf::from("/srv/my app2")]));
     }
 

@@ -2,7 +2,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::net::UnixStream;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::Duration;
 
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
@@ -158,19 +158,77 @@ pub fn isatty(fd: RawFd) -> bool {
 
 /// The uid of the process at the other end of a Unix stream socket.
 pub fn peer_uid(sock: &UnixStream) -> io::Result<u32> {
+    peer_cred(sock.as_raw_fd()).map(|(uid, _)| uid)
+}
+
+/// Uid and pid of the process at the other end of a Unix stream socket.
+fn peer_cred(fd: RawFd) -> io::Result<(u32, i32)> {
     // SAFETY: ucred is plain data and the length matches its size.
     unsafe {
         let mut cred: libc::ucred = std::mem::zeroed();
         let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
         check(libc::getsockopt(
-            sock.as_raw_fd(),
+            fd,
             libc::SOL_SOCKET,
             libc::SO_PEERCRED,
             (&mut cred as *mut libc::ucred).cast(),
             &mut len,
         ))?;
-        Ok(cred.uid)
+        Ok((cred.uid, cred.pid))
     }
+}
+
+/// Binds the abstract Unix socket `name` (a Linux name in no directory, which goes with the
+/// process). When another process holds it: `Err(Some((uid, pid)))` of the holder, told
+/// without waiting (a holder whose queue is full, or that cannot be told: `Err(None)`).
+pub fn hold_abstract_name(name: &[u8]) -> Result<UnixListener, Option<(u32, i32)>> {
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name).map_err(|_| None)?;
+    match UnixListener::bind_addr(&addr) {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(abstract_holder(name).ok()),
+        Err(_) => Err(None),
+    }
+}
+
+fn abstract_holder(name: &[u8]) -> io::Result<(u32, i32)> {
+    // SAFETY: a socket we own (closed by the OwnedFd), and an address built in a zeroed
+    // sockaddr_un whose length covers exactly the family, the leading NUL and `name`.
+    unsafe {
+        let fd = OwnedFd::from_raw_fd(check(libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        ))?);
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        if name.len() >= addr.sun_path.len() {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        for (slot, b) in addr.sun_path[1..].iter_mut().zip(name) {
+            *slot = *b as libc::c_char;
+        }
+        let len = std::mem::size_of::<libc::sa_family_t>() + 1 + name.len();
+        check(libc::connect(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_un).cast(),
+            len as libc::socklen_t,
+        ))?;
+        peer_cred(fd.as_raw_fd())
+    }
+}
+
+/// Makes `target`, the descriptor a thread accepts on, the socket `with` is, and wakes that
+/// thread out of an accept on the socket it was (`old`: a duplicate of it), so that its next
+/// accept takes connections to `with`. For a listening socket whose path was deleted.
+pub fn replace_listener(target: RawFd, old: &UnixListener, with: &UnixListener) -> io::Result<()> {
+    // SAFETY: dup2 onto a descriptor that stays open (it now names the new socket, and its
+    // owner closes that in the end), then shutdown on a descriptor we own.
+    unsafe {
+        check(libc::dup2(with.as_raw_fd(), target))?;
+        libc::shutdown(old.as_raw_fd(), libc::SHUT_RDWR);
+    }
+    Ok(())
 }
 
 /// A pipe whose only purpose is to wake a thread blocked in `poll`.

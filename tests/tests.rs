@@ -23,4 +23,5 @@ mod lsp_servers;
 mod protocol_man;
 mod serve;
 mod sessions;
+mod state_dir;
 mod systemd;

@@ -395,11 +395,15 @@ fn bind(s: &Options, remembered: Option<u16>) -> Result<TcpListener, String> {
 /// A started server: what `stop` needs to clean up.
 pub struct Started {
     pub sessions: Arc<Sessions>,
-    /// The lock file, shared with the timer thread that restores it if it is deleted; None
-    /// once `stop` removed it.
-    lock: Arc<Mutex<Option<LockFile>>>,
-    /// Held for the server's life: one server per state directory.
-    _instance: std::fs::File,
+    /// Shared with the timer thread that restores what is deleted; None once `stop` took it.
+    held: Arc<Mutex<Option<Held>>>,
+}
+
+/// What a server holds while it runs and puts back when someone deletes it.
+struct Held {
+    lock: LockFile,
+    /// One server per state directory.
+    claim: lockfile::Claim,
 }
 
 pub fn run(args: &Args) -> Outcome {
@@ -426,7 +430,7 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
     let o = options(args)?;
     crate::files::private_dir(&o.state_dir, "state directory")
         .map_err(|e| format!("{e}; to use another, pass --state-dir DIR"))?;
-    let instance = lockfile::claim_state_dir(&o.state_dir)?;
+    let claim = lockfile::claim_state_dir(&o.state_dir)?;
     let identity = lockfile::load_identity(&o.state_dir)?;
     let listener = bind(&o, identity.port)?;
     let port = listener
@@ -482,21 +486,17 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
         // Claude Code that would reconnect with them too.
         lockfile::sync_identity(&o.state_dir);
     }
-    let lock = Arc::new(Mutex::new(Some(lock)));
-    let running = run_threads(o, port, identity.token, listener, control, drop_dir, &lock);
+    let held = Arc::new(Mutex::new(Some(Held { lock, claim })));
+    let running = run_threads(o, port, identity.token, listener, control, drop_dir, &held);
     match running {
         Ok(sessions) => {
             log_tools(&sessions.state);
             crate::sys::sd_notify("READY=1");
-            Ok(Started {
-                sessions,
-                lock,
-                _instance: instance,
-            })
+            Ok(Started { sessions, held })
         }
         Err(e) => {
-            if let Some(l) = lock.lock().unwrap().take() {
-                l.remove();
+            if let Some(h) = held.lock().unwrap().take() {
+                h.lock.remove();
             }
             let _ = std::fs::remove_file(&control_path);
             Err(e)
@@ -532,7 +532,7 @@ fn run_threads(
     listener: TcpListener,
     control: std::os::unix::net::UnixListener,
     drop_dir: PathBuf,
-    lock: &Arc<Mutex<Option<LockFile>>>,
+    held: &Arc<Mutex<Option<Held>>>,
 ) -> Result<Arc<Sessions>, Fail> {
     let (checks, servers) = tools(&mut o);
     let clients = Arc::new(Clients::default());
@@ -577,30 +577,42 @@ fn run_threads(
     let on_open_sessions = sessions.clone();
     let on_open: Arc<transport::OnOpen> =
         Arc::new(move |outbox, peer| on_open_sessions.open(outbox, peer));
-    spawn("acceptor", move || {
-        transport::run_acceptor(listener, gate, on_open)
-    })?;
-    let control_state = state.clone();
-    spawn("control", move || {
-        crate::control::run(control_state, control)
-    })?;
-    let diagnostics = state.diagnostics.clone();
-    spawn("imports", move || {
-        crate::diagnostics::watch_drop_dir(&diagnostics, &drop_dir)
-    })?;
-    let timer_sessions = sessions.clone();
-    let mut watchdog = Watchdog::from_env();
-    let mut lock_watch = LockWatch {
-        lock: lock.clone(),
+    spawn(
+        "acceptor",
+        Box::new(move || transport::run_acceptor(listener, gate, on_open)),
+    )?;
+    // The control thread accepts on this descriptor for good; the watch puts a new socket
+    // behind it when the old one's path is deleted.
+    let mut watch = Watch {
+        held: held.clone(),
         state: state.clone(),
+        control_fd: std::os::fd::AsRawFd::as_raw_fd(&control),
+        control: control
+            .try_clone()
+            .map_err(|e| format!("cannot duplicate the control socket: {e}"))?,
         next: Instant::now(),
     };
-    spawn("keepalive", move || {
-        timer_sessions.run_timer(|now| {
-            watchdog.tick(now);
-            lock_watch.tick(now);
-        })
-    })?;
+    let control_state = state.clone();
+    spawn(
+        "control",
+        Box::new(move || crate::control::run(control_state, control)),
+    )?;
+    let diagnostics = state.diagnostics.clone();
+    spawn(
+        "imports",
+        Box::new(move || crate::diagnostics::watch_drop_dir(&diagnostics, &drop_dir)),
+    )?;
+    let timer_sessions = sessions.clone();
+    let mut watchdog = Watchdog::from_env();
+    spawn(
+        "keepalive",
+        Box::new(move || {
+            timer_sessions.run_timer(|now| {
+                watchdog.tick(now);
+                watch.tick(now);
+            })
+        }),
+    )?;
     Ok(sessions)
 }
 
@@ -654,8 +666,11 @@ pub fn stop(r: Started) {
     // First refuse new upgrades: the CLI reconnects within milliseconds of a 1001, and a
     // connection accepted now would die with the process while the CLI believes it is live.
     r.sessions.stopping.store(true, Ordering::SeqCst);
-    if let Some(lock) = r.lock.lock().unwrap().take() {
-        lock.remove();
+    // The claim is kept to the end: a server started meanwhile must not take the state
+    // directory, and then a new port, while this one still listens on the old.
+    let held = r.held.lock().unwrap().take();
+    if let Some(h) = &held {
+        h.lock.remove();
     }
     let _ = std::fs::remove_file(&r.sessions.state.control_path);
     // 1001 "going away" lets the CLI reconnect to a restarted server on the same port.
@@ -670,42 +685,100 @@ pub fn stop(r: Started) {
     // No checker, formatter, language server or Python kernel outlives the server.
     r.sessions.state.diagnostics.shutdown();
     crate::proc::kill_all();
+    drop(held);
 }
 
-/// Puts the lock file back when something deleted it while the server runs (a cleanup script,
-/// another CLI sweeping locks it believes dead): without it the CLI can never find the server
-/// again. Checked every two seconds on the timer thread.
-struct LockWatch {
-    lock: Arc<Mutex<Option<LockFile>>>,
+/// Puts back what someone deletes while the server runs, checked every two seconds on the
+/// timer thread. The lock file (a cleanup script, another CLI sweeping locks it believes
+/// dead): without it the CLI can never find the server again. The state directory (a
+/// cleanup of ~/.local/state): without it no `ccide` command reaches the server, no diff can
+/// be proposed, and a restart would lose port and token; everything in it is made again from
+/// memory, except the pending diffs' files.
+struct Watch {
+    held: Arc<Mutex<Option<Held>>>,
     state: Arc<State>,
+    /// The descriptor the control thread accepts on, and a duplicate of the socket behind it.
+    control_fd: std::os::fd::RawFd,
+    control: std::os::unix::net::UnixListener,
     next: Instant,
 }
 
-impl LockWatch {
+impl Watch {
     fn tick(&mut self, now: Instant) {
         if now < self.next {
             return;
         }
         self.next = now + Duration::from_secs(2);
-        // Held while checking and writing, so `stop` cannot remove it in between.
-        let lock = self.lock.lock().unwrap();
-        let Some(l) = lock.as_ref() else { return };
-        if l.path.exists() {
+        // Held while checking and writing, so `stop` cannot remove them in between.
+        let held = self.held.clone();
+        let mut held = held.lock().unwrap();
+        let Some(h) = held.as_mut() else { return };
+        let state = self.state.clone();
+        // serve.lock unlinked (its directory deleted, or itself), or the control socket gone.
+        let unlinked = h
+            .claim
+            .file
+            .metadata()
+            .map_or(true, |m| std::os::unix::fs::MetadataExt::nlink(&m) == 0);
+        if unlinked || std::fs::symlink_metadata(&state.control_path).is_err() {
+            self.restore_state(h, unlinked);
+        }
+        if h.lock.path.exists() {
             return;
         }
-        match self.state.announce() {
+        match state.announce() {
             Ok(_) => crate::log::warn!(
                 "the lock file {} was deleted while this server runs; wrote it again (same port and token) so Claude Code can find the server",
-                l.path.display()
+                h.lock.path.display()
             ),
             Err(e) => {
                 crate::log::error!("the lock file was deleted and cannot be written again: {e}")
             }
         }
     }
+
+    fn restore_state(&mut self, h: &mut Held, unlinked: bool) {
+        let state = &self.state;
+        let dir = state.state_dir.display();
+        crate::log::error!(
+            "the state directory {dir} was deleted (or part of it) while this server runs; making it again"
+        );
+        let made = (|| {
+            crate::files::private_dir(&state.state_dir, "state directory")?;
+            // Another server of this user cannot have it: our claim's abstract name kept them
+            // out. One in another network namespace could: then it is theirs.
+            if unlinked {
+                h.claim.file = lockfile::reclaim_state_dir(&state.state_dir)?;
+            }
+            let lost = state.restore()?;
+            let socket = crate::control::bind(&state.control_path)?;
+            crate::sys::replace_listener(self.control_fd, &self.control, &socket)
+                .and_then(|()| socket.try_clone())
+                .map(|dup| self.control = dup)
+                .map_err(|e| format!("cannot take the new control socket into use: {e}"))?;
+            Ok::<_, String>(lost)
+        })();
+        match made {
+            Ok(lost) => {
+                crate::log::warn!(
+                    "made the state directory {dir} again: server.json (same port and token), the control socket, editor.json, diagnostics.json, workspaces.json, the diffs and drop directories"
+                );
+                for (id, file) in lost {
+                    crate::log::error!(
+                        "diff {id} for {}: its proposal was in the deleted state directory and is lost; it can only be rejected (ccide diff reject {id}) or answered in Claude Code",
+                        file.display()
+                    );
+                }
+            }
+            Err(e) => crate::log::error!(
+                "cannot make the state directory {dir} again: {e}; trying again in two seconds"
+            ),
+        }
+    }
 }
 
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), Fail> {
+/// Boxed, so that the four threads share one instance of the spawning code.
+fn spawn(name: &str, f: Box<dyn FnOnce() + Send>) -> Result<(), Fail> {
     crate::proc::spawn_thread(name, f)
         .map(|_| ())
         .map_err(|e| Fail::Failed(format!("cannot start the {name} thread: {e}")))

@@ -357,6 +357,11 @@ impl Store {
         }
     }
 
+    /// Writes `diagnostics.json` from memory (after the state directory was deleted).
+    pub fn save_now(&self) {
+        self.save(&self.files.lock().unwrap());
+    }
+
     fn save(&self, files: &Files) {
         let mut all = Vec::new();
         for (p, origins) in files {

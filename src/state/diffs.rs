@@ -44,6 +44,8 @@ pub struct PendingDiff {
     pub client: u64,
     pub created: SystemTime,
     pub dir: PathBuf,
+    /// Its directory was deleted with the state directory: only a rejection can answer it.
+    lost: bool,
     responder: Responder,
 }
 
@@ -153,6 +155,26 @@ impl Diffs {
         })
     }
 
+    /// Makes the diffs directory again after the state directory was deleted, with the next
+    /// id, and marks the pending diffs whose files went with it; returns those as
+    /// `(id, file)`. They stay pending: rejecting needs nothing that was lost.
+    pub fn restore(&self) -> Result<Vec<(u64, PathBuf)>, String> {
+        let mut inner = self.inner.lock().unwrap();
+        crate::files::private_dir(&self.root, "diff directory")?;
+        let _ =
+            crate::files::write_volatile(&self.seq, inner.next_id.to_string().as_bytes(), 0o600);
+        let mut lost = Vec::new();
+        for d in inner
+            .pending
+            .iter_mut()
+            .filter(|d| !d.lost && !d.dir.exists())
+        {
+            d.lost = true;
+            lost.push((d.id, d.path.clone()));
+        }
+        Ok(lost)
+    }
+
     pub fn list(&self) -> Vec<Value> {
         let mut inner = self.inner.lock().unwrap();
         self.prune(&mut inner);
@@ -228,6 +250,12 @@ impl Diffs {
         // The answer is made (and measured) once, and sent as it was made.
         let answer = if accept {
             let d = &inner.pending[i];
+            if d.lost {
+                return Err(SettleError::Unreadable(format!(
+                    "diff {} cannot be accepted: its proposal was in the state directory, which was deleted; reject it (ccide diff reject {}) and ask Claude again",
+                    d.id, d.id
+                )));
+            }
             let p = d.dir.join("proposed");
             let bytes = std::fs::read(&p).map_err(|e| {
                 SettleError::Unreadable(format!("cannot read {}: {e}", p.display()))
@@ -368,6 +396,7 @@ impl Diffs {
             client: p.client,
             created,
             dir,
+            lost: false,
             responder,
         };
         crate::log::info!(

@@ -99,6 +99,11 @@ impl Editor {
         }
     }
 
+    /// Writes `editor.json` from memory (after the state directory was deleted).
+    pub fn save_now(&self) {
+        self.save(&mut self.model.lock().unwrap());
+    }
+
     fn save(&self, m: &mut Model) {
         let docs: serde_json::Map<String, Value> = m
             .documents

@@ -65,6 +65,8 @@ pub struct State {
     token: String,
     /// Only for broadcast and the status listing: who is connected is the session's business.
     clients: Arc<Clients>,
+    /// What `ccide workspace add/remove` changed, as saved in `workspaces.json`.
+    changes: std::sync::Mutex<WorkspaceChanges>,
 }
 
 impl State {
@@ -90,12 +92,30 @@ impl State {
             ide_name: c.ide_name,
             port: c.port,
             control_path: c.state_dir.join("control.sock"),
+            changes: std::sync::Mutex::new(WorkspaceChanges::load(&c.state_dir)),
             state_dir: c.state_dir,
             started: SystemTime::now(),
             config_dir: c.config_dir,
             token: c.token,
             clients,
         })
+    }
+
+    /// Makes again what lived in the (made again) state directory after it was deleted: the
+    /// state files from what this server holds in memory, the diffs and drop directories (the
+    /// caller restores `serve.lock` and the control socket). Returns the pending diffs whose
+    /// proposals went with it, as `(id, file)`.
+    pub fn restore(&self) -> Result<Vec<(u64, PathBuf)>, String> {
+        crate::lockfile::rewrite_identity(&self.state_dir, self.port, &self.token)?;
+        crate::files::private_dir(
+            &self.state_dir.join("diagnostics"),
+            "diagnostics drop directory",
+        )?;
+        let lost = self.diffs.restore()?;
+        self.editor.save_now();
+        self.diagnostics.store.save_now();
+        self.changes.lock().unwrap().save(&self.state_dir)?;
+        Ok(lost)
     }
 
     /// A path from a client or command, confined to the workspace folders.
@@ -254,7 +274,7 @@ impl State {
             Err(e) => return Err(e),
         };
         let changed = self.workspaces.change(|ws| -> Result<bool, String> {
-            let mut changes = WorkspaceChanges::load(&self.state_dir);
+            let mut changes = self.changes.lock().unwrap();
             if add {
                 if ws.contains(&dir) {
                     return Ok(false);
