@@ -64,15 +64,20 @@ fn replace(path: &Path, bytes: &[u8], mode: u32, durable: bool) -> io::Result<()
     result
 }
 
-/// Copies what remains of `from` into a new file `to` (mode `mode`), in the kernel
-/// (`copy_file_range`), without fsync: for the pending diffs' originals, as `write_volatile`.
+/// Copies what remains of `from` into a new file `to` (mode `mode`), in the kernel when it can,
+/// without fsync: for the pending diffs' originals, as `write_volatile`.
 pub fn copy_to_new(from: &mut File, to: &Path, mode: u32) -> io::Result<()> {
     let mut out = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(mode)
         .open(to)?;
-    io::copy(from, &mut out).map(|_| ())
+    if crate::sys::copy_in_kernel(from, &out)? {
+        return Ok(());
+    }
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(from, &mut bytes)?;
+    out.write_all(&bytes)
 }
 
 /// Syncs a file that `write_volatile` put in place, and its directory: `write_atomic` in two

@@ -424,7 +424,7 @@ pub fn scan(config: &Path) -> Vec<LockEntry> {
             path,
         });
     }
-    out.sort_by_key(|f| f.port);
+    crate::text::sort_by_bytes(&mut out, |f| f.port.to_be_bytes().to_vec());
     out
 }
 

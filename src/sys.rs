@@ -431,6 +431,40 @@ pub fn fsync_fd(fd: &OwnedFd) {
     }
 }
 
+/// Copies the rest of `from` to the end of `to` with `copy_file_range`, no byte passing through
+/// this process; false, with nothing copied, when the kernel cannot for these two files
+/// (another file system, on kernels before 5.19): the caller copies them itself.
+pub fn copy_in_kernel(from: &std::fs::File, to: &std::fs::File) -> io::Result<bool> {
+    let mut copied = false;
+    loop {
+        // SAFETY: two descriptors we own, null offsets (the files' own positions are used).
+        let n = unsafe {
+            libc::copy_file_range(
+                from.as_raw_fd(),
+                std::ptr::null_mut(),
+                to.as_raw_fd(),
+                std::ptr::null_mut(),
+                1 << 30,
+                0,
+            )
+        };
+        if n == 0 {
+            return Ok(true);
+        }
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EXDEV | libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP) if !copied => {
+                    return Ok(false);
+                }
+                _ => return Err(e),
+            }
+        }
+        copied = true;
+    }
+}
+
 /// Sets the process umask so that nothing ccide creates is readable by others by accident.
 pub fn restrict_umask() {
     // SAFETY: umask cannot fail.

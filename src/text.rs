@@ -1,8 +1,22 @@
 //! Small pieces of text that several layers print: durations, epoch seconds, and text from
-//! outside made safe to show.
+//! outside made safe to show; and the one sort by bytes that lists are ordered with.
 
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
+
+/// Sorts `v` by the bytes `key` gives for each item, with the one sort this binary holds:
+/// every distinct `sort` call instantiates a few kilobytes of sorting code.
+pub fn sort_by_bytes<T>(v: &mut Vec<T>, key: impl Fn(&T) -> Vec<u8>) {
+    let keys: Vec<Vec<u8>> = v.iter().map(key).collect();
+    let mut items: Vec<Option<T>> = v.drain(..).map(Some).collect();
+    v.extend(order(keys).into_iter().filter_map(|i| items[i].take()));
+}
+
+fn order(keys: Vec<Vec<u8>>) -> Vec<usize> {
+    let mut keyed: Vec<(Vec<u8>, usize)> = keys.into_iter().zip(0..).collect();
+    keyed.sort_unstable();
+    keyed.into_iter().map(|(_, i)| i).collect()
+}
 
 /// Text from outside (a client's name, a file name the model chose, code under review, a
 /// checker's output) as it may reach a log line or a terminal: every control character but
@@ -100,5 +114,15 @@ mod tests {
         assert_eq!(human_duration(Duration::from_millis(250)), "0.25 s");
         assert_eq!(human_duration(Duration::from_millis(1500)), "1.5 s");
         assert_eq!(human_duration(Duration::from_millis(1001)), "1.001 s");
+    }
+
+    #[test]
+    fn sort_by_bytes_orders_as_the_keys_do() {
+        let mut v = vec![300u16, 2, 65535, 0, 256, 2];
+        sort_by_bytes(&mut v, |n| n.to_be_bytes().to_vec());
+        assert_eq!(v, [0, 2, 2, 256, 300, 65535]);
+        let mut names = vec!["b", "a-b", "a", "", "é", "Z"];
+        sort_by_bytes(&mut names, |n| n.as_bytes().to_vec());
+        assert_eq!(names, ["", "Z", "a", "a-b", "b", "é"]);
     }
 }

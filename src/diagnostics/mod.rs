@@ -455,7 +455,7 @@ pub fn watch_drop_dir(diagnostics: &Diagnostics, dir: &Path) {
             .map(|e| e.path())
             .filter(|p| p.is_file())
             .collect();
-        paths.sort();
+        crate::text::sort_by_bytes(&mut paths, |p| p.as_os_str().as_encoded_bytes().to_vec());
         for p in paths {
             // Files still being written are skipped by convention: name them `*.tmp`. Files
             // that could not be read were renamed `*.rejected` and stay for the user.

@@ -85,7 +85,7 @@ fn walk(state: &State, pattern: Option<&str>, limit: usize) -> (Vec<String>, boo
                 continue;
             };
             let mut entries: Vec<_> = rd.flatten().collect();
-            entries.sort_by_key(|e| e.file_name());
+            crate::text::sort_by_bytes(&mut entries, |e| e.file_name().into_encoded_bytes());
             for e in entries.into_iter().rev() {
                 let name = e.file_name();
                 if name == ".git" {
@@ -112,7 +112,7 @@ fn walk(state: &State, pattern: Option<&str>, limit: usize) -> (Vec<String>, boo
             }
         }
     }
-    out.sort();
+    crate::text::sort_by_bytes(&mut out, |p| p.as_bytes().to_vec());
     (out, false)
 }
 
