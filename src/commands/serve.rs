@@ -223,16 +223,43 @@ struct Options {
     lsp_warm: bool,
 }
 
+/// A number of seconds as the flags take it, `DIGITS[.DIGITS]`, read exactly to the
+/// nanosecond without floating point (whose parser alone cost 3 KB of binary).
+struct Seconds(Duration);
+
+impl std::str::FromStr for Seconds {
+    type Err = ();
+
+    fn from_str(s: &str) -> Result<Seconds, ()> {
+        let (whole, fraction) = s.split_once('.').unwrap_or((s, ""));
+        let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+        if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
+            return Err(());
+        }
+        let secs = if whole.is_empty() {
+            0
+        } else {
+            whole.parse::<u64>().map_err(|_| ())?
+        };
+        let nanos = fraction
+            .bytes()
+            .chain(std::iter::repeat(b'0'))
+            .take(9)
+            .fold(0, |n, b| n * 10 + u32::from(b - b'0'));
+        Ok(Seconds(Duration::new(secs, nanos)))
+    }
+}
+
 fn seconds(args: &Args, name: &str) -> Result<Duration, Fail> {
-    let v = args
-        .parsed::<f64>(name, "a number of seconds")?
+    let Seconds(v) = args
+        .parsed::<Seconds>(name, "a number of seconds")?
         .expect("a seconds flag has a default");
-    if !(v > 0.0 && v <= 86_400.0) {
+    if v.is_zero() || v > Duration::from_secs(86_400) {
         return Err(Fail::Usage(format!(
             "invalid value for {name} (or its variable): expected a number of seconds between 0 and 86400"
         )));
     }
-    Ok(Duration::from_secs_f64(v))
+    Ok(v)
 }
 
 fn options(args: &Args) -> Result<Options, Fail> {
@@ -827,6 +854,37 @@ impl Watchdog {
         {
             crate::sys::sd_notify("WATCHDOG=1");
             self.next = now + every;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Seconds;
+    use std::time::Duration;
+
+    #[test]
+    fn seconds_are_read_exactly() {
+        let read = |t: &str| t.parse::<Seconds>().ok().map(|s| s.0);
+        assert_eq!(read("1.5"), Some(Duration::from_millis(1500)));
+        assert_eq!(read("30"), Some(Duration::from_secs(30)));
+        assert_eq!(read(".25"), Some(Duration::from_millis(250)));
+        assert_eq!(read("2."), Some(Duration::from_secs(2)));
+        assert_eq!(read("0.0000000019"), Some(Duration::from_nanos(1)));
+        for bad in [
+            "",
+            ".",
+            "-1",
+            "+1",
+            "1e3",
+            "inf",
+            "nan",
+            "1.2.3",
+            " 1",
+            "1,5",
+            "99999999999999999999",
+        ] {
+            assert_eq!(read(bad), None, "{bad}");
         }
     }
 }
