@@ -6,7 +6,8 @@
 //! cargo test --release --test bench -- --ignored --nocapture
 //! ```
 //!
-//! Every figure is a median over repeated runs; latencies also give p99.
+//! Every figure is a median over repeated runs; latencies also give p99. `CCIDE_BENCH_ONLY`
+//! (comma-separated section names, see `wanted`) runs only some sections.
 //!
 //! The language-server rows need the servers `.ci/lsp-install DIR` installs, named by
 //! `CCIDE_TEST_LSP_DIR=DIR` (never found on PATH); without it they say so. Each language is
