@@ -419,6 +419,11 @@ fn events_stream_diff_and_client_lines() {
     assert_eq!(opened["event"], "diff_opened");
     assert_eq!(opened["tab_name"], TAB);
     assert_eq!(opened["file"], file.to_str().unwrap());
+    // A small proposal's lines are counted at once (a big one's by `ccide diff list`).
+    assert_eq!(
+        (&opened["added"], &opened["removed"]),
+        (&json!(1), &json!(1))
+    );
     assert!(sb.run(&["diff", "reject"]).status.success());
     let settled: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     assert_eq!(

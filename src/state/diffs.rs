@@ -406,6 +406,10 @@ impl Diffs {
         let desc = d.describe();
         let mut event = desc.clone();
         event["event"] = "diff_opened".into();
+        if let Some((added, removed)) = quick_stat(&d.dir.join("original"), &p.contents) {
+            event["added"] = added.into();
+            event["removed"] = removed.into();
+        }
         self.events.emit(event);
         inner.pending.push(d);
         Ok(desc)
@@ -494,4 +498,18 @@ fn resolve_existing(p: &Path) -> Option<PathBuf> {
         let parent = std::fs::canonicalize(p.parent()?).ok()?;
         Some(parent.join(p.file_name()?))
     })
+}
+
+/// The lines a proposal adds and removes, for `diff_opened`, when the two texts are small
+/// enough to count in well under a millisecond (the model's edits nearly always are); a larger
+/// proposal is counted by the review in its own process instead (`ccide diff list`), off the
+/// request path (ccide-protocol(7) §9.3).
+fn quick_stat(original: &Path, proposed: &str) -> Option<(usize, usize)> {
+    const QUICK: u64 = 256 << 10;
+    let len = std::fs::metadata(original).ok()?.len();
+    if len + proposed.len() as u64 > QUICK {
+        return None;
+    }
+    let read = crate::textdiff::as_cli_reads(&std::fs::read(original).ok()?);
+    Some(crate::textdiff::stat(&read.text, proposed.as_bytes()))
 }
