@@ -47,7 +47,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["protocol", "editors|handler|client", "server", "mod"],
     ),
     ("commands", &["serve|unit", "client", "lsp", "mod"]),
-    ("commands::lsp", &["text", "quirks|owner", "mod"]),
+    (
+        "commands::lsp",
+        &["quirks|docs|proposals|link", "dialogue", "mod"],
+    ),
 ];
 
 /// A file's place: its module path, and for a directory's `mod.rs` (or `main.rs`) the part

@@ -1073,3 +1073,505 @@ fn diagnostics_of_open_files_are_published_with_the_flag() {
             "range": {"start": {"line": 1, "character": 18}, "end": {"line": 1, "character": 19}}}]})
     );
 }
+
+// ---------------------------------------------------------------------------
+// Issue 19: editors that misbehave, servers that come and go
+
+/// LSP says a request before `initialize` is answered -32002 (ServerNotInitialized).
+#[test]
+fn requests_before_initialize_are_refused_server_not_initialized() {
+    let sb = Sandbox::new();
+    let _server = sb.serve(&[]);
+    let mut ed = Editor::start(&sb, &[]);
+    let r = ed.request("textDocument/codeAction", json!({}));
+    assert_eq!(
+        r["error"],
+        json!({"code": -32002, "message": "textDocument/codeAction before initialize"})
+    );
+    ed.initialize(&sb.ws(), json!({}));
+    assert_eq!(ed.quit(), 0);
+}
+
+/// A change item whose `text` is null emptied the document; it is refused (shown as an error:
+/// a notification has no answer) and the buffer kept.
+#[test]
+fn a_change_without_text_is_refused_and_the_buffer_kept() {
+    let sb = Sandbox::new();
+    let _server = sb.serve(&[]);
+    let a = sb.write("a.py", "one\ntwo\n");
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&a, "one\ntwo\n");
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&a), "version": 2}, "contentChanges": [{"range": range(1, 0, 1, 3), "text": null}]}),
+    );
+    let shown = ed.incoming("window/showMessage");
+    assert_eq!(shown["params"]["type"], 1);
+    let m = shown["params"]["message"].as_str().unwrap();
+    assert!(
+        m.starts_with(&format!(
+            "ccide: change 1 of 1 to {} has no \"text\"",
+            a.display()
+        )),
+        "{m}"
+    );
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&a), "version": 3}, "contentChanges": [{"range": range(1, 0, 1, 3), "text": "TWO"}]}),
+    );
+    status_where(&sb, "one\\nTWO\\n unsaved", |s| {
+        s["documents"] == json!([{"path": a, "bytes": 8}])
+    });
+}
+
+/// Two editors have a.py open and B typed in it: A closing it leaves B's tab and buffer.
+#[test]
+fn a_file_two_editors_have_open_stays_until_the_last_one_closes_it() {
+    let sb = Sandbox::new();
+    let _server = sb.serve(&[]);
+    let a = sb.write("a.py", "a\n");
+    let (mut one, mut two) = (Editor::start(&sb, &[]), Editor::start(&sb, &[]));
+    one.initialize(&sb.ws(), json!({}));
+    two.initialize(&sb.ws(), json!({}));
+    one.open(&a, "a\n");
+    two.open(&a, "a\n");
+    two.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&a), "version": 2}, "contentChanges": [{"text": "typed\n"}]}),
+    );
+    status_where(&sb, "B's buffer", |s| {
+        s["documents"] == json!([{"path": a, "bytes": 6}])
+    });
+    one.notify(
+        "textDocument/didClose",
+        json!({"textDocument": {"uri": uri(&a)}}),
+    );
+    // Answered after the close was handled.
+    assert_eq!(one.code_actions(&a, range(0, 0, 0, 0)), json!([]));
+    let s = status(&sb);
+    assert_eq!(
+        (&s["tabs"], &s["documents"]),
+        (&tabs(&[(&a, true)]), &json!([{"path": a, "bytes": 6}]))
+    );
+    two.notify(
+        "textDocument/didClose",
+        json!({"textDocument": {"uri": uri(&a)}}),
+    );
+    status_where(&sb, "a.py closed by its last holder", |s| {
+        s["tabs"] == json!([]) && s["documents"] == json!([])
+    });
+}
+
+/// The lock files of live servers this process runs.
+fn locks_of(sb: &Sandbox, pid: u32) -> Vec<PathBuf> {
+    std::fs::read_dir(sb.config().join("ide"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let v: Value = std::fs::read(p)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default();
+            v["pid"] == pid
+        })
+        .collect()
+}
+
+/// neovim started in `~` (the README's `root_dir = getcwd()`) served `~` itself at once: inside
+/// the project `ccide status` then said "several servers", and the selections went to the
+/// editor's own server. A file belongs to the nearest server; a stand-in is the last resort,
+/// and never beside a server of a folder inside its own.
+#[test]
+fn an_editor_opened_above_the_project_serves_nothing_and_selects_for_the_project() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let a = sb.write("a.py", "x = 1\n");
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &["--no-follow"]);
+    ed.initialize(&sb.root.0, json!({}));
+    ed.open(&a, "x = 1\n");
+    ed.run_action(&a, range(0, 0, 0, 1), "Claude: send selection");
+    assert_eq!(
+        claude.notification("selection_changed")["params"]["text"],
+        "x"
+    );
+    assert_eq!(status(&sb)["pid"], server.pid());
+    // A file no server holds is left alone, and the log says why.
+    let notes = sb.root.write("notes.py", "n\n");
+    ed.open(&notes, "n\n");
+    let why = ed.recv_where("why notes.py is left alone", |v| {
+        v["method"] == "window/logMessage"
+            && v["params"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("does not serve"))
+    });
+    assert_eq!(
+        why["params"]["message"],
+        format!(
+            "ccide: no ccide server is running for {root} (start one there with `ccide serve`, or pass --port); ccide lsp does not serve {root} itself while the server on port {} serves {}: Claude Code connects to no IDE when two servers hold its folder",
+            server.port,
+            sb.ws().display(),
+            root = sb.root.0.display()
+        )
+    );
+    assert_eq!(locks_of(&sb, ed.child.id()), Vec::<PathBuf>::new());
+    assert_eq!(status(&sb)["pid"], server.pid());
+}
+
+/// The project's server away for more than 3 s: the editor serves the folder itself; when the
+/// project's server returns, the tabs and unsaved buffers are handed over and the stand-in
+/// stops, so only one lock file names the folder.
+#[test]
+fn a_stand_in_hands_over_to_the_projects_server_when_it_returns() {
+    let sb = Sandbox::new();
+    let mut server = sb.serve(&[]);
+    let a = sb.write("a.py", "a\n");
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&a, "a edited\n");
+    status_where(&sb, "a.py unsaved", |s| {
+        s["documents"] == json!([{"path": a, "bytes": 9}])
+    });
+    server.stop_with("TERM");
+    let pid = ed.child.id();
+    wait_for(
+        "the editor serving its folder",
+        Duration::from_secs(15),
+        || {
+            let o = sb.run(&["status", "--json"]);
+            let s: Value = serde_json::from_str(&stdout(&o)).ok()?;
+            (s["pid"] == pid && s["documents"] == json!([{"path": a, "bytes": 9}])).then_some(())
+        },
+    );
+    // Edited meanwhile.
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&a), "version": 2}, "contentChanges": [{"text": "a edited again\n"}]}),
+    );
+    let server = sb.serve(&[]);
+    let port = server.port.to_string();
+    wait_for("the hand-over", Duration::from_secs(15), || {
+        let o = sb.run(&["status", "--json", "--port", &port]);
+        let s: Value = serde_json::from_str(&stdout(&o)).ok()?;
+        let handed =
+            s["tabs"] == tabs(&[(&a, true)]) && s["documents"] == json!([{"path": a, "bytes": 15}]);
+        (handed && locks_of(&sb, pid).is_empty()).then_some(())
+    });
+    // One server for the folder again: the commands (and the CLI) find it.
+    assert_eq!(status(&sb)["pid"], server.pid());
+    let mut claude = server.ready_client();
+    ed.run_action(&a, range(0, 0, 0, 1), "Claude: send selection");
+    assert_eq!(
+        claude.notification("selection_changed")["params"]["text"],
+        "a"
+    );
+}
+
+/// A save of the editor state that failed (a full disk; here a directory in its place) made
+/// `ccide lsp` drop the document for good. It is "done, but not saved": the user is told once,
+/// and once the disk has room the next change is saved.
+#[test]
+fn after_a_failed_save_of_the_editor_state_the_next_change_goes_through() {
+    let sb = Sandbox::new();
+    let _server = sb.serve(&[]);
+    let a = sb.write("a.py", "a\n");
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&a, "a\n");
+    status_where(&sb, "a.py open", |s| s["tabs"] == tabs(&[(&a, true)]));
+    let saved = sb.state().join("editor.json");
+    std::fs::remove_file(&saved).unwrap();
+    std::fs::create_dir_all(saved.join("full")).unwrap();
+    let change = |ed: &mut Editor, v: u64, text: &str| {
+        ed.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri(&a), "version": v}, "contentChanges": [{"text": text}]}),
+        );
+    };
+    change(&mut ed, 2, "b\n");
+    let shown = ed.incoming("window/showMessage");
+    let m = shown["params"]["message"].as_str().unwrap();
+    assert!(
+        m.starts_with("ccide: done, but not saved: cannot save the editor state to"),
+        "{m}"
+    );
+    status_where(&sb, "b held", |s| {
+        s["documents"] == json!([{"path": a, "bytes": 2}])
+    });
+    std::fs::remove_dir_all(&saved).unwrap();
+    change(&mut ed, 3, "c c\n");
+    wait_for("the change saved", DEADLINE, || {
+        std::fs::read_to_string(&saved)
+            .ok()
+            .filter(|t| t.contains(r#""c c\n""#))
+    });
+    ed.notify(
+        "textDocument/didClose",
+        json!({"textDocument": {"uri": uri(&a)}}),
+    );
+    status_where(&sb, "a.py closed", |s| {
+        s["tabs"] == json!([]) && s["documents"] == json!([])
+    });
+}
+
+/// neovim from the distribution (Debian's is 0.7.2), or `$CCIDE_NVIM`; never found by PATH.
+fn neovim() -> PathBuf {
+    let nvim = std::env::var_os("CCIDE_NVIM")
+        .map_or_else(|| PathBuf::from("/usr/bin/nvim"), PathBuf::from);
+    assert!(
+        nvim.is_file(),
+        "neovim is not at {}: run .ci/editor-install (apt-get install neovim) or set CCIDE_NVIM",
+        nvim.display()
+    );
+    nvim
+}
+
+#[test]
+#[ignore = "needs neovim: installed by .ci/run"]
+fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
+    let nvim = neovim();
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("wide.py", WIDE);
+    let b = sb.write("b.py", "print('b')\n");
+    let sync = sb.root.join("sync");
+    std::fs::create_dir(&sync).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/neovim.lua");
+    // The user's configuration is the README's, word for word, with `ccide` on PATH.
+    let readme = include_str!("../README.md");
+    let init = readme
+        .split("### neovim (0.7 or later; tried: 0.7.2)")
+        .nth(1)
+        .and_then(|s| s.split("```lua\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("README.md has a neovim configuration");
+    let init_lua = sb.root.write("init.lua", init);
+    let bin = sb.root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(crate::util::BIN, bin.join("ccide")).unwrap();
+    let mut claude = server.ready_client();
+    let mut child = std::process::Command::new(&nvim)
+        .args([
+            "--headless",
+            "-u",
+            init_lua.to_str().unwrap(),
+            "-i",
+            "NONE",
+            "-n",
+            "-c",
+            &format!("luafile {script}"),
+        ])
+        .env_clear()
+        .env("HOME", sb.home())
+        .env("CLAUDE_CONFIG_DIR", sb.config())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("SYNC", &sync)
+        .env("FILE", &f)
+        .env("WS", sb.ws())
+        .current_dir(sb.ws())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let failed = || {
+        if let Ok(e) = std::fs::read_to_string(sync.join("error")) {
+            let log =
+                std::fs::read_to_string(sb.home().join(".cache/nvim/lsp.log")).unwrap_or_default();
+            panic!("neovim failed: {e}\nlsp.log:\n{log}");
+        }
+    };
+    let step = |name: &str| {
+        wait_for(
+            &format!("neovim to reach {name}"),
+            Duration::from_secs(20),
+            || {
+                failed();
+                std::fs::read_to_string(sync.join(name)).ok()
+            },
+        )
+    };
+    let done = |name: &str| std::fs::write(sync.join(name), "").unwrap();
+    step("opened");
+    status_where(&sb, "both files open, wide.py active", |s| {
+        s["tabs"] == tabs(&[(&b, false), (&f, true)])
+    });
+    done("tabs-checked");
+    let selection = |claude: &mut crate::util::Client, text: &str, end: u64| {
+        let n = claude.notification("selection_changed");
+        assert_eq!(
+            n["params"],
+            json!({"text": text, "filePath": f, "fileUrl": format!("file://{}", f.display()),
+                "selection": {"start": {"line": 1, "character": 9}, "end": {"line": 1, "character": end}, "isEmpty": false}})
+        );
+    };
+    selection(&mut claude, "é世😀x", 14);
+    done("selection-1");
+    // neovim 0.7 ends this range at character 12, between the halves of the emoji.
+    selection(&mut claude, "é世😀", 13);
+    done("selection-2");
+    let n = claude.notification("at_mentioned");
+    assert_eq!(
+        n["params"],
+        json!({"filePath": f, "lineStart": 1, "lineEnd": 2})
+    );
+    done("mention-1");
+    let n = claude.notification("at_mentioned");
+    assert_eq!(n["params"], json!({"filePath": f}));
+    done("mention-2");
+    // What the buffer holds: with the python indent plugin (the README's init.lua keeps
+    // filetype plugins on), the new line's indent is neovim's choice.
+    let more = step("changed");
+    assert!(
+        more.starts_with(WIDE) && more.ends_with("# more\n"),
+        "{more:?}"
+    );
+    status_where(&sb, "wide.py unsaved", |s| {
+        s["documents"] == json!([{"path": f, "bytes": more.len()}])
+    });
+    done("dirty-checked");
+    step("saved");
+    status_where(&sb, "wide.py saved", |s| s["documents"] == json!([]));
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), more);
+    done("saved-checked");
+    let tab = "✻ [Claude Code] wide.py (0a1b2c) ⧉";
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print(\"new\")\n", "tab_name": tab}}),
+    );
+    // Answered once neovim has gone through the proposal's code actions.
+    let answer = wait_for("the answer to openDiff", Duration::from_secs(20), || {
+        failed();
+        let got = claude.drain(Duration::from_millis(20));
+        got.into_iter().find(|m| m["id"] == open_diff)
+    });
+    assert_eq!(
+        crate::util::texts(&answer),
+        ["FILE_SAVED", "print(\"edited\")\n"]
+    );
+    std::fs::write(&f, "print(\"edited\")\n").unwrap();
+    done("written");
+    let reloaded: Value = serde_json::from_str(&step("reloaded")).unwrap();
+    // neovim marks a buffer changed by workspace/applyEdit as modified, though it now equals
+    // the file; ccide knows it does, and holds no unsaved content for it.
+    assert_eq!(reloaded["modified"], true);
+    status_where(&sb, "no unsaved content", |s| s["documents"] == json!([]));
+    assert_eq!(
+        reloaded["messages"],
+        json!([
+            format!(
+                "Claude Code proposes an edit to {}: the code actions on it show, accept or reject it (or `ccide diff show 1`)",
+                f.display()
+            ),
+            format!(
+                "Claude Code's proposal for {} is {} (`ccide diff show 1` shows the change)",
+                f.display(),
+                sb.state().join("diffs/1/wide.py").display()
+            ),
+        ])
+    );
+    let status = wait_for("neovim to exit", DEADLINE, || child.try_wait().unwrap());
+    assert!(status.success(), "neovim exited with {status}");
+    status_where(&sb, "neovim's tabs gone", |s| {
+        s["tabs"] == json!([]) && s["documents"] == json!([])
+    });
+}
+
+/// The next notification `method` Claude Code receives, checking meanwhile that the editor
+/// has not failed (its error says more than a timeout would).
+fn notification_or(claude: &mut crate::util::Client, method: &str, failed: impl Fn()) -> Value {
+    wait_for(method, Duration::from_secs(20), || {
+        failed();
+        if let Some(i) = claude.backlog.iter().position(|m| m["method"] == method) {
+            return claude.backlog.remove(i);
+        }
+        let got = claude.drain(Duration::from_millis(20));
+        claude.backlog.extend(got);
+        None
+    })
+}
+
+/// emacs from the distribution, or `$CCIDE_EMACS`; never found by PATH.
+fn emacs() -> PathBuf {
+    let emacs = std::env::var_os("CCIDE_EMACS")
+        .map_or_else(|| PathBuf::from("/usr/bin/emacs"), PathBuf::from);
+    assert!(
+        emacs.is_file(),
+        "emacs is not at {}: run .ci/editor-install (apt-get install emacs-nox elpa-eglot) or set CCIDE_EMACS",
+        emacs.display()
+    );
+    emacs
+}
+
+#[test]
+#[ignore = "needs emacs and eglot: installed by .ci/run"]
+fn emacs_eglot_selects_and_mentions() {
+    let emacs = emacs();
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("wide.py", WIDE);
+    let sync = sb.root.join("sync");
+    std::fs::create_dir(&sync).unwrap();
+    let readme = include_str!("../README.md");
+    let init = readme
+        .split("### emacs with eglot (tried: emacs 28.2, eglot 1.9)")
+        .nth(1)
+        .and_then(|s| s.split("```elisp\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("README.md has an eglot configuration");
+    let init_el = sb
+        .root
+        .write("init.el", format!("(require 'eglot)\n{init}"));
+    let bin = sb.root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(crate::util::BIN, bin.join("ccide")).unwrap();
+    let mut claude = server.ready_client();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/eglot.el");
+    let mut child = std::process::Command::new(&emacs)
+        .args(["--batch", "-l", script])
+        .env_clear()
+        .env("HOME", sb.home())
+        .env("CLAUDE_CONFIG_DIR", sb.config())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("SYNC", &sync)
+        .env("FILE", &f)
+        .env("INIT", &init_el)
+        .current_dir(sb.ws())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(sb.root.join("emacs.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let failed = || {
+        if let Ok(e) = std::fs::read_to_string(sync.join("error")) {
+            let log = std::fs::read_to_string(sb.root.join("emacs.log")).unwrap_or_default();
+            panic!("emacs failed: {e}\n{log}");
+        }
+    };
+    let done = |name: &str| std::fs::write(sync.join(name), "").unwrap();
+    wait_for("emacs to open the file", Duration::from_secs(20), || {
+        failed();
+        sync.join("opened").exists().then_some(())
+    });
+    status_where(&sb, "wide.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
+    done("tabs-checked");
+    let n = notification_or(&mut claude, "selection_changed", failed);
+    assert_eq!(
+        n["params"],
+        json!({"text": "é世😀x", "filePath": f, "fileUrl": format!("file://{}", f.display()),
+            "selection": {"start": {"line": 1, "character": 9}, "end": {"line": 1, "character": 14}, "isEmpty": false}})
+    );
+    done("selection-1");
+    let n = notification_or(&mut claude, "at_mentioned", failed);
+    assert_eq!(
+        n["params"],
+        json!({"filePath": f, "lineStart": 1, "lineEnd": 2})
+    );
+    done("mention-1");
+    let status = wait_for("emacs to exit", DEADLINE, || child.try_wait().unwrap());
+    failed();
+    assert!(status.success(), "emacs exited with {status}");
+    status_where(&sb, "emacs's tabs gone", |s| s["tabs"] == json!([]));
+}

@@ -98,7 +98,6 @@ impl Control {
     }
 
     /// Makes this connection an editor session (`attach`); the answer lists the pending diffs.
-    #[allow(dead_code)] // `ccide lsp`'s, as it moves to this client.
     pub fn attach(&mut self, editor: &str) -> Result<Value, String> {
         self.request(&Request::Attach {
             pid: Some(std::process::id().into()),
@@ -176,7 +175,6 @@ impl Events {
     }
 
     /// The next event.
-    #[allow(dead_code)] // `ccide lsp`'s, as it moves to this client.
     pub fn next(&mut self) -> Result<Value, String> {
         let line = self.next_line()?;
         serde_json::from_str(&line).map_err(|e| format!("bad event from the server: {e}"))

@@ -65,8 +65,23 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
             persisted(state, r)
         }
         Request::Close { paths, discard } => {
-            let r = close(state, &paths, discard);
+            // A file that another editor session holds too stays open, unsaved content and
+            // all: a document is closed when its last holder closes it.
+            let (elsewhere, paths): (Vec<String>, Vec<String>) = paths.into_iter().partition(|p| {
+                session.is_some_and(|id| {
+                    state
+                        .resolve(p)
+                        .is_ok_and(|p| state.editor.held_by_other(id, &p))
+                })
+            });
+            let mut r = close(state, &paths, discard);
             hold(state, session, &paths, false, &r);
+            hold(state, session, &elsewhere, false, &Ok(Value::Null));
+            if let Ok(v) = &mut r
+                && !elsewhere.is_empty()
+            {
+                v["held_elsewhere"] = json!(resolve_all(state, &elsewhere).unwrap_or_default());
+            }
             persisted(state, r)
         }
         Request::Buffer { path, content } => {
@@ -162,9 +177,14 @@ fn persisted(state: &State, r: Result<Value, String>) -> Value {
     match r {
         Ok(v) => match state.editor.save_error() {
             None => v,
-            Some(e) => failure(&format!(
-                "done, but not saved: {e}; the change is lost when the server restarts"
-            )),
+            // Done all the same: `kind` tells an editor session not to take it for a refusal.
+            Some(e) => {
+                let mut f = failure(&format!(
+                    "done, but not saved: {e}; the change is lost when the server restarts"
+                ));
+                f["kind"] = "not_saved".into();
+                f
+            }
         },
         Err(e) => failure(&e),
     }

@@ -1348,6 +1348,87 @@ fn an_editor_session_holds_what_it_opens_buffers_and_selects_until_it_ends() {
     assert_eq!(tabs(&ts), [(a, true)]);
 }
 
+/// Two editors hold f, and the second typed in it: the first one's close leaves the tab and
+/// the unsaved content, which go when the last holder closes it (issue 19).
+#[test]
+fn a_file_two_sessions_hold_is_closed_when_the_last_one_closes_it() {
+    let ts = state();
+    let f = write(&ts, "f.txt", "f\n");
+    let ok = |v: Value| assert_eq!(v["ok"], true, "{v}");
+    ok(in_session(&ts, 1, json!({"cmd": "open", "paths": [f]})));
+    ok(in_session(&ts, 2, json!({"cmd": "open", "paths": [f]})));
+    ok(in_session(
+        &ts,
+        2,
+        json!({"cmd": "buffer", "path": f, "content": "typed\n"}),
+    ));
+    assert_eq!(
+        in_session(
+            &ts,
+            1,
+            json!({"cmd": "close", "paths": [f], "discard": true})
+        ),
+        json!({"ok": true, "not_open": [], "kept_unsaved": [], "held_elsewhere": [f]})
+    );
+    assert_eq!(tabs(&ts), [(f.clone(), true)]);
+    assert_eq!(
+        ts.state.editor.document(Path::new(&f)).as_deref(),
+        Some("typed\n")
+    );
+    // Closed by the first again: it no longer holds it, and nothing changes.
+    ok(in_session(
+        &ts,
+        1,
+        json!({"cmd": "close", "paths": [f], "discard": true}),
+    ));
+    assert_eq!(tabs(&ts).len(), 1);
+    assert_eq!(
+        in_session(
+            &ts,
+            2,
+            json!({"cmd": "close", "paths": [f], "discard": true})
+        ),
+        json!({"ok": true, "not_open": [], "kept_unsaved": []})
+    );
+    assert_eq!(tabs(&ts), []);
+    assert_eq!(ts.state.editor.document(Path::new(&f)), None);
+}
+
+/// "done, but not saved" (the editor model could not be written) is a failure with a kind, so
+/// an editor session does not take it for a refusal.
+#[test]
+fn a_change_that_could_not_be_saved_says_so_with_a_kind() {
+    let ts = state();
+    let f = write(&ts, "f.txt", "f\n");
+    let saved = ts.root.join("state/editor.json");
+    let _ = std::fs::remove_file(&saved);
+    std::fs::create_dir_all(saved.join("full")).unwrap();
+    let v = in_session(
+        &ts,
+        1,
+        json!({"cmd": "buffer", "path": f, "content": "x\n"}),
+    );
+    assert_eq!(
+        (&v["ok"], &v["kind"]),
+        (&json!(false), &json!("not_saved")),
+        "{v}"
+    );
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("done, but not saved: cannot save the editor state to"),
+        "{v}"
+    );
+    assert_eq!(
+        ts.state.editor.document(Path::new(&f)).as_deref(),
+        Some("x\n")
+    );
+    // A refusal has no kind.
+    let v = in_session(&ts, 1, json!({"cmd": "open", "paths": ["/elsewhere"]}));
+    assert_eq!((&v["ok"], v.get("kind")), (&json!(false), None), "{v}");
+}
+
 #[test]
 fn select_with_the_editors_positions_sends_them_and_its_text_as_given() {
     let ts = state();

@@ -9,6 +9,8 @@
 //! halves of a UTF-16 surrogate pair, or inside a UTF-8 sequence) moves to that character's
 //! start, or to its end when it ends a range (`round_up`).
 
+use std::cell::Cell;
+
 use serde_json::{Value, json};
 
 /// How a position's `character` counts.
@@ -165,7 +167,7 @@ impl Chunk {
 }
 
 fn newlines(s: &str) -> u32 {
-    s.bytes().filter(|b| *b == b'\n').count() as u32
+    s.matches('\n').count() as u32
 }
 
 /// A document's text as a list of chunks of whole lines: finding a line walks the chunks'
@@ -175,6 +177,10 @@ fn newlines(s: &str) -> u32 {
 #[derive(Clone, Debug)]
 pub struct Text {
     chunks: Vec<Chunk>,
+    /// A chunk and the line it starts on, where the last lookup ended. The changes of one
+    /// didChange come in document order, so each lookup starts near the last instead of at the
+    /// first chunk: finding a line costs the distance from the last change, not the document.
+    near: Cell<(usize, u32)>,
 }
 
 impl Default for Text {
@@ -193,6 +199,7 @@ impl Text {
     pub fn new(s: String) -> Text {
         let mut t = Text {
             chunks: vec![Chunk::new(s)],
+            near: Cell::default(),
         };
         t.rebalance(0);
         t
@@ -228,30 +235,55 @@ impl Text {
         h.finish()
     }
 
+    /// The line chunk `i` starts on, counted from the last lookup's chunk.
+    fn first_line(&self, i: usize) -> u32 {
+        let (mut at, mut first) = self.near.get();
+        if at >= self.chunks.len() {
+            (at, first) = (0, 0);
+        }
+        while at > i {
+            at -= 1;
+            first -= self.chunks[at].newlines;
+        }
+        while at < i {
+            first += self.chunks[at].newlines;
+            at += 1;
+        }
+        self.near.set((i, first));
+        first
+    }
+
     /// The chunk holding the start of line `n` and that start's byte offset in it; None past
     /// the last line.
     fn locate(&self, n: u32) -> Option<(usize, usize)> {
-        let mut left = n;
         let last = self.chunks.len() - 1;
-        for (i, c) in self.chunks.iter().enumerate() {
+        let (mut i, _) = self.near.get();
+        i = i.min(last);
+        let mut first = self.first_line(i);
+        // Back to a chunk starting at or before line `n` (the first starts at line 0).
+        while first > n {
+            i -= 1;
+            first -= self.chunks[i].newlines;
+        }
+        // On to the chunk holding its start: every chunk but the last ends with `\n`, so a
+        // line starting right after a chunk's last `\n` starts in the next chunk.
+        loop {
+            let (c, left) = (&self.chunks[i], n - first);
             if left < c.newlines || (i == last && left == c.newlines) {
+                self.near.set((i, first));
                 if left == 0 {
                     return Some((i, 0));
                 }
-                let mut seen = 0;
-                for (at, b) in c.text.bytes().enumerate() {
-                    if b == b'\n' {
-                        seen += 1;
-                        if seen == left {
-                            return Some((i, at + 1));
-                        }
-                    }
-                }
-                unreachable!("a chunk holds the newlines it counts");
+                // (`match_indices` finds each `\n` with memchr, not byte by byte.)
+                let (at, _) = c.text.match_indices('\n').nth(left as usize - 1)?;
+                return Some((i, at + 1));
             }
-            left -= c.newlines;
+            if i == last {
+                return None;
+            }
+            first += c.newlines;
+            i += 1;
         }
-        None
     }
 
     /// Line `n` without its ending; None past the last line.
@@ -291,7 +323,7 @@ impl Text {
     }
 
     fn position_of(&self, i: usize, b: usize, enc: Enc) -> Pos {
-        let before: u32 = self.chunks[..i].iter().map(|c| c.newlines).sum();
+        let before = self.first_line(i);
         let text = &self.chunks[i].text[..b];
         let line_start = text.rfind('\n').map_or(0, |k| k + 1);
         Pos::new(
@@ -325,6 +357,9 @@ impl Text {
     pub fn replace(&mut self, a: Pos, b: Pos, enc: Enc, new: &str) {
         let (ia, oa) = self.place(a, enc, false);
         let (ib, ob) = self.place(b, enc, true).max((ia, oa));
+        // Chunk `ia` keeps the line it starts on whatever the change and the rebalancing do
+        // (an emptied chunk is removed, and the next one starts there); the later ones move.
+        let first = self.first_line(ia);
         if ia == ib {
             let c = &mut self.chunks[ia];
             c.newlines = c.newlines - newlines(&c.text[oa..ob]) + newlines(new);
@@ -338,6 +373,7 @@ impl Text {
             self.chunks[ia] = Chunk::new(s);
         }
         self.rebalance(ia);
+        self.near.set((ia, first));
     }
 
     /// Applies one `contentChanges` item: with a `range`, replaces that range (counted in

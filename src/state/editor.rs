@@ -139,6 +139,15 @@ impl Editor {
         }
     }
 
+    /// Whether an editor session other than `session` holds `path` open.
+    pub fn held_by_other(&self, session: u64, path: &Path) -> bool {
+        self.held
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|h| h.0 != session && h.1 == path)
+    }
+
     /// Forgets session `session` and returns the files it held that no other session holds.
     pub fn release(&self, session: u64) -> Vec<PathBuf> {
         let mut held = self.held.lock().unwrap();

@@ -8,21 +8,40 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
+/// Where a subscriber's lines go; false when it is gone.
+pub type Sink = Box<dyn FnMut(&str) -> bool + Send>;
+
 #[derive(Default)]
 pub struct Events {
-    subscribers: Mutex<Vec<UnixStream>>,
+    subscribers: Mutex<Vec<Sink>>,
+}
+
+/// The first line, saying the stream is live, so a script can wait for it.
+fn hello() -> String {
+    let hello = serde_json::json!({"event": "subscribed", "time": crate::log::utc_now()});
+    format!("{hello}\n")
 }
 
 impl Events {
-    /// Adds a subscriber; its first line says the stream is live, so a script can wait for it.
+    /// Adds a subscriber on the control socket.
     pub fn subscribe(&self, mut stream: UnixStream) {
-        let hello = serde_json::json!({"event": "subscribed", "time": crate::log::utc_now()});
         let mut subscribers = self.subscribers.lock().unwrap();
-        if stream.write_all(format!("{hello}\n").as_bytes()).is_ok()
+        if stream.write_all(hello().as_bytes()).is_ok()
             // A subscriber that stops reading is dropped rather than allowed to stall the server.
             && stream.set_nonblocking(true).is_ok()
         {
-            subscribers.push(stream);
+            subscribers.push(Box::new(move |line| {
+                stream.write_all(line.as_bytes()).is_ok()
+            }));
+        }
+    }
+
+    /// Adds a subscriber in memory (tests of editor sessions without a socket).
+    #[cfg(test)]
+    pub fn subscribe_with(&self, mut sink: Sink) {
+        let mut subscribers = self.subscribers.lock().unwrap();
+        if sink(&hello()) {
+            subscribers.push(sink);
         }
     }
 
@@ -34,6 +53,6 @@ impl Events {
         event["time"] = crate::log::utc_now().into();
         let mut line = event.to_string();
         line.push('\n');
-        subscribers.retain_mut(|s| s.write_all(line.as_bytes()).is_ok());
+        subscribers.retain_mut(|s| s(&line));
     }
 }

@@ -453,6 +453,16 @@ pub mod testing {
     }
 
     pub fn state_with(exec_mode: exec::Mode) -> TestState {
+        make(exec_mode, None)
+    }
+
+    /// A state serving a folder that the caller made (and removes): servers whose folders
+    /// nest or overlap.
+    pub fn state_for(workspace: &Path) -> TestState {
+        make(exec::Mode::Off, Some(vec![workspace.to_path_buf()]))
+    }
+
+    fn make(exec_mode: exec::Mode, workspaces: Option<Vec<PathBuf>>) -> TestState {
         static N: AtomicU64 = AtomicU64::new(0);
         let root = std::env::temp_dir().join(format!(
             "ccide-unit-{}-{}",
@@ -466,7 +476,7 @@ pub mod testing {
         let clients = Arc::new(Clients::default());
         let state = State::open(
             Config {
-                workspaces: vec![root.join("ws")],
+                workspaces: workspaces.unwrap_or_else(|| vec![root.join("ws")]),
                 ide_name: "ccide (test)".into(),
                 state_dir: root.join("state"),
                 config_dir: root.join("config"),

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::text::{self, Enc};
+use crate::lsp::text::{Enc, Pos, Text, byte_of_column, column_of_byte, range_from_json};
 
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct Quirks {
@@ -45,18 +45,29 @@ impl Quirks {
     }
 
     /// The range the client means, as LSP counts (end exclusive), in the same encoding.
-    pub fn range(self, doc: &str, range: &Value, enc: Enc) -> Value {
+    pub fn range(self, doc: &Text, range: &Value, enc: Enc) -> Value {
         if !self.inclusive_end {
             return range.clone();
         }
-        let (a, b) = text::span(doc, range, enc);
+        let (a, b) = range_from_json(range);
+        let (a, b) = (
+            doc.convert(a, enc, enc, false),
+            doc.convert(b, enc, enc, true),
+        );
         // Empty: kakoune's cursor, which stays a cursor.
-        let Some(last) = doc[b..].chars().next().filter(|_| a < b) else {
+        if b <= a {
             return range.clone();
+        }
+        let line = doc.line(b.line).unwrap_or("");
+        let at = byte_of_column(line, b.character, enc, false);
+        let end = match line[at..].chars().next() {
+            Some(c) => Pos::new(b.line, column_of_byte(line, at + c.len_utf8(), enc)),
+            // On the line's end: its newline is taken in, unless the document ends there.
+            None if b.line + 1 < doc.line_count() => Pos::new(b.line + 1, 0),
+            None => return range.clone(),
         };
-        let (line, character) = text::position(doc, b + last.len_utf8(), enc);
         let mut r = range.clone();
-        r["end"] = json!({"line": line, "character": character});
+        r["end"] = end.to_json();
         r
     }
 }
@@ -71,9 +82,13 @@ mod tests {
         json!({"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2}})
     }
 
-    fn text_of(q: Quirks, r: &Value, enc: Enc) -> &'static str {
-        let (a, b) = text::span(DOC, &q.range(DOC, r, enc), enc);
-        &DOC[a..b]
+    fn doc() -> Text {
+        Text::new(DOC.to_string())
+    }
+
+    fn text_of(q: Quirks, r: &Value, enc: Enc) -> String {
+        let (a, b) = range_from_json(&q.range(&doc(), r, enc));
+        doc().slice(a, b, enc)
     }
 
     /// What kakoune-lsp 22.0.0 sent in `initialize` (its capabilities cut to what matters).
@@ -145,15 +160,15 @@ mod tests {
         assert_eq!(text_of(q, &range(1, 11, 1, 12), Enc::Utf8), "hé");
         // A whole line (`x`) ends on its newline, which is taken in: the range ends on the
         // next line's start.
-        let line = q.range(DOC, &range(1, 0, 1, 27), Enc::Utf16);
+        let line = q.range(&doc(), &range(1, 0, 1, 27), Enc::Utf16);
         assert_eq!(line["end"], json!({"line": 2, "character": 0}));
         // The cursor stays a cursor; the end of the document stays where it is.
         assert_eq!(
-            q.range(DOC, &range(1, 6, 1, 6), Enc::Utf16),
+            q.range(&doc(), &range(1, 6, 1, 6), Enc::Utf16),
             range(1, 6, 1, 6)
         );
         let end = range(0, 0, 2, 0);
-        assert_eq!(q.range(DOC, &end, Enc::Utf16), end);
+        assert_eq!(q.range(&doc(), &end, Enc::Utf16), end);
     }
 
     #[test]
@@ -164,7 +179,7 @@ mod tests {
         // `wörld 🦀` as ALE sends it: from byte 18 (vim's column 19) to 26, vim's column of
         // the crab's first byte (its inclusive end, taken as LSP's exclusive one).
         let r = range(1, 18, 1, 26);
-        assert_eq!(q.range(DOC, &r, q.columns(Enc::Utf16)), r);
+        assert_eq!(q.range(&doc(), &r, q.columns(Enc::Utf16)), r);
         assert_eq!(text_of(q, &r, Enc::Utf8), "wörld 🦀");
         assert_eq!(text_of(q, &r, Enc::Utf16), "örld 🦀\"");
     }
