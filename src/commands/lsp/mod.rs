@@ -8,9 +8,9 @@
 //!
 //! The parts: `dialogue` (the loop: `initialize`, dispatch, what is due), `docs` (the document
 //! mirror), `proposals` (pending diffs as code actions), `link` (which server a file belongs
-//! to, the session, the stand-in) and `quirks` (clients known to break LSP's rules). The loop runs over an `lsp::connection::Connection`
-//! and reaches servers through `link::Servers`: stdio and sockets here, memory and the control
-//! handler on a test state in `tests.rs`.
+//! to, the session, the stand-in) and `quirks` (clients known to break LSP's rules). The loop
+//! runs over an `lsp::connection::Connection` and reaches servers through `link::Servers`:
+//! stdio and sockets here, memory and the control handler on a test state in `tests.rs`.
 
 mod dialogue;
 mod docs;
