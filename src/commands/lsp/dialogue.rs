@@ -38,8 +38,7 @@ const LOOK: Duration = Duration::from_secs(1);
 /// parsed at run time costs less in the binary than the same `json!`.)
 const INITIALIZED: &str = concat!(
     r#"{"capabilities": {"textDocumentSync": {"openClose": true, "change": 2, "save": {"includeText": false}},
-    "codeActionProvider": true, "executeCommandProvider": {"commands": ["ccide.select", "ccide.mention",
-    "ccide.show", "ccide.accept", "ccide.acceptEdited", "ccide.reject"]},
+    "codeActionProvider": true, "executeCommandProvider": {"commands": []},
     "workspace": {"workspaceFolders": {"supported": true, "changeNotifications": true}}},
     "serverInfo": {"name": "ccide", "version": ""#,
     env!("CARGO_PKG_VERSION"),
@@ -501,7 +500,9 @@ impl Lsp {
         }
         self.phase = Phase::Running;
         let mut v: Value = serde_json::from_str(INITIALIZED).unwrap_or_default();
-        v["capabilities"]["positionEncoding"] = e.enc.name().into();
+        let caps = &mut v["capabilities"];
+        caps["positionEncoding"] = e.enc.name().into();
+        caps["executeCommandProvider"]["commands"] = COMMANDS.iter().map(|c| c.0).collect();
         v
     }
 
@@ -1210,20 +1211,5 @@ fn close(path: &Path) -> Request {
     Request::Close {
         paths: vec![text_of(path)],
         discard: true,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn initialize_lists_every_command() {
-        let v: Value = serde_json::from_str(INITIALIZED).unwrap();
-        let names: Vec<Value> = COMMANDS.iter().map(|c| c.0.into()).collect();
-        assert_eq!(
-            v["capabilities"]["executeCommandProvider"]["commands"],
-            Value::from(names)
-        );
     }
 }

@@ -552,6 +552,17 @@ fn initialize_negotiates_the_encoding_and_answers_unknown_methods() {
         let mut ed2 = Ed::start(&World::default(), options());
         let v = ed2.result("initialize", json!({"capabilities": caps}));
         assert_eq!(v["capabilities"]["positionEncoding"], chosen, "{offered}");
+        assert_eq!(
+            v["capabilities"]["executeCommandProvider"]["commands"],
+            json!([
+                "ccide.select",
+                "ccide.mention",
+                "ccide.show",
+                "ccide.accept",
+                "ccide.acceptEdited",
+                "ccide.reject"
+            ])
+        );
         assert_eq!(v["serverInfo"]["name"], "ccide");
         assert_eq!(ed.quit(), 0);
     }
