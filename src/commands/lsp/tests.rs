@@ -1267,3 +1267,40 @@ fn an_editor_started_on_a_proposal_reaches_the_server_that_made_it() {
     // The proposal is no tab of the workspace.
     assert_eq!(tabs(&world.state(k)), []);
 }
+
+/// A stand-in serving a home stops once a project inside it is served: the project's files go
+/// to its server, the others are left alone (two servers would leave Claude Code in the project
+/// with no IDE).
+#[test]
+fn a_stand_in_for_a_home_stops_when_a_project_inside_it_is_served() {
+    let home = Home::new("nested");
+    let f = home.write("proj/f.py", "x\n");
+    let notes = home.write("notes.py", "n\n");
+    let world = World::default();
+    let h = world.stand_in(state_for(&home.0));
+    let p = world.add(state_for(&home.0.join("proj")), false);
+    let mut ed = Ed::start(&world, options());
+    ed.initialize(&home.0, json!({}));
+    ed.open(&f, "x edited\n");
+    ed.open(&notes, "n\n");
+    ed.sync();
+    assert!(world.is_running(h));
+    assert_eq!(
+        tabs(&world.state(h)),
+        [(f.clone(), false), (notes.clone(), true)]
+    );
+    world.start(p);
+    wait_for(
+        "the project's file handed over, the stand-in stopped",
+        || {
+            let st = world.state(p);
+            (!world.is_running(h)
+                && tabs(&st) == [(f.clone(), true)]
+                && st.editor.document(&f).as_deref() == Some("x edited\n"))
+            .then_some(())
+        },
+    );
+    // The file outside the project has no server now.
+    let r = ed.run_action(&notes, range(0, 0, 0, 1), "Claude: send selection");
+    assert_eq!(r["error"]["message"], "no ccide server serves this file");
+}
