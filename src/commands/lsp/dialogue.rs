@@ -574,11 +574,7 @@ impl Lsp {
                 "{none}; ccide lsp does not serve {} itself while the server on port {} serves {}: Claude Code connects to no IDE when two servers hold its folder",
                 root.display(),
                 s.port,
-                s.workspaces
-                    .iter()
-                    .map(|w| w.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                s.folders()
             );
             self.log_once(m);
             return None;
@@ -767,12 +763,7 @@ impl Lsp {
             crate::log::info!(
                 "the ccide server on port {} serves {}: handing this editor's documents over to it and no longer serving {}",
                 other.port,
-                other
-                    .workspaces
-                    .iter()
-                    .map(|w| w.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                other.folders(),
                 root.display()
             );
             let foreign: Vec<Found> = servers.iter().filter(|s| !s.own).cloned().collect();

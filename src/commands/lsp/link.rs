@@ -26,6 +26,18 @@ pub struct Found {
     pub own: bool,
 }
 
+impl Found {
+    /// Its workspace folders, for a message.
+    pub fn folders(&self) -> String {
+        let names: Vec<String> = self
+            .workspaces
+            .iter()
+            .map(|w| w.display().to_string())
+            .collect();
+        names.join(", ")
+    }
+}
+
 /// Where a server's events go: `Some(event)`, then `None` once the stream ended (the server
 /// stopped or restarts).
 pub type Deliver = Arc<dyn Fn(Option<Value>) + Send + Sync>;
