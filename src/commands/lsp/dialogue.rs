@@ -552,6 +552,10 @@ impl Lsp {
         }) {
             return Some(i);
         }
+        if !stand_in {
+            // The editor's folders are looked up at `initialized`: none served is no news yet.
+            return None;
+        }
         let root = self
             .editor
             .roots
@@ -559,10 +563,6 @@ impl Lsp {
             .filter(|r| dir.starts_with(r))
             .max_by_key(|r| r.components().count())
             .cloned();
-        if !stand_in {
-            // The editor's folders are looked up at `initialized`: none served is no news yet.
-            return None;
-        }
         let Some(root) = root.filter(|_| self.port.is_none()) else {
             // Files outside the workspace (a library's source after go-to-definition) are
             // common: said in the log, not in the user's face.
