@@ -44,7 +44,12 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "control",
-        &["protocol", "editors|handler|client", "server", "mod"],
+        &[
+            "protocol",
+            "editors|handler|client|lsp_front",
+            "server",
+            "mod",
+        ],
     ),
     ("commands", &["serve|unit", "client", "lsp", "mod"]),
     (

@@ -168,6 +168,7 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
             None => "attach starts an editor session on a connection of its own".into(),
         }),
         Request::Events => failure("events needs a connection of its own"),
+        Request::Lsp(_) => failure("lsp needs a connection of its own"),
     }
 }
 

@@ -11,6 +11,7 @@
 pub mod client;
 pub mod editors;
 pub mod handler;
+pub mod lsp_front;
 pub mod protocol;
 pub mod server;
 

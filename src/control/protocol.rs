@@ -87,6 +87,26 @@ pub enum Request {
     },
     /// Makes the connection the event stream (§9.3); it has no answer.
     Events,
+    /// Makes the connection an LSP stream for one LSP client (`ccide lsp-bridge`): after the
+    /// answer, both directions carry Content-Length framed LSP messages.
+    Lsp(LspClient),
+}
+
+/// What an LSP client says of itself when it turns a connection into an LSP stream (`lsp`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LspClient {
+    /// Its root folder (the CLI's project directory), absolute; in a workspace folder.
+    pub root: String,
+    /// Its name and version as it gave them (`clientInfo` of its `initialize`), for the log.
+    pub client: Option<String>,
+    /// The process on the other end (the bridge).
+    pub pid: Option<u64>,
+    /// The file extensions it will ask about (`.ts`): the server that covers them answers
+    /// its `initialize`. Empty: not said.
+    pub extensions: Vec<String>,
+    /// false: it wants no `textDocument/publishDiagnostics` (the CLI's own diagnostics stay
+    /// off; `getDiagnostics` is the one source).
+    pub diagnostics: bool,
 }
 
 /// What a `select` selects.
@@ -136,6 +156,7 @@ impl Request {
             Request::Workspace { .. } => "workspace",
             Request::Attach { .. } => "attach",
             Request::Events => "events",
+            Request::Lsp(_) => "lsp",
         }
     }
 
@@ -243,6 +264,13 @@ impl Request {
                 editor: f.string("editor"),
             },
             "events" => Request::Events,
+            "lsp" => Request::Lsp(LspClient {
+                root: f.need_string("root"),
+                client: f.string("client"),
+                pid: f.count("pid").map(|p| p as u64),
+                extensions: f.optional_strings("extensions").unwrap_or_default(),
+                diagnostics: f.flag_or("diagnostics", true),
+            }),
             other => {
                 return Err(format!(
                     "unknown control command '{other}' (is ccide up to date?)"
@@ -352,6 +380,17 @@ impl Request {
                 put("pid", pid.map_or(Value::Null, Value::from));
                 put("editor", opt(editor));
             }
+            Request::Lsp(c) => {
+                put("root", c.root.as_str().into());
+                put("client", opt(&c.client));
+                put("pid", c.pid.map_or(Value::Null, Value::from));
+                if !c.extensions.is_empty() {
+                    put("extensions", list(&c.extensions));
+                }
+                if !c.diagnostics {
+                    put("diagnostics", false.into());
+                }
+            }
         }
         Value::Object(m)
     }
@@ -454,12 +493,16 @@ impl Fields {
     }
 
     fn flag(&mut self, key: &str) -> bool {
+        self.flag_or(key, false)
+    }
+
+    fn flag_or(&mut self, key: &str, absent: bool) -> bool {
         match self.take(key) {
-            None => false,
+            None => absent,
             Some(Value::Bool(b)) => b,
             Some(_) => {
                 self.refuse(bad(key, "true or false"));
-                false
+                absent
             }
         }
     }
@@ -474,10 +517,17 @@ impl Fields {
     }
 
     fn strings(&mut self, key: &str) -> Vec<String> {
+        let list = self.optional_strings(key);
+        if list.is_none() {
+            self.refuse(format!("missing {key}"));
+        }
+        list.unwrap_or_default()
+    }
+
+    fn optional_strings(&mut self, key: &str) -> Option<Vec<String>> {
         let mut out = Vec::new();
-        match self.take(key) {
-            None => self.refuse(format!("missing {key}")),
-            Some(Value::Array(a)) => {
+        match self.take(key)? {
+            Value::Array(a) => {
                 for v in a {
                     match v {
                         Value::String(s) => out.push(s),
@@ -485,9 +535,9 @@ impl Fields {
                     }
                 }
             }
-            Some(_) => self.refuse(bad(key, "a list of strings")),
+            _ => self.refuse(bad(key, "a list of strings")),
         }
-        out
+        Some(out)
     }
 
     /// `[line, character]`.

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::editors;
 use super::handler::handle;
-use super::protocol::{MAX_LINE, Request, failure, leading_id, short_path};
+use super::protocol::{LspClient, MAX_LINE, Request, failure, leading_id, short_path};
 use crate::state::State;
 
 /// Binds the control socket, refusing to start if another live server already owns it.
@@ -47,8 +47,8 @@ pub fn run(state: Arc<State>, listener: UnixListener) {
 }
 
 /// Answers a connection's requests in order until it ends; then ends the editor session it
-/// attached, if any.
-fn serve_one(state: &State, stream: UnixStream) {
+/// attached, if any. `events` and `lsp` take the connection over.
+fn serve_one(state: &Arc<State>, stream: UnixStream) {
     let Ok(read_half) = stream.try_clone() else {
         return;
     };
@@ -75,11 +75,19 @@ fn serve_one(state: &State, stream: UnixStream) {
             Ok(Read::End) | Err(_) => break,
         };
         line = Vec::new();
+        let mut lsp = None;
         let mut answer = match request {
             Ok(Request::Events) if session.is_none() => {
                 state.events.subscribe(writer);
                 return;
             }
+            Ok(Request::Lsp(client)) if session.is_none() => match lsp_root(state, &client) {
+                Ok(()) => {
+                    lsp = Some(client);
+                    serde_json::json!({"ok": true})
+                }
+                Err(e) => failure(&e),
+            },
             Ok(Request::Attach { pid, editor }) if session.is_none() => {
                 let (id, answer) = editors::attach(state, pid, editor.as_deref());
                 session = Some(id);
@@ -96,10 +104,41 @@ fn serve_one(state: &State, stream: UnixStream) {
         if writer.write_all(text.as_bytes()).is_err() {
             break;
         }
+        if let Some(client) = lsp {
+            // From here on the connection carries LSP, both ways (ccide-protocol(7) §9.2).
+            super::lsp_front::serve(state, reader, writer, client);
+            return;
+        }
     }
     if let Some(id) = session {
         editors::detach(state, id);
     }
+}
+
+/// An LSP client's root must be an absolute path in a workspace folder: a CLI started in a
+/// subfolder of a workspace is served by that workspace's servers.
+fn lsp_root(state: &State, client: &LspClient) -> Result<(), String> {
+    let root = Path::new(&client.root);
+    if !root.is_absolute() {
+        return Err(format!(
+            "lsp: root '{}' is not an absolute path",
+            client.root
+        ));
+    }
+    if state.workspaces.holder(root).is_none() {
+        return Err(format!(
+            "lsp: {} is not in this server's workspace folders ({})",
+            client.root,
+            state
+                .workspaces
+                .list()
+                .iter()
+                .map(|w| w.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(())
 }
 
 enum Read {

@@ -1136,7 +1136,49 @@ fn every_request() -> Vec<Request> {
             editor: s("Neovim 0.11"),
         },
         Request::Events,
+        Request::Lsp(super::protocol::LspClient {
+            root: "/w/sub".into(),
+            client: s("Claude Code 2.1.330"),
+            pid: Some(4242),
+            extensions: vec![".ts".into(), ".tsx".into()],
+            diagnostics: false,
+        }),
     ]
+}
+
+/// The handshake as `ccide lsp-bridge` sends it (ccide-protocol(7) §9.2): fields it leaves out
+/// read as no extensions named and diagnostics wanted.
+#[test]
+fn the_lsp_handshake_reads_as_the_bridge_writes_it() {
+    use super::protocol::LspClient;
+    let line = r#"{"id":3,"cmd":"lsp","root":"/w","client":"Claude Code 2.1.330","pid":77,"extensions":[".py",".pyi"],"diagnostics":false}"#;
+    let v: Value = serde_json::from_str(line).unwrap();
+    let full = LspClient {
+        root: "/w".into(),
+        client: Some("Claude Code 2.1.330".into()),
+        pid: Some(77),
+        extensions: vec![".py".into(), ".pyi".into()],
+        diagnostics: false,
+    };
+    assert_eq!(Request::parse(v.clone()), Ok(Request::Lsp(full.clone())));
+    let written = Request::Lsp(full).line(3);
+    assert!(written.starts_with("{\"id\":3,"), "{written}");
+    assert_eq!(serde_json::from_str::<Value>(&written).unwrap(), v);
+    let bare = LspClient {
+        root: "/w".into(),
+        client: None,
+        pid: None,
+        extensions: Vec::new(),
+        diagnostics: true,
+    };
+    assert_eq!(
+        Request::parse(json!({"cmd": "lsp", "root": "/w", "diagnostics": null})),
+        Ok(Request::Lsp(bare.clone()))
+    );
+    assert_eq!(
+        Request::Lsp(bare).to_json(),
+        json!({"cmd": "lsp", "root": "/w"})
+    );
 }
 
 #[test]
@@ -1265,6 +1307,19 @@ fn a_field_of_the_wrong_type_is_refused_by_name() {
         (
             json!({"cmd": "attach", "editor": ["vim"]}),
             "bad editor: expected a string",
+        ),
+        (json!({"cmd": "lsp", "client": "x"}), "missing root"),
+        (
+            json!({"cmd": "lsp", "root": "/w", "extensions": ".ts"}),
+            "bad extensions: expected a list of strings",
+        ),
+        (
+            json!({"cmd": "lsp", "root": "/w", "diagnostics": "no"}),
+            "bad diagnostics: expected true or false",
+        ),
+        (
+            json!({"cmd": "lsp", "root": "/w", "pid": "12"}),
+            "bad pid: expected a whole number",
         ),
     ] {
         assert_eq!(Request::parse(req.clone()), Err(error.to_string()), "{req}");
