@@ -51,7 +51,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "mod",
         ],
     ),
-    ("commands", &["serve|unit", "client", "lsp", "mod"]),
+    (
+        "commands",
+        &["serve|unit|bridge|plugin", "client", "lsp", "mod"],
+    ),
     (
         "commands::lsp",
         &["quirks|docs|proposals|link", "dialogue", "mod"],

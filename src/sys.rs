@@ -98,6 +98,22 @@ pub fn die_with_parent(cmd: &mut std::process::Command) {
     }
 }
 
+/// Makes a child the leader of a new session (setsid), without a controlling terminal: a
+/// server started on behalf of a Claude Code session outlives it, and neither the terminal's
+/// hangup nor its signals may reach that server.
+pub fn new_session(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure only calls setsid, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Takes an exclusive lock on an open file without waiting; false when another process
 /// holds it. The lock lasts as long as the file stays open (and goes with the process).
 pub fn try_lock_exclusive(f: &std::fs::File) -> io::Result<bool> {

@@ -20,6 +20,7 @@ mod hardening;
 mod hardening2;
 mod lsp_editor;
 mod lsp_servers;
+mod plugin;
 mod protocol_man;
 mod serve;
 mod sessions;

@@ -803,3 +803,143 @@ pub fn selection(path: &Path, start: (u64, u64), end: (u64, u64), text: &str) ->
         },
     })
 }
+
+// ---------------------------------------------------------------------------------------------
+// LSP over a process's standard streams.
+
+/// One Content-Length framed message, as LSP writes it.
+pub fn lsp_frame(v: &Value) -> Vec<u8> {
+    let body = v.to_string();
+    format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+}
+
+/// Reads one framed message, checking the header is exactly what the base protocol says;
+/// None at the end of the stream.
+pub fn read_lsp_frame(r: &mut impl std::io::BufRead) -> Option<Value> {
+    let mut head = String::new();
+    r.read_line(&mut head).ok().filter(|n| *n > 0)?;
+    let n: usize = head
+        .strip_prefix("Content-Length: ")
+        .and_then(|h| h.strip_suffix("\r\n"))
+        .unwrap_or_else(|| panic!("bad header line {head:?}"))
+        .parse()
+        .unwrap();
+    let mut blank = String::new();
+    r.read_line(&mut blank).unwrap();
+    assert_eq!(blank, "\r\n");
+    let mut body = vec![0; n];
+    r.read_exact(&mut body).unwrap();
+    Some(serde_json::from_slice(&body).expect("a JSON message body"))
+}
+
+/// A process that speaks LSP on its standard streams (`ccide lsp-bridge`), driven as a client
+/// drives it; killed on drop. What it writes is read on a thread as it comes.
+pub struct LspProcess {
+    pub child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    rx: std::sync::mpsc::Receiver<Value>,
+    pub backlog: VecDeque<Value>,
+    next_id: u64,
+    pub stderr_path: PathBuf,
+}
+
+impl LspProcess {
+    /// Starts `cmd` with its stderr in `stderr_path`.
+    pub fn spawn(cmd: &mut Command, stderr_path: PathBuf) -> LspProcess {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr_path).unwrap())
+            .spawn()
+            .expect("spawn the LSP process");
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            while let Some(v) = read_lsp_frame(&mut out) {
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        LspProcess {
+            stdin: child.stdin.take(),
+            child,
+            rx,
+            backlog: VecDeque::new(),
+            next_id: 0,
+            stderr_path,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    pub fn send(&mut self, v: &Value) {
+        let s = self.stdin.as_mut().expect("stdin still open");
+        s.write_all(&lsp_frame(v)).unwrap();
+        s.flush().unwrap();
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Sends a request with the next id (from 0, as the CLI counts) and returns the id.
+    pub fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// The next message satisfying `pred`; the others are kept for later.
+    pub fn recv_where(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.backlog.iter().position(&pred) {
+            return self.backlog.remove(i).unwrap();
+        }
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(v) if pred(&v) => return v,
+                Ok(v) => self.backlog.push_back(v),
+                Err(_) => panic!(
+                    "no message matching {what} within {DEADLINE:?}; backlog {:?}; stderr:\n{}",
+                    self.backlog,
+                    self.stderr()
+                ),
+            }
+        }
+    }
+
+    /// The whole response to a request.
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        self.recv_where(&format!("the response to {method}"), |v| {
+            v["id"] == id && v.get("method").is_none()
+        })
+    }
+
+    /// Closes its standard input, as a client that ends does.
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    /// Waits for it to exit; its exit code.
+    pub fn wait_exit(&mut self, what: &str) -> Option<i32> {
+        let child = &mut self.child;
+        wait_for(what, DEADLINE, || child.try_wait().unwrap()).code()
+    }
+}
+
+impl Drop for LspProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

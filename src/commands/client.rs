@@ -641,23 +641,30 @@ pub fn claude(args: &Args) -> Outcome {
         .filter(|d| !d.is_empty());
     let config = crate::lockfile::config_dir(config_flag.as_deref())?;
     let cwd = control::current_dir()?;
-    let (port, running) = match control::find_server(&config, None, &cwd) {
-        Ok(lock) => (lock.port, None),
+    let (port, paths, running) = match control::find_server(&config, None, &cwd) {
+        Ok(lock) => (lock.port, lock.control.zip(lock.state), None),
         Err(FindError::Several(m)) => return Err(Fail::Usage(m)),
         Err(FindError::None(_)) => {
             // The server shares the terminal with Claude Code's interface: log errors only.
             let level = std::env::var("CCIDE_LOG_LEVEL").unwrap_or_else(|_| "error".into());
             let serve_args = Args::parse(&super::serve::COMMAND, &["--log-level".into(), level])?;
             let r = super::serve::start(&serve_args)?;
-            (r.sessions.state.port, Some(r))
+            let s = &r.sessions.state;
+            (
+                s.port,
+                Some((s.control_path.clone(), s.state_dir.clone())),
+                Some(r),
+            )
         }
     };
-    let program = std::env::var("CCIDE_CLAUDE")
-        .ok()
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| "claude".into());
+    let program = super::plugin::claude_program();
+    // The plugin's language servers are this server's (ccide-protocol(7) §13); its flag goes
+    // first, so that it is the CLI's own and never an argument of a subcommand.
+    let plugin =
+        paths.and_then(|(control, state)| super::plugin::for_claude(&program, &control, &state));
     let mut cmd = std::process::Command::new(&program);
-    cmd.args(&args.operands)
+    cmd.args(plugin)
+        .args(&args.operands)
         .env("CLAUDE_CODE_SSE_PORT", port.to_string())
         .env("ENABLE_IDE_INTEGRATION", "true");
     // With a proxy set and no loopback exemption, the CLI tunnels the loopback WebSocket into

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::protocol::{Request, short_path};
+use super::protocol::{LspClient, Request, short_path};
 use crate::lockfile::LockEntry;
 
 /// How long a command waits for an answer unless told otherwise.
@@ -103,6 +103,16 @@ impl Control {
             pid: Some(std::process::id().into()),
             editor: Some(editor.to_string()),
         })
+    }
+
+    /// Turns this connection into an LSP stream (`lsp`, ccide-protocol(7) §9.2): returns the
+    /// socket, which carries framed LSP both ways from now on, and the bytes the server sent
+    /// after its answer that were already read (the first LSP bytes, to pass on first).
+    pub fn into_lsp(mut self, client: LspClient) -> Result<(UnixStream, Vec<u8>), String> {
+        self.request(&Request::Lsp(client))?;
+        let early = self.reader.buffer().to_vec();
+        self.set_timeout(None)?;
+        Ok((self.writer, early))
     }
 
     /// Turns this connection into the event stream (§9.3), once the server says it is live:

@@ -1,0 +1,529 @@
+//! ccide's plugin for Claude Code: a plugin directory whose `lspServers` map the extensions of
+//! ccide's language servers to `ccide lsp-bridge`, so that the model's `LSP` tool asks the warm
+//! servers of `ccide serve` instead of starting its own, cold, in every session
+//! (ccide-protocol(7) §13). `ccide claude` passes it with `--plugin-dir`; `ccide plugin
+//! install` installs it for plain `claude` through a local marketplace.
+//!
+//! The manifest depends on the CLI's version: plugins with language servers came with 2.0.74,
+//! and a manifest is validated strictly, so the `diagnostics` key is written only for CLIs
+//! known to take it (2.1.112 refuses the whole `lspServers` for it: "Invalid input").
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::cli::{Args, Command, EXIT_OK, Fail, Outcome};
+use crate::control::Control;
+use crate::control::protocol::Request;
+
+pub const COMMAND: Command = Command {
+    name: "plugin",
+    usage: "ccide plugin [install | uninstall]",
+    about: "Install ccide's plugin for plain claude: its LSP tool then asks ccide's warm language servers.",
+    details: "install writes a local marketplace holding the plugin under $XDG_DATA_HOME/ccide\n(~/.local/share/ccide) and runs `claude plugin marketplace add` and `claude plugin\ninstall ccide@ccide`, which work offline; run it again after an update of ccide or Claude\nCode. The plugin maps the extensions of ccide's built-in language servers (TypeScript and\nJavaScript, Python, Go, C and C++, Rust) to `ccide lsp-bridge`. uninstall undoes it.\nClaude Code 2.0.74 or later; `claude` is $CCIDE_CLAUDE if set. ccide claude needs no\ninstall: it passes the plugin for the servers of the workspace's serve itself.",
+    flags: &[],
+    run,
+    passthrough: false,
+};
+
+/// A Claude Code version, major.minor.patch.
+pub type Version = [u32; 3];
+
+/// The first CLI with the `LSP` tool, language servers in plugins and `--plugin-dir`
+/// (2.0.73 already validates `lspServers` but has no tool to use them).
+pub const PLUGIN_SINCE: Version = [2, 0, 74];
+/// The first CLI known to take `"diagnostics": false` in a plugin's language server: 2.1.112
+/// refuses it (its schema is strict and has no such key), 2.1.330 has it.
+pub const DIAGNOSTICS_KEY_SINCE: Version = [2, 1, 330];
+
+/// The file patterns of ccide's built-in language servers, one server per line (the
+/// `--lsp` built-ins of `ccide serve`), for a plugin that is not tied to one workspace.
+const BUILTIN_SERVERS: &[&str] = &[
+    "*.ts *.tsx *.mts *.cts *.js *.jsx *.mjs *.cjs",
+    "*.py *.pyi",
+    "*.go",
+    "*.c *.h *.cc *.cpp *.cxx *.hpp *.hh *.hxx",
+    "*.rs",
+];
+
+const NAME: &str = "ccide";
+
+/// `X.Y.Z` at the start of `text` ("2.1.330 (Claude Code)"); what follows a `-` or `+` in
+/// the last number is ignored.
+pub fn parse_version(text: &str) -> Option<Version> {
+    let word = text.split_whitespace().next()?;
+    let mut parts = word.splitn(3, '.');
+    let mut v = [0; 3];
+    for n in &mut v {
+        let part = parts.next()?;
+        let digits = part.split(['-', '+']).next()?;
+        *n = digits.parse().ok()?;
+    }
+    Some(v)
+}
+
+fn show(v: Version) -> String {
+    format!("{}.{}.{}", v[0], v[1], v[2])
+}
+
+/// One language server entry of the plugin: its name and the extensions it maps.
+#[derive(Debug, PartialEq)]
+pub struct Entry {
+    pub name: String,
+    pub extensions: Vec<String>,
+}
+
+/// The extension a file pattern names (`*.ts`, `src/**/*.d.ts`: `.ts`), as the CLI maps
+/// files: by the text after the last dot of the name. None for a pattern without one.
+fn extension_of(pattern: &str) -> Option<String> {
+    let name = pattern.rsplit('/').next()?;
+    let (_, ext) = name.rsplit_once('.')?;
+    let plain = !ext.is_empty() && !ext.contains(['*', '?', '[']);
+    plain.then(|| format!(".{}", ext.to_ascii_lowercase()))
+}
+
+/// The LSP language id of an extension, as ccide's documents name languages.
+fn language_of(ext: &str) -> String {
+    match crate::files::language_id(Path::new(&format!("x{ext}"))) {
+        "plaintext" => ext.trim_start_matches('.').to_string(),
+        id => id.to_string(),
+    }
+}
+
+/// One entry per server (its file patterns), named after the language of its first
+/// extension; an extension goes to the first server that names it, as serve chooses.
+pub fn entries(servers: Vec<Vec<&str>>) -> Vec<Entry> {
+    let mut out: Vec<Entry> = Vec::new();
+    for patterns in servers {
+        let mut extensions: Vec<String> = Vec::new();
+        for ext in patterns.iter().filter_map(|p| extension_of(p)) {
+            let taken = out.iter().any(|e| e.extensions.contains(&ext));
+            if !taken && !extensions.contains(&ext) {
+                extensions.push(ext);
+            }
+        }
+        let Some(first) = extensions.first() else {
+            continue;
+        };
+        let mut name = language_of(first);
+        if out.iter().any(|e| e.name == name) {
+            name = format!("{name}-{}", out.len() + 1);
+        }
+        out.push(Entry { name, extensions });
+    }
+    out
+}
+
+/// The entries for ccide's built-in language servers.
+pub fn builtin_entries() -> Vec<Entry> {
+    entries(
+        BUILTIN_SERVERS
+            .iter()
+            .map(|s| s.split(' ').collect())
+            .collect(),
+    )
+}
+
+/// The entries for the language servers a running serve has (its `status`).
+fn served_entries(status: &Value) -> Vec<Entry> {
+    let servers = status["status"]["language_servers"].as_array();
+    entries(
+        servers
+            .into_iter()
+            .flatten()
+            .map(|s| {
+                s["patterns"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect()
+            })
+            .collect(),
+    )
+}
+
+/// `.claude-plugin/plugin.json` for a CLI of version `cli`: each entry runs `ccide
+/// lsp-bridge` (`ccide` being the absolute path of this executable). Written as text: the
+/// keys in the order people read them, and smaller in the binary than building a Map.
+pub fn manifest(ccide: &str, entries: &[Entry], cli: Version) -> String {
+    let q = |s: &str| Value::from(s).to_string();
+    // No publishDiagnostics handler in the CLI: getDiagnostics, which it awaits, is the one
+    // source of diagnostics.
+    let diagnostics = if cli >= DIAGNOSTICS_KEY_SINCE {
+        ",\n      \"diagnostics\": false"
+    } else {
+        ""
+    };
+    let mut servers = Vec::new();
+    for e in entries {
+        let languages: Vec<String> = e
+            .extensions
+            .iter()
+            .map(|x| format!("{}: {}", q(x), q(&language_of(x))))
+            .collect();
+        servers.push(format!(
+            "    {}: {{\n      \"command\": {},\n      \"args\": [\"lsp-bridge\", \"--extensions\", {}, \"--no-diagnostics\"],\n      \"extensionToLanguage\": {{{}}}{diagnostics}\n    }}",
+            q(&e.name),
+            q(ccide),
+            q(&e.extensions.join(",")),
+            languages.join(", ")
+        ));
+    }
+    format!(
+        "{{\n  \"name\": \"{NAME}\",\n  \"version\": \"{}\",\n  \"description\": \"The LSP tool asks the language servers ccide serve keeps warm for the workspace, shared by every session and editor.\",\n  \"lspServers\": {{\n{}\n  }}\n}}\n",
+        env!("CARGO_PKG_VERSION"),
+        servers.join(",\n")
+    )
+}
+
+/// Writes `DIR/.claude-plugin/NAME` (a plugin's or a marketplace's manifest), unless it
+/// holds `text` already.
+fn write_manifest(dir: &Path, name: &str, text: &str) -> Result<(), String> {
+    let meta = dir.join(".claude-plugin");
+    std::fs::create_dir_all(&meta).map_err(|e| format!("cannot create {}: {e}", meta.display()))?;
+    let path = meta.join(name);
+    if std::fs::read(&path).is_ok_and(|old| old == text.as_bytes()) {
+        return Ok(());
+    }
+    crate::files::write_atomic(&path, text.as_bytes(), 0o644)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn this_executable() -> Result<String, String> {
+    std::env::current_exe()
+        .map(|p| p.to_string_lossy().into_owned())
+        .map_err(|e| format!("cannot find ccide's own executable: {e}"))
+}
+
+/// The version of the Claude Code that `program` runs: read from where it is installed (the
+/// package.json of an npm install, the versions/X.Y.Z of the native installer), which costs
+/// no start of the CLI; else `program --version` (a node-based CLI takes about a second).
+pub fn cli_version(program: &str) -> Option<Version> {
+    let path = if program.contains('/') {
+        PathBuf::from(program)
+    } else {
+        crate::proc::find_on_path(program)?
+    };
+    let real = std::fs::canonicalize(&path).ok()?;
+    installed_version(&real).or_else(|| parse_version(&claude(program, &["--version"]).ok()?))
+}
+
+/// The version an installation names: the file's name or its directory's (the native
+/// installer's `versions/2.1.330`, Homebrew's `claude-code/2.1.330/claude`), else the
+/// package.json of the npm package the file belongs to (`bin/claude.exe`, `cli.js`).
+fn installed_version(real: &Path) -> Option<Version> {
+    let exact = |p: &Path| {
+        let name = p.file_name()?.to_str()?;
+        parse_version(name).filter(|v| show(*v) == name)
+    };
+    if let Some(v) = exact(real).or_else(|| real.parent().and_then(exact)) {
+        return Some(v);
+    }
+    let dir = real
+        .ancestors()
+        .skip(1)
+        .take(3)
+        .find(|d| d.join("package.json").is_file())?;
+    let pkg: Value = serde_json::from_slice(&std::fs::read(dir.join("package.json")).ok()?).ok()?;
+    if !pkg["name"]
+        .as_str()?
+        .starts_with("@anthropic-ai/claude-code")
+    {
+        return None;
+    }
+    parse_version(pkg["version"].as_str()?)
+}
+
+/// For `ccide claude`: the plugin directory for the servers of the serve at `control`, in its
+/// state directory, when the CLI that `program` runs takes plugins and serve has servers; the
+/// `--plugin-dir` argument to put first. None otherwise, or (said on stderr) when it cannot be
+/// made: Claude Code then runs as before.
+pub fn for_claude(program: &str, control: &Path, state: &Path) -> Option<String> {
+    let version = cli_version(program).filter(|v| *v >= PLUGIN_SINCE)?;
+    let made = (|| -> Result<Option<PathBuf>, String> {
+        let status = Control::open(control)
+            .map_err(|e| format!("cannot reach the server through {}: {e}", control.display()))?
+            .request(&Request::Status)?;
+        let entries = served_entries(&status);
+        if entries.is_empty() {
+            return Ok(None);
+        }
+        let schema = if version >= DIAGNOSTICS_KEY_SINCE {
+            DIAGNOSTICS_KEY_SINCE
+        } else {
+            PLUGIN_SINCE
+        };
+        let dir = state.join(format!("claude-plugin-{}", show(schema)));
+        let text = manifest(&this_executable()?, &entries, version);
+        write_manifest(&dir, "plugin.json", &text)?;
+        Ok(Some(dir))
+    })();
+    match made {
+        Ok(dir) => dir.map(|d| format!("--plugin-dir={}", d.display())),
+        Err(e) => {
+            eprintln!("ccide: {e}; Claude Code runs without ccide's plugin");
+            None
+        }
+    }
+}
+
+/// `$CCIDE_CLAUDE`, else `claude`: the CLI `ccide claude` and `ccide plugin` run.
+pub fn claude_program() -> String {
+    std::env::var("CCIDE_CLAUDE")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "claude".into())
+}
+
+/// Where `ccide plugin install` keeps its marketplace.
+fn marketplace_dir() -> Result<PathBuf, Fail> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| Path::new(&h).join(".local/share"))
+        })
+        .ok_or_else(|| {
+            Fail::Failed(
+                "cannot choose where to put the plugin: HOME and XDG_DATA_HOME are unset".into(),
+            )
+        })?;
+    Ok(data.join("ccide/claude-marketplace"))
+}
+
+pub fn run(args: &Args) -> Outcome {
+    let action = args.operands.first().map(String::as_str).unwrap_or("");
+    if let Some(extra) = args.operands.get(1) {
+        return Err(Fail::Usage(format!("unexpected argument '{extra}'")));
+    }
+    let program = claude_program();
+    let dir = marketplace_dir()?;
+    match action {
+        "install" => install(&program, &dir),
+        "uninstall" => uninstall(&program, &dir),
+        "" => Err(Fail::Usage(
+            "ccide plugin needs install or uninstall".into(),
+        )),
+        other => Err(Fail::Usage(format!(
+            "unknown action '{other}': expected install or uninstall"
+        ))),
+    }
+}
+
+/// Runs `program ARGS` (`--version`, a `claude plugin ...` command): its standard output,
+/// or why it failed with its standard error.
+fn claude(program: &str, args: &[&str]) -> Result<String, String> {
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args);
+    let line = format!("{program} {}", args.join(" "));
+    let ran = crate::proc::run(
+        cmd,
+        None,
+        &std::env::temp_dir(),
+        Duration::from_secs(120),
+        1 << 16,
+    )
+    .map_err(|e| {
+        format!("cannot run {line}: {e} (install Claude Code, or set CCIDE_CLAUDE to its path)")
+    })?;
+    let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
+    match ran.status {
+        Some(s) if s.success() => Ok(text(&ran.stdout)),
+        _ => Err(format!(
+            "{line} failed: {}",
+            crate::text::visible(&text(&ran.stderr))
+        )),
+    }
+}
+
+fn install(program: &str, dir: &Path) -> Outcome {
+    let said = claude(program, &["--version"])?;
+    let version = parse_version(&said).ok_or_else(|| {
+        format!("{program} --version printed no version: is it Claude Code? Set CCIDE_CLAUDE to its path")
+    })?;
+    if version < PLUGIN_SINCE {
+        return Err(Fail::Failed(format!(
+            "Claude Code {} has no language servers in plugins (they came with {}): update it (claude update), then run ccide plugin install again",
+            show(version),
+            show(PLUGIN_SINCE)
+        )));
+    }
+    let entries = builtin_entries();
+    let text = manifest(&this_executable()?, &entries, version);
+    write_manifest(&dir.join(NAME), "plugin.json", &text)?;
+    let market = format!(
+        "{{\n  \"name\": \"{NAME}\",\n  \"owner\": {{\"name\": \"{NAME}\"}},\n  \"plugins\": [{{\"name\": \"{NAME}\", \"source\": \"./{NAME}\", \"version\": \"{}\"}}]\n}}\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    write_manifest(dir, "marketplace.json", &market)?;
+    let dir_arg = dir.to_string_lossy();
+    claude(program, &["plugin", "marketplace", "add", &dir_arg])?;
+    claude(program, &["plugin", "install", "ccide@ccide"])?;
+    println!(
+        "installed ccide's plugin for Claude Code {} (marketplace {})",
+        show(version),
+        dir.display()
+    );
+    Ok(EXIT_OK)
+}
+
+fn uninstall(program: &str, dir: &Path) -> Outcome {
+    // Each step may have been undone already (by hand, or an earlier uninstall).
+    let absent = |r: Result<String, String>| match r {
+        Err(e) if !e.contains("not found") => Err(Fail::Failed(e)),
+        _ => Ok(()),
+    };
+    absent(claude(program, &["plugin", "uninstall", "ccide@ccide"]))?;
+    absent(claude(program, &["plugin", "marketplace", "remove", NAME]))?;
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(Fail::Failed(format!(
+                "cannot remove {}: {e}",
+                dir.display()
+            )));
+        }
+        _ => {}
+    }
+    println!("uninstalled ccide's plugin from Claude Code");
+    Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_read_from_what_the_cli_prints_and_installations_name() {
+        assert_eq!(parse_version("2.1.330 (Claude Code)\n"), Some([2, 1, 330]));
+        assert_eq!(parse_version("1.0.128"), Some([1, 0, 128]));
+        assert_eq!(parse_version("2.2.0-beta.1"), Some([2, 2, 0]));
+        assert_eq!(parse_version("claude"), None);
+        assert_eq!(parse_version("2.1"), None);
+        assert_eq!(parse_version(""), None);
+        assert!([2, 0, 73] < PLUGIN_SINCE && [2, 0, 74] >= PLUGIN_SINCE);
+        assert!([2, 1, 112] < DIAGNOSTICS_KEY_SINCE && [2, 10, 0] > DIAGNOSTICS_KEY_SINCE);
+    }
+
+    #[test]
+    fn an_installation_names_its_version_by_its_package_or_its_path() {
+        let t = std::env::temp_dir().join(format!("ccide-plugin-version-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&t);
+        let write = |rel: &str, text: &str| {
+            let p = t.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        // npm, native (2.1.113 on): node_modules/@anthropic-ai/claude-code/bin/claude.exe
+        write(
+            "npm/claude-code/package.json",
+            r#"{"name":"@anthropic-ai/claude-code","version":"2.1.330"}"#,
+        );
+        let exe = write("npm/claude-code/bin/claude.exe", "");
+        assert_eq!(installed_version(&exe), Some([2, 1, 330]));
+        // npm, node (up to 2.1.112): cli.js beside package.json
+        write(
+            "old/claude-code/package.json",
+            r#"{"name":"@anthropic-ai/claude-code","version":"1.0.128"}"#,
+        );
+        let js = write("old/claude-code/cli.js", "");
+        assert_eq!(installed_version(&js), Some([1, 0, 128]));
+        // the native installer and Homebrew
+        let native = write("share/claude/versions/2.1.200", "");
+        assert_eq!(installed_version(&native), Some([2, 1, 200]));
+        let brew = write("Caskroom/claude-code/2.1.250/claude", "");
+        assert_eq!(installed_version(&brew), Some([2, 1, 250]));
+        // another package's file says nothing
+        write(
+            "other/pkg/package.json",
+            r#"{"name":"claude-wrapper","version":"9.9.9"}"#,
+        );
+        let other = write("other/pkg/bin/claude", "");
+        assert_eq!(installed_version(&other), None);
+        let _ = std::fs::remove_dir_all(&t);
+    }
+
+    #[test]
+    fn entries_map_each_extension_once_named_by_language() {
+        let servers = [
+            vec!["*.ts", "*.tsx", "src/**/*.d.ts"],
+            vec!["*.py", "Makefile", "*", "*.ts"],
+            vec!["*.lua"],
+            vec!["*.pyi"],
+            vec!["*.foo"],
+            vec!["Dockerfile"],
+        ];
+        let e = entries(servers.to_vec());
+        let got: Vec<(&str, Vec<&str>)> = e
+            .iter()
+            .map(|e| {
+                (
+                    e.name.as_str(),
+                    e.extensions.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("typescript", vec![".ts", ".tsx"]),
+                ("python", vec![".py"]),
+                ("lua", vec![".lua"]),
+                ("python-4", vec![".pyi"]),
+                ("foo", vec![".foo"]),
+            ]
+        );
+    }
+
+    /// Every file pattern the built-in servers of `ccide serve` can have (all found, in a
+    /// project with a Cargo.toml and a compile_commands.json) is in the plugin's table.
+    #[test]
+    fn the_builtin_table_covers_every_builtin_server() {
+        let t = std::env::temp_dir().join(format!("ccide-plugin-builtins-{}", std::process::id()));
+        std::fs::create_dir_all(&t).unwrap();
+        std::fs::write(t.join("Cargo.toml"), "").unwrap();
+        std::fs::write(t.join("compile_commands.json"), "[]").unwrap();
+        let table: Vec<&str> = BUILTIN_SERVERS.iter().flat_map(|s| s.split(' ')).collect();
+        let specs = crate::diagnostics::lsp::builtins(&t, &|p| Some(PathBuf::from(p)));
+        let _ = std::fs::remove_dir_all(&t);
+        assert!(specs.len() > 10, "{specs:?}");
+        for s in specs {
+            assert!(
+                table.contains(&s.pattern.as_str()),
+                "{} is not in the plugin",
+                s.pattern
+            );
+        }
+    }
+
+    #[test]
+    fn the_manifest_has_the_diagnostics_key_only_for_clis_that_take_it() {
+        let e = entries(vec![vec!["*.ts", "*.tsx"], vec!["*.py"]]);
+        let new: Value = serde_json::from_str(&manifest("/opt/ccide", &e, [2, 1, 330])).unwrap();
+        let ts = serde_json::json!({
+            "command": "/opt/ccide",
+            "args": ["lsp-bridge", "--extensions", ".ts,.tsx", "--no-diagnostics"],
+            "extensionToLanguage": {".ts": "typescript", ".tsx": "typescriptreact"},
+            "diagnostics": false,
+        });
+        assert_eq!(new["lspServers"]["typescript"], ts);
+        assert_eq!(new["lspServers"]["python"]["diagnostics"], false);
+        assert_eq!(new["name"], "ccide");
+        assert_eq!(new["version"], env!("CARGO_PKG_VERSION"));
+        for old in [[2, 1, 112], [2, 0, 74]] {
+            let m: Value = serde_json::from_str(&manifest("/opt/ccide", &e, old)).unwrap();
+            let mut without = ts.clone();
+            without.as_object_mut().unwrap().remove("diagnostics");
+            assert_eq!(m["lspServers"]["typescript"], without, "{old:?}");
+            // The keys a strict 2.0.74 and 2.1.112 know, and no other.
+            for (_, s) in m["lspServers"].as_object().unwrap() {
+                let keys: Vec<&String> = s.as_object().unwrap().keys().collect();
+                assert_eq!(keys, ["args", "command", "extensionToLanguage"], "{old:?}");
+            }
+        }
+    }
+}
