@@ -92,7 +92,13 @@ fn the_bridge_hands_the_client_to_the_server_of_its_workspace_from_a_subfolder()
     let mut lsp = bridge(
         &sb,
         "sub/deeper",
-        &["--extensions", ".ts,.tsx", "--no-diagnostics"],
+        &[
+            "--client",
+            "Claude Code 2.1.330",
+            "--extensions",
+            ".ts,.tsx",
+            "--no-diagnostics",
+        ],
     );
     assert_placeholder_answers(&mut lsp, &sb.ws());
     let pid = lsp.pid();
@@ -133,7 +139,8 @@ fn the_bridge_takes_its_root_from_claude_project_dir() {
     let mut lsp = LspProcess::spawn(&mut cmd, sb.root.join("bridge.log"));
     assert_placeholder_answers(&mut lsp, &sb.ws());
     let said = format!(
-        "connected for {} (extensions: ; diagnostics on)",
+        "LSP client an LSP client (pid {}) connected for {} (extensions: ; diagnostics on)",
+        lsp.pid(),
         sb.ws().join("proj").display()
     );
     wait_for("the handshake in serve's log", DEADLINE, || {
@@ -237,12 +244,20 @@ fn without_a_server_two_bridges_start_one_detached_that_outlives_them() {
 }
 
 #[test]
-fn a_bridge_whose_client_never_speaks_connects_nowhere() {
+fn a_bridge_whose_client_ends_at_once_exits_0() {
     let sb = Sandbox::new();
+    let srv = sb.serve(&[]);
     let mut lsp = bridge(&sb, "", &[]);
     lsp.close_stdin();
-    assert_eq!(lsp.wait_exit("the bridge to exit"), Some(0));
-    assert_eq!(server_pids(&sb), Vec::<u64>::new(), "no server started");
+    assert_eq!(
+        lsp.wait_exit("the bridge to exit"),
+        Some(0),
+        "{}",
+        lsp.stderr()
+    );
+    wait_for("serve to let go of the client", DEADLINE, || {
+        srv.log().contains("disconnected").then_some(())
+    });
 }
 
 /// The wire contract itself, without the bridge: one `lsp` line, its answer, then framed LSP.
@@ -280,13 +295,8 @@ fn the_lsp_control_command_turns_the_connection_into_framed_lsp() {
     // and the connection stays a control connection.
     let mut sock = UnixStream::connect(path).unwrap();
     let mut r = BufReader::new(sock.try_clone().unwrap());
-    for (root, why) in [
-        (
-            s(sb.home().as_path()).to_string(),
-            "is not in this server's workspace folders",
-        ),
-        ("ws".to_string(), "is not an absolute path"),
-    ] {
+    let why = "is not an absolute path in this server's workspace folders";
+    for root in [s(sb.home().as_path()).to_string(), "ws".to_string()] {
         let req = json!({"id": 8, "cmd": "lsp", "root": root});
         sock.write_all(format!("{req}\n").as_bytes()).unwrap();
         let mut line = String::new();
@@ -347,10 +357,11 @@ fn sandbox_with_gopls() -> Sandbox {
     sb
 }
 
-fn go_entry(diagnostics: bool) -> Value {
+fn go_entry(version: &str, diagnostics: bool) -> Value {
     let mut e = json!({
         "command": BIN,
-        "args": ["lsp-bridge", "--extensions", ".go", "--no-diagnostics"],
+        "args": ["lsp-bridge", "--client", format!("Claude Code {version}"),
+                 "--extensions", ".go", "--no-diagnostics"],
         "extensionToLanguage": {".go": "go"},
     });
     if diagnostics {
@@ -395,7 +406,7 @@ fn claude_passes_the_plugin_for_the_servers_of_its_server_to_a_cli_that_takes_it
         assert_eq!(seen["name"], "ccide");
         assert_eq!(
             seen["lspServers"],
-            json!({"go": go_entry(diagnostics)}),
+            json!({"go": go_entry(version, diagnostics)}),
             "{version}"
         );
         drop(srv);
@@ -507,7 +518,7 @@ fn plugin_install_writes_a_marketplace_and_asks_claude_to_install_it_twice_alike
     let servers = manifest["lspServers"].as_object().unwrap();
     let names: Vec<&String> = servers.keys().collect();
     assert_eq!(names, ["c", "go", "python", "rust", "typescript"]);
-    assert_eq!(servers["go"], go_entry(true));
+    assert_eq!(servers["go"], go_entry("2.1.330", true));
     assert_eq!(
         servers["typescript"]["extensionToLanguage"][".tsx"],
         "typescriptreact"
@@ -527,7 +538,7 @@ fn plugin_install_refuses_a_cli_without_plugin_language_servers() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         stderr(&o),
-        "ccide: Claude Code 2.0.73 has no language servers in plugins (they came with 2.0.74): update it (claude update), then run ccide plugin install again\n"
+        "ccide: Claude Code 2.0.73 has no plugin language servers (2.0.74 has): update it (claude update)\n"
     );
     assert_eq!(runs(&sb), [vec!["--version".to_string()]]);
     let missing = sb.root.join("no-such-claude");

@@ -2,9 +2,8 @@
 //! servers (ccide-protocol(7) §13). The CLI starts one per plugin entry and session and speaks
 //! LSP on its stdio; the bridge hands that stream to the `ccide serve` of the CLI's project,
 //! over the control socket (`lsp`, §9.2), where the warm language servers are, and from then
-//! on only copies bytes both ways. Of the stream it reads only the first message (the
-//! `initialize`, for the client's name in serve's log), so it starts in milliseconds and holds
-//! a few MB.
+//! on only copies bytes both ways, never reading them: it starts in milliseconds and holds a
+//! few MB.
 //!
 //! With no server for the project it starts one, detached (a session of its own, its log in
 //! the state directory): the language servers it keeps warm are there for the next session
@@ -18,26 +17,31 @@ use crate::cli::{Args, CONFIG_DIR, Command, EXIT_OK, Fail, Outcome, flag};
 use crate::control::protocol::LspClient;
 use crate::control::{Control, FindError};
 use crate::lockfile::LockEntry;
-use crate::lsp::framing::read_framed;
 
 pub const COMMAND: Command = Command {
     name: "lsp-bridge",
     usage: "ccide lsp-bridge [OPTIONS]",
-    about: "Claude Code's language server: joins its LSP stdio to the project's ccide serve.",
-    details: "The command of ccide's plugin for Claude Code (ccide plugin). The CLI starts it in its\nproject directory ($CLAUDE_PROJECT_DIR, else the current one) and speaks LSP on its\nstandard streams. It connects to the server whose workspace holds that directory, or\nstarts `ccide serve --workspace DIR` detached (it keeps running for later sessions; its\nlog is serve.log in its state directory), then copies bytes both ways. Exits 0 when its\ninput ends, 1 when the server ends the connection.",
+    about: "The language server of ccide's plugin for Claude Code: a bridge to ccide serve.",
+    details: "Claude Code starts it in its project; it joins its stdio to the serve of that folder (or one\nit starts, detached) and copies bytes both ways. See ccide(1).",
 
     flags: &[
         flag(
             "--extensions",
             Some("LIST"),
             None,
-            "The file extensions its plugin entry maps, comma-separated (.ts,.tsx): serve answers initialize for the server that covers them.",
+            "The extensions its plugin entry maps (.ts,.tsx): serve answers for their server.",
+        ),
+        flag(
+            "--client",
+            Some("NAME"),
+            None,
+            "The client's name and version, for serve's log.",
         ),
         flag(
             "--no-diagnostics",
             None,
             None,
-            "Ask serve not to send textDocument/publishDiagnostics (the CLI gets diagnostics from getDiagnostics).",
+            "Ask serve for no publishDiagnostics.",
         ),
         CONFIG_DIR,
     ],
@@ -57,28 +61,18 @@ pub fn run(args: &Args) -> Outcome {
         .value("--extensions")
         .unwrap_or_default()
         .split(',')
-        .map(str::trim)
         .filter(|e| !e.is_empty())
         .map(String::from)
         .collect();
-    let diagnostics = !args.switch("--no-diagnostics")?;
     let root = project_root()?;
-    // The same reader as `ccide lsp`'s: one copy of the framing code in the binary.
-    let mut input = std::io::BufReader::new(std::io::stdin().lock());
-    // The client speaks first; before it does there is nothing to forward.
-    let first = match read_framed(&mut input) {
-        Ok(Some(body)) => body,
-        Ok(None) => return Ok(EXIT_OK),
-        Err(e) => return Err(Fail::Failed(format!("reading the LSP client: {e}"))),
-    };
-    let lock = find_or_serve(&config, &root)?;
     let hello = LspClient {
         root: root.to_string_lossy().into_owned(),
-        client: client_name(&first),
+        client: args.value("--client"),
         pid: Some(std::process::id().into()),
         extensions,
-        diagnostics,
+        diagnostics: !args.switch("--no-diagnostics")?,
     };
+    let lock = find_or_serve(&config, &root)?;
     let (socket, early) = Control::connect(lock)?.into_lsp(hello)?;
     let io = |e: std::io::Error| Fail::Failed(format!("the ccide server's connection: {e}"));
     let mut to_server = socket.try_clone().map_err(io)?;
@@ -94,19 +88,14 @@ pub fn run(args: &Args) -> Outcome {
         std::process::exit(1);
     })
     .map_err(io)?;
-    let header = format!("Content-Length: {}\r\n\r\n", first.len());
-    to_server
-        .write_all(header.as_bytes())
-        .and_then(|_| to_server.write_all(&first))
-        .map_err(io)?;
-    pump(&mut input, &mut to_server);
+    pump(&mut std::io::stdin().lock(), &mut to_server);
     // The client is gone or closed its side: serve sees the end of stream and lets go of it;
     // nobody reads what it might still send.
     Ok(EXIT_OK)
 }
 
 /// Copies until either end fails or ends; every chunk is flushed at once (stdout buffers lines).
-fn pump(from: &mut dyn Read, to: &mut dyn Write) {
+fn pump(from: &mut impl Read, to: &mut impl Write) {
     let mut buf = vec![0; 64 << 10];
     loop {
         match from.read(&mut buf) {
@@ -125,26 +114,12 @@ fn pump(from: &mut dyn Read, to: &mut dyn Write) {
 /// The CLI's project: `$CLAUDE_PROJECT_DIR`, which it sets for the servers it starts, else
 /// the current directory (its cwd is the project too); physical, as lock files name folders.
 fn project_root() -> Result<PathBuf, Fail> {
-    match std::env::var_os("CLAUDE_PROJECT_DIR").filter(|d| !d.is_empty()) {
-        Some(d) => std::fs::canonicalize(&d).map_err(|e| {
-            Fail::Failed(format!(
-                "cannot use CLAUDE_PROJECT_DIR={}: {e}",
-                Path::new(&d).display()
-            ))
-        }),
-        None => Ok(crate::control::current_dir()?),
-    }
-}
-
-/// `clientInfo` of an `initialize`, as "NAME VERSION" (Claude Code sends it since 2.1.98).
-fn client_name(first: &[u8]) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(first).ok()?;
-    let info = &v["params"]["clientInfo"];
-    let name = info["name"].as_str()?;
-    Some(match info["version"].as_str() {
-        Some(version) => format!("{name} {version}"),
-        None => name.to_string(),
-    })
+    Ok(
+        match std::env::var_os("CLAUDE_PROJECT_DIR").filter(|d| !d.is_empty()) {
+            Some(d) => crate::files::canonical_dir(Path::new(&d))?,
+            None => crate::control::current_dir()?,
+        },
+    )
 }
 
 /// The server whose workspace holds `root`, else one started here.
@@ -160,20 +135,24 @@ fn find_or_serve(config: &Path, root: &Path) -> Result<LockEntry, Fail> {
 /// Two bridges starting at once start two; the state directory's lock lets one run and the
 /// other exit, and both bridges find the one that runs.
 fn serve_detached(config: &Path, root: &Path) -> Result<LockEntry, Fail> {
-    let exe = std::env::current_exe()
-        .map_err(|e| Fail::Failed(format!("cannot find ccide's own executable: {e}")))?;
     let state_flag = std::env::var("CCIDE_STATE_DIR")
         .ok()
         .filter(|d| !d.is_empty());
     let state = crate::lockfile::state_dir(state_flag.as_deref(), &[root.to_path_buf()])?;
     crate::files::private_dir(&state, "state directory")?;
     let log_path = state.join("serve.log");
+    let failed = |e: std::io::Error| {
+        Fail::Failed(format!(
+            "cannot start ccide serve for {}: {e}",
+            root.display()
+        ))
+    };
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&log_path)
-        .map_err(|e| Fail::Failed(format!("cannot open {}: {e}", log_path.display())))?;
-    let mut cmd = std::process::Command::new(&exe);
+        .map_err(failed)?;
+    let mut cmd = std::process::Command::new(std::env::current_exe().map_err(failed)?);
     cmd.arg("serve")
         .arg("--workspace")
         .arg(root)
@@ -184,18 +163,17 @@ fn serve_detached(config: &Path, root: &Path) -> Result<LockEntry, Fail> {
         .stdout(std::process::Stdio::null())
         .stderr(log);
     crate::sys::new_session(&mut cmd);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Fail::Failed(format!("cannot start {} serve: {e}", exe.display())))?;
+    let mut child = cmd.spawn().map_err(failed)?;
     let mut deadline = Instant::now() + START_LIMIT;
     loop {
         match crate::control::find_server(config, None, root) {
             Ok(lock) => {
                 // Ours lost the start to another bridge's and ends at once: reap it.
-                while lock.pid != i64::from(child.id())
-                    && child.try_wait().is_ok_and(|s| s.is_none())
-                    && Instant::now() < deadline
-                {
+                while lock.pid != i64::from(child.id()) && Instant::now() < deadline {
+                    if exited(&child) {
+                        let _ = child.wait();
+                        break;
+                    }
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 return Ok(lock);
@@ -211,23 +189,12 @@ fn serve_detached(config: &Path, root: &Path) -> Result<LockEntry, Fail> {
             Err(FindError::None(_)) => std::thread::sleep(Duration::from_millis(10)),
         }
         // Ended without a lock file: another bridge's may yet show, not after long.
-        if child.try_wait().is_ok_and(|s| s.is_some()) {
+        if exited(&child) {
             deadline = deadline.min(Instant::now() + Duration::from_secs(2));
         }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::client_name;
-
-    #[test]
-    fn the_client_is_named_by_its_initialize() {
-        let init = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"processId":957,"clientInfo":{"name":"Claude Code","version":"2.1.330"}}}"#;
-        assert_eq!(client_name(init), Some("Claude Code 2.1.330".into()));
-        let no_version = br#"{"method":"initialize","params":{"clientInfo":{"name":"Neovim"}}}"#;
-        assert_eq!(client_name(no_version), Some("Neovim".into()));
-        assert_eq!(client_name(br#"{"method":"initialize","params":{}}"#), None);
-        assert_eq!(client_name(b"not json"), None);
-    }
+fn exited(child: &std::process::Child) -> bool {
+    crate::sys::exited_unreaped(child.id()).unwrap_or(true)
 }

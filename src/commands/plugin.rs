@@ -20,8 +20,8 @@ use crate::control::protocol::Request;
 pub const COMMAND: Command = Command {
     name: "plugin",
     usage: "ccide plugin [install | uninstall]",
-    about: "Install ccide's plugin for plain claude: its LSP tool then asks ccide's warm language servers.",
-    details: "install writes a local marketplace holding the plugin under $XDG_DATA_HOME/ccide\n(~/.local/share/ccide) and runs `claude plugin marketplace add` and `claude plugin\ninstall ccide@ccide`, which work offline; run it again after an update of ccide or Claude\nCode. The plugin maps the extensions of ccide's built-in language servers (TypeScript and\nJavaScript, Python, Go, C and C++, Rust) to `ccide lsp-bridge`. uninstall undoes it.\nClaude Code 2.0.74 or later; `claude` is $CCIDE_CLAUDE if set. ccide claude needs no\ninstall: it passes the plugin for the servers of the workspace's serve itself.",
+    about: "Install ccide's plugin for claude: its LSP tool asks ccide's language servers.",
+    details: "install writes a marketplace in ~/.local/share/ccide and runs `claude plugin marketplace add`\nand `claude plugin install` (Claude Code 2.0.74 or later); uninstall undoes it.",
     flags: &[],
     run,
     passthrough: false,
@@ -49,16 +49,13 @@ const BUILTIN_SERVERS: &[&str] = &[
 
 const NAME: &str = "ccide";
 
-/// `X.Y.Z` at the start of `text` ("2.1.330 (Claude Code)"); what follows a `-` or `+` in
-/// the last number is ignored.
+/// `X.Y.Z` at the start of `text` ("2.1.330 (Claude Code)"); what follows the third number
+/// ("-beta.1") is ignored.
 pub fn parse_version(text: &str) -> Option<Version> {
-    let word = text.split_whitespace().next()?;
-    let mut parts = word.splitn(3, '.');
+    let mut parts = text.split(|c: char| !c.is_ascii_digit());
     let mut v = [0; 3];
     for n in &mut v {
-        let part = parts.next()?;
-        let digits = part.split(['-', '+']).next()?;
-        *n = digits.parse().ok()?;
+        *n = parts.next()?.parse().ok()?;
     }
     Some(v)
 }
@@ -79,27 +76,27 @@ pub struct Entry {
 fn extension_of(pattern: &str) -> Option<String> {
     let name = pattern.rsplit('/').next()?;
     let (_, ext) = name.rsplit_once('.')?;
-    let plain = !ext.is_empty() && !ext.contains(['*', '?', '[']);
+    let plain = !ext.is_empty() && !ext.bytes().any(|b| matches!(b, b'*' | b'?' | b'['));
     plain.then(|| format!(".{}", ext.to_ascii_lowercase()))
 }
 
 /// The LSP language id of an extension, as ccide's documents name languages.
 fn language_of(ext: &str) -> String {
     match crate::files::language_id(Path::new(&format!("x{ext}"))) {
-        "plaintext" => ext.trim_start_matches('.').to_string(),
+        "plaintext" => ext[1..].to_string(),
         id => id.to_string(),
     }
 }
 
 /// One entry per server (its file patterns), named after the language of its first
-/// extension; an extension goes to the first server that names it, as serve chooses.
+/// extension. An extension two servers name goes to the first, in the CLI (it says so in its
+/// debug log) as in serve.
 pub fn entries(servers: Vec<Vec<&str>>) -> Vec<Entry> {
     let mut out: Vec<Entry> = Vec::new();
     for patterns in servers {
         let mut extensions: Vec<String> = Vec::new();
         for ext in patterns.iter().filter_map(|p| extension_of(p)) {
-            let taken = out.iter().any(|e| e.extensions.contains(&ext));
-            if !taken && !extensions.contains(&ext) {
+            if !extensions.contains(&ext) {
                 extensions.push(ext);
             }
         }
@@ -127,21 +124,19 @@ pub fn builtin_entries() -> Vec<Entry> {
 
 /// The entries for the language servers a running serve has (its `status`).
 fn served_entries(status: &Value) -> Vec<Entry> {
-    let servers = status["status"]["language_servers"].as_array();
-    entries(
-        servers
-            .into_iter()
-            .flatten()
-            .map(|s| {
-                s["patterns"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .collect()
-            })
-            .collect(),
-    )
+    let mut servers = Vec::new();
+    for s in status["status"]["language_servers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let mut patterns = Vec::new();
+        for p in s["patterns"].as_array().into_iter().flatten() {
+            patterns.extend(p.as_str());
+        }
+        servers.push(patterns);
+    }
+    entries(servers)
 }
 
 /// `.claude-plugin/plugin.json` for a CLI of version `cli`: each entry runs `ccide
@@ -164,30 +159,28 @@ pub fn manifest(ccide: &str, entries: &[Entry], cli: Version) -> String {
             .map(|x| format!("{}: {}", q(x), q(&language_of(x))))
             .collect();
         servers.push(format!(
-            "    {}: {{\n      \"command\": {},\n      \"args\": [\"lsp-bridge\", \"--extensions\", {}, \"--no-diagnostics\"],\n      \"extensionToLanguage\": {{{}}}{diagnostics}\n    }}",
+            "    {}: {{\n      \"command\": {},\n      \"args\": [\"lsp-bridge\", \"--client\", \"Claude Code {}\", \"--extensions\", {}, \"--no-diagnostics\"],\n      \"extensionToLanguage\": {{{}}}{diagnostics}\n    }}",
             q(&e.name),
             q(ccide),
+            show(cli),
             q(&e.extensions.join(",")),
             languages.join(", ")
         ));
     }
     format!(
-        "{{\n  \"name\": \"{NAME}\",\n  \"version\": \"{}\",\n  \"description\": \"The LSP tool asks the language servers ccide serve keeps warm for the workspace, shared by every session and editor.\",\n  \"lspServers\": {{\n{}\n  }}\n}}\n",
+        "{{\n  \"name\": \"{NAME}\",\n  \"version\": \"{}\",\n  \"description\": \"The LSP tool on the language servers ccide serve keeps warm.\",\n  \"lspServers\": {{\n{}\n  }}\n}}\n",
         env!("CARGO_PKG_VERSION"),
         servers.join(",\n")
     )
 }
 
-/// Writes `DIR/.claude-plugin/NAME` (a plugin's or a marketplace's manifest), unless it
-/// holds `text` already.
+/// Writes `DIR/.claude-plugin/NAME`, a plugin's or a marketplace's manifest.
 fn write_manifest(dir: &Path, name: &str, text: &str) -> Result<(), String> {
     let meta = dir.join(".claude-plugin");
     std::fs::create_dir_all(&meta).map_err(|e| format!("cannot create {}: {e}", meta.display()))?;
     let path = meta.join(name);
-    if std::fs::read(&path).is_ok_and(|old| old == text.as_bytes()) {
-        return Ok(());
-    }
-    crate::files::write_atomic(&path, text.as_bytes(), 0o644)
+    // Renamed into place: a CLI starting meanwhile reads the old or the new one, whole.
+    crate::files::write_volatile(&path, text.as_bytes(), 0o644)
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
@@ -197,9 +190,8 @@ fn this_executable() -> Result<String, String> {
         .map_err(|e| format!("cannot find ccide's own executable: {e}"))
 }
 
-/// The version of the Claude Code that `program` runs: read from where it is installed (the
-/// package.json of an npm install, the versions/X.Y.Z of the native installer), which costs
-/// no start of the CLI; else `program --version` (a node-based CLI takes about a second).
+/// The version of the Claude Code that `program` runs: the package.json of an npm install,
+/// which costs no start of the CLI, else `program --version`.
 pub fn cli_version(program: &str) -> Option<Version> {
     let path = if program.contains('/') {
         PathBuf::from(program)
@@ -210,17 +202,10 @@ pub fn cli_version(program: &str) -> Option<Version> {
     installed_version(&real).or_else(|| parse_version(&claude(program, &["--version"]).ok()?))
 }
 
-/// The version an installation names: the file's name or its directory's (the native
-/// installer's `versions/2.1.330`, Homebrew's `claude-code/2.1.330/claude`), else the
-/// package.json of the npm package the file belongs to (`bin/claude.exe`, `cli.js`).
+/// The version of the npm package a file belongs to (`bin/claude.exe` from 2.1.113, `cli.js`
+/// before): a node-based CLI takes a second to say its version. A native one (the native
+/// installer's `versions/X.Y.Z`, Homebrew's) says it in 30 ms.
 fn installed_version(real: &Path) -> Option<Version> {
-    let exact = |p: &Path| {
-        let name = p.file_name()?.to_str()?;
-        parse_version(name).filter(|v| show(*v) == name)
-    };
-    if let Some(v) = exact(real).or_else(|| real.parent().and_then(exact)) {
-        return Some(v);
-    }
     let dir = real
         .ancestors()
         .skip(1)
@@ -242,28 +227,27 @@ fn installed_version(real: &Path) -> Option<Version> {
 /// made: Claude Code then runs as before.
 pub fn for_claude(program: &str, control: &Path, state: &Path) -> Option<String> {
     let version = cli_version(program).filter(|v| *v >= PLUGIN_SINCE)?;
-    let made = (|| -> Result<Option<PathBuf>, String> {
+    let dir = state.join(if version >= DIAGNOSTICS_KEY_SINCE {
+        "claude-plugin-2.1.330"
+    } else {
+        "claude-plugin-2.0.74"
+    });
+    let made = (|| {
         let status = Control::open(control)
-            .map_err(|e| format!("cannot reach the server through {}: {e}", control.display()))?
+            .map_err(|e| e.to_string())?
             .request(&Request::Status)?;
         let entries = served_entries(&status);
         if entries.is_empty() {
-            return Ok(None);
+            return Ok(false);
         }
-        let schema = if version >= DIAGNOSTICS_KEY_SINCE {
-            DIAGNOSTICS_KEY_SINCE
-        } else {
-            PLUGIN_SINCE
-        };
-        let dir = state.join(format!("claude-plugin-{}", show(schema)));
         let text = manifest(&this_executable()?, &entries, version);
-        write_manifest(&dir, "plugin.json", &text)?;
-        Ok(Some(dir))
+        write_manifest(&dir, "plugin.json", &text).map(|_| true)
     })();
     match made {
-        Ok(dir) => dir.map(|d| format!("--plugin-dir={}", d.display())),
+        Ok(true) => Some(format!("--plugin-dir={}", dir.display())),
+        Ok(false) => None,
         Err(e) => {
-            eprintln!("ccide: {e}; Claude Code runs without ccide's plugin");
+            eprintln!("ccide: cannot give Claude Code ccide's plugin ({e}); it runs without");
             None
         }
     }
@@ -288,9 +272,7 @@ fn marketplace_dir() -> Result<PathBuf, Fail> {
                 .map(|h| Path::new(&h).join(".local/share"))
         })
         .ok_or_else(|| {
-            Fail::Failed(
-                "cannot choose where to put the plugin: HOME and XDG_DATA_HOME are unset".into(),
-            )
+            Fail::Failed("cannot choose where to put the plugin: HOME is unset".into())
         })?;
     Ok(data.join("ccide/claude-marketplace"))
 }
@@ -305,11 +287,8 @@ pub fn run(args: &Args) -> Outcome {
     match action {
         "install" => install(&program, &dir),
         "uninstall" => uninstall(&program, &dir),
-        "" => Err(Fail::Usage(
-            "ccide plugin needs install or uninstall".into(),
-        )),
         other => Err(Fail::Usage(format!(
-            "unknown action '{other}': expected install or uninstall"
+            "ccide plugin takes install or uninstall, not '{other}'"
         ))),
     }
 }
@@ -347,7 +326,7 @@ fn install(program: &str, dir: &Path) -> Outcome {
     })?;
     if version < PLUGIN_SINCE {
         return Err(Fail::Failed(format!(
-            "Claude Code {} has no language servers in plugins (they came with {}): update it (claude update), then run ccide plugin install again",
+            "Claude Code {} has no plugin language servers ({} has): update it (claude update)",
             show(version),
             show(PLUGIN_SINCE)
         )));
@@ -409,7 +388,7 @@ mod tests {
     }
 
     #[test]
-    fn an_installation_names_its_version_by_its_package_or_its_path() {
+    fn an_npm_installation_names_its_version_by_its_package() {
         let t = std::env::temp_dir().join(format!("ccide-plugin-version-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&t);
         let write = |rel: &str, text: &str| {
@@ -432,11 +411,9 @@ mod tests {
         );
         let js = write("old/claude-code/cli.js", "");
         assert_eq!(installed_version(&js), Some([1, 0, 128]));
-        // the native installer and Homebrew
+        // the native installer's binary belongs to no package: it is asked, fast
         let native = write("share/claude/versions/2.1.200", "");
-        assert_eq!(installed_version(&native), Some([2, 1, 200]));
-        let brew = write("Caskroom/claude-code/2.1.250/claude", "");
-        assert_eq!(installed_version(&brew), Some([2, 1, 250]));
+        assert_eq!(installed_version(&native), None);
         // another package's file says nothing
         write(
             "other/pkg/package.json",
@@ -451,7 +428,7 @@ mod tests {
     fn entries_map_each_extension_once_named_by_language() {
         let servers = [
             vec!["*.ts", "*.tsx", "src/**/*.d.ts"],
-            vec!["*.py", "Makefile", "*", "*.ts"],
+            vec!["*.py", "Makefile", "*"],
             vec!["*.lua"],
             vec!["*.pyi"],
             vec!["*.foo"],
@@ -506,7 +483,7 @@ mod tests {
         let new: Value = serde_json::from_str(&manifest("/opt/ccide", &e, [2, 1, 330])).unwrap();
         let ts = serde_json::json!({
             "command": "/opt/ccide",
-            "args": ["lsp-bridge", "--extensions", ".ts,.tsx", "--no-diagnostics"],
+            "args": ["lsp-bridge", "--client", "Claude Code 2.1.330", "--extensions", ".ts,.tsx", "--no-diagnostics"],
             "extensionToLanguage": {".ts": "typescript", ".tsx": "typescriptreact"},
             "diagnostics": false,
         });
@@ -518,6 +495,7 @@ mod tests {
             let m: Value = serde_json::from_str(&manifest("/opt/ccide", &e, old)).unwrap();
             let mut without = ts.clone();
             without.as_object_mut().unwrap().remove("diagnostics");
+            without["args"][2] = format!("Claude Code {}", show(old)).into();
             assert_eq!(m["lspServers"]["typescript"], without, "{old:?}");
             // The keys a strict 2.0.74 and 2.1.112 know, and no other.
             for (_, s) in m["lspServers"].as_object().unwrap() {

@@ -15,6 +15,9 @@ use serde_json::Value;
 use super::protocol::LspClient;
 use crate::state::State;
 
+const INITIALIZED: &str = r#""result":{"capabilities":{},"serverInfo":{"name":"ccide"}}"#;
+const NOT_YET: &str = r#""error":{"code":-32601,"message":"ccide does not serve this method yet"}"#;
+
 /// Serves one LSP client until it sends `exit` or its connection ends.
 pub fn serve(
     _state: &Arc<State>,
@@ -35,19 +38,13 @@ pub fn serve(
     );
     while let Ok(Some(body)) = crate::lsp::framing::read_framed(&mut reader) {
         let v: Value = serde_json::from_slice(&body).unwrap_or_default();
-        let (id, method) = match (v.get("id"), v["method"].as_str().unwrap_or("")) {
-            (None, "exit") => break,
+        let (id, reply) = match (v.get("id"), v["method"].as_str()) {
+            (None, Some("exit")) => break,
+            (Some(id), Some("initialize")) => (id, INITIALIZED),
+            (Some(id), Some("shutdown")) => (id, r#""result":null"#),
+            (Some(id), Some(_)) => (id, NOT_YET),
             // A notification, or a response (the placeholder asks nothing).
-            (None, _) | (_, "") => continue,
-            (Some(id), method) => (id, method),
-        };
-        let reply = match method {
-            "initialize" => r#""result":{"capabilities":{},"serverInfo":{"name":"ccide"}}"#.into(),
-            "shutdown" => r#""result":null"#.into(),
-            m => format!(
-                r#""error":{{"code":-32601,"message":{}}}"#,
-                Value::from(format!("ccide does not serve {m} yet"))
-            ),
+            _ => continue,
         };
         let body = format!(r#"{{"jsonrpc":"2.0","id":{id},{reply}}}"#);
         let framed = format!("Content-Length: {}\r\n\r\n{body}", body.len());

@@ -268,7 +268,7 @@ impl Request {
                 root: f.need_string("root"),
                 client: f.string("client"),
                 pid: f.count("pid").map(|p| p as u64),
-                extensions: f.optional_strings("extensions").unwrap_or_default(),
+                extensions: f.optional_strings("extensions"),
                 diagnostics: f.flag_or("diagnostics", true),
             }),
             other => {
@@ -517,17 +517,10 @@ impl Fields {
     }
 
     fn strings(&mut self, key: &str) -> Vec<String> {
-        let list = self.optional_strings(key);
-        if list.is_none() {
-            self.refuse(format!("missing {key}"));
-        }
-        list.unwrap_or_default()
-    }
-
-    fn optional_strings(&mut self, key: &str) -> Option<Vec<String>> {
         let mut out = Vec::new();
-        match self.take(key)? {
-            Value::Array(a) => {
+        match self.take(key) {
+            None => self.refuse(format!("missing {key}")),
+            Some(Value::Array(a)) => {
                 for v in a {
                     match v {
                         Value::String(s) => out.push(s),
@@ -535,9 +528,17 @@ impl Fields {
                     }
                 }
             }
-            _ => self.refuse(bad(key, "a list of strings")),
+            Some(_) => self.refuse(bad(key, "a list of strings")),
         }
-        Some(out)
+        out
+    }
+
+    /// `strings`, with absent (or null) read as empty.
+    fn optional_strings(&mut self, key: &str) -> Vec<String> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(_) => self.strings(key),
+        }
     }
 
     /// `[line, character]`.

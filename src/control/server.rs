@@ -119,26 +119,14 @@ fn serve_one(state: &Arc<State>, stream: UnixStream) {
 /// subfolder of a workspace is served by that workspace's servers.
 fn lsp_root(state: &State, client: &LspClient) -> Result<(), String> {
     let root = Path::new(&client.root);
-    if !root.is_absolute() {
-        return Err(format!(
-            "lsp: root '{}' is not an absolute path",
-            client.root
-        ));
+    if root.is_absolute() && state.workspaces.holder(root).is_some() {
+        return Ok(());
     }
-    if state.workspaces.holder(root).is_none() {
-        return Err(format!(
-            "lsp: {} is not in this server's workspace folders ({})",
-            client.root,
-            state
-                .workspaces
-                .list()
-                .iter()
-                .map(|w| w.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    Ok(())
+    Err(format!(
+        "lsp: '{}' is not an absolute path in this server's workspace folders ({:?})",
+        crate::text::visible(&client.root),
+        state.workspaces.list()
+    ))
 }
 
 enum Read {
