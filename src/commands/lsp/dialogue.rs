@@ -385,7 +385,7 @@ impl Lsp {
                 ErrorCode::InvalidRequest,
                 format!("{method} after shutdown"),
             )),
-            // Released now, not at `exit`: eglot 1.9 (emacs 28's jsonrpc) kills the process
+            // Released now, not at `exit` (ccide-protocol(7) §12.4): eglot 1.9 (emacs 28's jsonrpc) kills the process
             // with SIGKILL right after sending `exit`, which left a served folder's lock file
             // behind ("Server exited with status 9").
             (_, "shutdown") => {
@@ -394,7 +394,7 @@ impl Lsp {
                 Ok(Value::Null)
             }
             (_, "textDocument/codeAction") => Ok(self.code_actions(p)),
-            // Shown as well as answered: neovim 0.7 drops the errors of executeCommand
+            // Shown as well as answered (ccide-protocol(7) §12.3): neovim 0.7 drops the errors of executeCommand
             // (its default handler ignores the answer), and code actions are run that way.
             (_, "workspace/executeCommand") => self.execute(p).map_err(|e| {
                 self.show(2, format!("ccide: {e}"));

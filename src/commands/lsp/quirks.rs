@@ -1,6 +1,6 @@
 //! Clients known to break LSP's rules, recognised by what they send in `initialize`, and how
 //! their positions are read so that Claude Code gets the selection the user sees. Each quirk
-//! was seen with the real client (the versions in README.md's Editors section).
+//! was seen with the real client (ccide-protocol(7) §12.1).
 
 use serde_json::{Value, json};
 
