@@ -908,7 +908,7 @@ impl Lsp {
     }
 
     /// The next message from the peer within `limit`; its requests are answered on the way,
-    /// since several servers wait for an answer before going on (LSP.md).
+    /// since several servers wait for an answer before going on (ccide-protocol(7) §11.6).
     fn next(&mut self, limit: Duration) -> Option<Value> {
         let end = Instant::now() + limit;
         loop {
