@@ -224,71 +224,77 @@ pub fn kill_group(pid: u32) {
     let _ = crate::sys::kill(-(pid as i32), crate::sys::SIGKILL);
 }
 
-/// SIGKILL to the group `pgid` and to any descendant of its leader that left the group.
-pub fn kill_tree(pgid: u32) {
-    let outside: Vec<u32> = tree(pgid)
-        .into_iter()
-        .filter(|p| p.2 != pgid)
-        .map(|p| p.0)
-        .collect();
-    kill_group(pgid);
-    for pid in outside {
-        let _ = crate::sys::kill(pid as i32, crate::sys::SIGKILL);
-    }
-}
-
-/// (pid, ppid, pgrp, state) of every process, from /proc/PID/stat.
-fn processes() -> Vec<(u32, u32, u32, u8)> {
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| stat(pid).map(|(state, ppid, pgrp)| (pid, ppid, pgrp, state)))
-        .collect()
-}
-
-/// (state, ppid, pgrp) from /proc/PID/stat; the command name, which may hold spaces and
-/// parentheses, ends at the last ')'.
-fn stat(pid: u32) -> Option<(u8, u32, u32)> {
+/// /proc/PID/stat after the command name (which may hold spaces and parentheses, and ends at
+/// the last ')'): the fields from the state on.
+fn stat_rest(pid: u32) -> Option<String> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut f = s.get(s.rfind(')')? + 1..)?.split_ascii_whitespace();
-    let state = *f.next()?.as_bytes().first()?;
-    Some((state, f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+    Some(s.get(s.rfind(')')? + 1..)?.to_string())
 }
 
-/// The processes of group `pgid` and the descendants of its leader: (pid, ppid, pgrp).
-pub fn tree(pgid: u32) -> Vec<(u32, u32, u32)> {
-    let all = processes();
-    let mut inside: Vec<u32> = all
-        .iter()
-        .filter(|p| p.2 == pgid || p.0 == pgid)
-        .map(|p| p.0)
-        .collect();
-    // Descendants by parent links, to a fixed point (process trees are shallow).
-    loop {
-        let more: Vec<u32> = all
-            .iter()
-            .filter(|p| inside.contains(&p.1) && !inside.contains(&p.0))
-            .map(|p| p.0)
-            .collect();
-        if more.is_empty() {
-            break;
+/// When `pid` started, in clock ticks after boot (/proc/PID/stat's 22nd field): a pid is
+/// reused, a pid with its start time names one process.
+pub fn start_time(pid: u32) -> Option<u64> {
+    stat_rest(pid)?
+        .split_ascii_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// Adds to `known` (pid, start time) every descendant of the live process `pid`, walked down
+/// `/proc/PID/task/TID/children`: a child that left the process group (`setsid`) is found as
+/// long as its parent lives, which a look after the process exited cannot do (its children
+/// then belong to init). Those no longer running are dropped; at most 1024 are kept.
+pub fn remember_descendants(pid: u32, known: &mut Vec<(u32, u64)>) {
+    known.retain(|&(p, t)| start_time(p) == Some(t));
+    let mut todo = vec![pid];
+    while let Some(parent) = todo.pop() {
+        let Ok(rd) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
+            continue;
+        };
+        for task in rd.flatten() {
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            for c in children
+                .split_ascii_whitespace()
+                .filter_map(|c| c.parse().ok())
+            {
+                if known.len() < 1024
+                    && !known.iter().any(|k| k.0 == c)
+                    && let Some(t) = start_time(c)
+                {
+                    known.push((c, t));
+                    todo.push(c);
+                }
+            }
         }
-        inside.extend(more);
     }
-    all.iter()
-        .filter(|p| inside.contains(&p.0))
-        .map(|p| (p.0, p.1, p.2))
-        .collect()
 }
 
-/// Resident memory of the group and tree of `pgid`, in KiB (VmRSS; 0 for zombies).
-pub fn rss_kib(pgid: u32) -> u64 {
-    tree(pgid)
+/// SIGKILL to each of `known` that is still the process it was (same start time).
+pub fn kill_known(known: &[(u32, u64)]) {
+    for &(p, t) in known {
+        if start_time(p) == Some(t) {
+            let _ = crate::sys::kill(p as i32, crate::sys::SIGKILL);
+        }
+    }
+}
+
+/// `pid` and its descendants.
+pub fn tree(pid: u32) -> Vec<u32> {
+    let mut known = Vec::new();
+    remember_descendants(pid, &mut known);
+    let mut all = vec![pid];
+    all.extend(known.iter().map(|k| k.0));
+    all
+}
+
+/// Resident memory of `pid` and its descendants, in KiB (VmRSS; 0 for zombies).
+pub fn rss_kib(pid: u32) -> u64 {
+    tree(pid)
         .iter()
         .filter_map(|p| {
-            let s = std::fs::read_to_string(format!("/proc/{}/status", p.0)).ok()?;
+            let s = std::fs::read_to_string(format!("/proc/{p}/status")).ok()?;
             let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
             l["VmRSS:".len()..]
                 .trim()
@@ -302,7 +308,8 @@ pub fn rss_kib(pgid: u32) -> u64 {
 
 /// Whether `pid` exited (a zombie, or gone), without reaping it.
 pub fn exited(pid: u32) -> bool {
-    stat(pid).is_none_or(|(state, _, _)| state == b'Z' || state == b'X')
+    let state = stat_rest(pid).and_then(|s| s.trim_start().bytes().next());
+    state.is_none_or(|s| s == b'Z' || s == b'X')
 }
 
 /// Whether `program` is an executable file in a directory of `$PATH`.
@@ -310,11 +317,14 @@ pub fn on_path(program: &str) -> bool {
     find_on_path(program).is_some()
 }
 
-/// Where `program` is found in `$PATH`, as an executable file.
+/// Where `program` is found in `$PATH`, as an executable file. A relative entry (`.`,
+/// `node_modules/.bin`) is skipped: it would find a program in whatever directory ccide or
+/// its child runs in, a workspace.
 pub fn find_on_path(program: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
+        .filter(|d| d.is_absolute())
         .map(|d| d.join(program))
         .find(|p| {
             std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

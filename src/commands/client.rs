@@ -625,6 +625,9 @@ pub fn status(args: &Args) -> Outcome {
         if let Some(e) = l["last_error"].as_str().filter(|e| !e.is_empty()) {
             line.push_str(&format!(" (last error: {})", visible(e)));
         }
+        if let Some(why) = l["stopped_because"].as_str() {
+            line.push_str(&format!(" (stopped: {})", visible(why)));
+        }
         out.push_str(&line);
         out.push('\n');
     }

@@ -118,14 +118,14 @@ pub const FLAGS: &[Flag] = &[
         "--no-default-checkers",
         None,
         Some("CCIDE_NO_DEFAULT_CHECKERS"),
-        "Do not use the built-in checkers (ruff or python3 -m py_compile, shellcheck or bash -n, cargo check).",
+        "Do not use the built-in checkers (ruff or python3 -m py_compile, shellcheck or bash -n, cargo check if trusted).",
     ),
     Flag {
         name: "--lsp",
         value: Some("PATTERN=COMMAND"),
         env: None,
         repeat: true,
-        help: "Run the language server COMMAND (over stdio, kept warm) for files matching PATTERN (repeatable; same rules as --checker): its diagnostics join the checkers'. Built-ins when on PATH: typescript-language-server or TypeScript 7's tsc --lsp, basedpyright, pyright or ty, gopls, clangd (with a compile_commands.json), rust-analyzer. Where one covers a file, the built-in checker for it steps aside.",
+        help: "Run the language server COMMAND (over stdio, kept warm) for files matching PATTERN (repeatable; same rules as --checker): its diagnostics join the checkers'. Built-ins when on PATH: typescript-language-server or TypeScript 7's tsc --lsp, basedpyright, pyright or ty, gopls, clangd (with a compile_commands.json), rust-analyzer (trusted only). Where one covers a file, the built-in checker for it steps aside.",
         default: None,
     },
     flag(
@@ -147,6 +147,12 @@ pub const FLAGS: &[Flag] = &[
         "A language server unused this long is stopped (and started again when needed).",
     )
     .default("1800"),
+    flag(
+        "--trust-workspace",
+        None,
+        Some("CCIDE_TRUST_WORKSPACE"),
+        "Trust the workspace: let the built-ins run what it ships (its TypeScript; cargo check and rust-analyzer run its build scripts). Off: none of its programs run.",
+    ),
     flag(
         "--diagnostics-wait",
         Some("SECS"),
@@ -221,6 +227,7 @@ struct Options {
     default_lsp: bool,
     lsp_idle: Duration,
     lsp_warm: bool,
+    trusted: bool,
 }
 
 /// A number of seconds as the flags take it, `DIGITS[.DIGITS]`, read exactly to the
@@ -333,6 +340,7 @@ fn options(args: &Args) -> Result<Options, Fail> {
         ));
     }
     let single_client = args.switch("--single-client")?;
+    let trusted = args.switch("--trust-workspace")?;
     let mut checkers = Vec::new();
     for spec in args.values("--checker") {
         checkers.push(
@@ -396,6 +404,7 @@ fn options(args: &Args) -> Result<Options, Fail> {
         default_lsp: !args.switch("--no-default-lsp")?,
         lsp_idle: seconds(args, "--lsp-idle")?,
         lsp_warm: args.switch("--lsp-warm")?,
+        trusted,
     })
 }
 
@@ -536,13 +545,14 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
 fn tools(o: &mut Options) -> (Checks, Vec<langservers::Spec>) {
     let mut checkers = std::mem::take(&mut o.checkers);
     if o.default_checkers {
-        checkers.extend(checkers::defaults(&o.workspaces[0]));
+        checkers.extend(checkers::defaults(&o.workspaces[0], o.trusted));
     }
     let mut servers = std::mem::take(&mut o.lsp);
     if o.default_lsp {
         servers.extend(langservers::builtins(
             &o.workspaces[0],
             &crate::proc::find_on_path,
+            o.trusted,
         ));
     }
     (
@@ -579,6 +589,7 @@ fn run_threads(
                 servers,
                 langservers::Config {
                     idle: o.lsp_idle,
+                    trust_workspace: o.trusted,
                     ..langservers::Config::default()
                 },
             ),

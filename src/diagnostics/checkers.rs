@@ -57,8 +57,10 @@ impl Checker {
     }
 }
 
-/// Built-in checkers for the tools found on PATH.
-pub fn defaults(workspace: &Path) -> Vec<Checker> {
+/// Built-in checkers for the tools found on PATH. `cargo check` builds and runs the
+/// workspace's build scripts and proc macros (and follows its .cargo/config.toml): a program
+/// the repository ships, so only if the user `trusted` the workspace (`--trust-workspace`).
+pub fn defaults(workspace: &Path, trusted: bool) -> Vec<Checker> {
     let spec = |spec: &str, bash_syntax: bool| {
         Checker::parse(spec).ok().map(|mut c| {
             c.bash_syntax = bash_syntax;
@@ -90,7 +92,7 @@ pub fn defaults(workspace: &Path) -> Vec<Checker> {
     } else if on_path("bash") {
         out.extend(spec("*.sh=compiler:bash -n {file}", true));
     }
-    if on_path("cargo") && workspace.join("Cargo.toml").is_file() {
+    if trusted && on_path("cargo") && workspace.join("Cargo.toml").is_file() {
         out.extend(spec(
             "*.rs=cargo:cargo check --message-format=json --quiet",
             false,
@@ -204,10 +206,10 @@ impl Checks {
         &self,
         workspaces: &Workspaces,
         file: &Path,
-        covered: &dyn Fn(&Path) -> bool,
+        covered: bool,
     ) -> Option<(Arc<Running>, Option<Job>)> {
         let (index, root) = self.checker_for(workspaces, file)?;
-        if self.checkers[index].builtin && covered(file) {
+        if self.checkers[index].builtin && covered {
             return None;
         }
         let now = state_of(file);
@@ -243,6 +245,16 @@ impl Checks {
             key,
         };
         Some((r, Some(job)))
+    }
+
+    /// `file` is covered by a language server again: if its built-in checker ran on it (while
+    /// the server did not deliver), the origin whose diagnostics of the file are now stale.
+    pub fn step_aside(&self, workspaces: &Workspaces, file: &Path) -> Option<String> {
+        let (index, _) = self.checker_for(workspaces, file)?;
+        if !self.checkers[index].builtin || self.checked.lock().unwrap().remove(file).is_none() {
+            return None;
+        }
+        Some(format!("checker {index}"))
     }
 
     /// Ends a run of `job`: false when the file changed while it ran, so it must run again;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::langservers::{self, LangServers};
 use crate::rpc::clients::Clients;
@@ -32,8 +32,8 @@ pub struct Diagnostics {
     clients: Arc<Clients>,
     /// Where checkers' output is captured (the state directory).
     scratch: PathBuf,
-    /// Files whose diagnostics were asked for: getDiagnostics {} brings them all up to date
-    /// (an edit to one file can change another's diagnostics).
+    /// Files whose diagnostics were asked for: getDiagnostics {} runs their checkers again
+    /// when they changed.
     seen: Mutex<BTreeSet<PathBuf>>,
 }
 
@@ -77,10 +77,15 @@ fn publish(
 }
 
 fn broadcast_change(clients: &Clients, p: &Path, ds: &[Diagnostic]) {
-    clients.broadcast(
-        "diagnostics_changed",
-        json!({"uri": uri_of(p), "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}),
-    );
+    clients.broadcast("diagnostics_changed", entry(uri_of(p), ds));
+}
+
+/// `{"uri": ..., "diagnostics": [...]}`, as getDiagnostics answers for a file.
+fn entry(uri: String, ds: &[Diagnostic]) -> Value {
+    let mut v = Value::Object(Default::default());
+    v["uri"] = uri.into();
+    v["diagnostics"] = ds.iter().map(to_wire).collect();
+    v
 }
 
 impl Diagnostics {
@@ -155,8 +160,14 @@ impl Diagnostics {
     /// Starts a check of `file` when its checker should run (`Checks::begin`), on a thread
     /// of its own; returns the running check to wait for, if any.
     fn check(self: &Arc<Self>, file: &Path) -> Option<Arc<Running>> {
-        let covered = |f: &Path| self.lsp.covers(f);
-        let (running, job) = self.checks.begin(&self.workspaces, file, &covered)?;
+        let covered = self.lsp.covers(file);
+        if covered && let Some(origin) = self.checks.step_aside(&self.workspaces, file) {
+            // Its server delivers again: what the checker said meanwhile would go stale.
+            let mut none = BTreeMap::new();
+            none.insert(file.to_path_buf(), Vec::new());
+            self.replace(&origin, none);
+        }
+        let (running, job) = self.checks.begin(&self.workspaces, file, covered)?;
         let Some(job) = job else {
             return Some(running);
         };
@@ -179,17 +190,23 @@ impl Diagnostics {
         Some(running)
     }
 
-    /// For getDiagnostics {}: brings every file asked about or holding diagnostics up to date
-    /// and waits for the results, at most `--diagnostics-wait` in all. `unsaved` gives the
-    /// editor's buffer of a file, if it has one.
+    /// For getDiagnostics {}: brings up to date what changed, not everything known (an edit to
+    /// one file can change another's diagnostics, and an idle `{}` must cost nothing): the
+    /// language servers' own documents (`LangServers::refresh_known`), and the checks of files
+    /// asked about or checked before that changed since. Waits for the results, at most
+    /// `--diagnostics-wait` in all. `unsaved` gives the editor's buffer of a file, if any.
     pub fn refresh_all_and_wait(self: &Arc<Self>, unsaved: &dyn Fn(&Path) -> Option<String>) {
         let mut files: BTreeSet<PathBuf> = self.seen.lock().unwrap().clone();
         files.extend(self.checks.tracked());
-        files.extend(self.store.all().into_iter().map(|(p, _)| p));
-        let pending: Vec<Pending> = files
-            .iter()
-            .flat_map(|f| self.refresh(f, unsaved(f).as_deref()))
-            .collect();
+        let mut pending = Vec::new();
+        for t in self.lsp.refresh_known(unsaved) {
+            pending.push(Pending::Lsp(t));
+        }
+        for f in &files {
+            if let Some(r) = self.check(f) {
+                pending.push(Pending::Check(r));
+            }
+        }
         wait_all(&pending, self.checks.wait);
     }
 
@@ -253,7 +270,13 @@ impl Diagnostics {
         let count: usize = by_file.values().map(Vec::len).sum();
         let files = by_file.len();
         let changed = self.replace("import", by_file);
-        json!({"ok": true, "files": files, "diagnostics": count, "changed": changed, "outside_workspace": outside})
+        let mut v = Value::Null;
+        v["ok"] = true.into();
+        v["files"] = files.into();
+        v["diagnostics"] = count.into();
+        v["changed"] = changed.into();
+        v["outside_workspace"] = outside.into();
+        v
     }
 
     /// A path a tool printed, as the workspace names it: a path through a symlink to the
@@ -275,7 +298,7 @@ impl Diagnostics {
                 .store
                 .all()
                 .iter()
-                .map(|(p, ds)| json!({"uri": uri_of(p), "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}))
+                .map(|(p, ds)| entry(uri_of(p), ds))
                 .collect();
         };
         // Raw `file://` + path, never percent-encoded (ccide-protocol(7) §5).
@@ -287,7 +310,7 @@ impl Diagnostics {
         {
             ds = self.store.get(&canon);
         }
-        vec![json!({"uri": uri, "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()})]
+        vec![entry(uri, &ds)]
     }
 }
 
@@ -300,21 +323,49 @@ pub struct Store {
     files: Mutex<Files>,
 }
 
+/// At most `MAX_ITEMS` diagnostics per file and origin: the first ones, and first of all one
+/// saying how many more there were, so the CLI and the model see that the list was cut (a
+/// language server's result comes cut already, ccide-protocol(7) §5.4).
+fn bounded(origin: &str, path: &Path, mut ds: Vec<Diagnostic>) -> Vec<Diagnostic> {
+    const MAX: usize = langservers::MAX_ITEMS;
+    if ds.len() > MAX {
+        let more = ds.len() - (MAX - 1);
+        ds.truncate(MAX - 1);
+        ds.insert(
+            0,
+            Diagnostic {
+                path: path.to_path_buf(),
+                start_line: 0,
+                start_char: 0,
+                end_line: 0,
+                end_char: 0,
+                severity: Severity::Info,
+                message: format!(
+                    "{more} more diagnostics of this file from {origin} are not shown: ccide keeps {MAX} per file and source"
+                ),
+                source: "ccide".into(),
+                code: None,
+            },
+        );
+    }
+    ds
+}
+
 fn merged(origins: &BTreeMap<String, Vec<Diagnostic>>) -> Vec<Diagnostic> {
     origins.values().flatten().cloned().collect()
 }
 
 /// The wire form of one diagnostic: 0-based positions, severity as the CLI spells it.
 pub fn to_wire(d: &Diagnostic) -> Value {
-    let mut v = json!({
-        "message": d.message,
-        "severity": d.severity.as_str(),
-        "range": {
-            "start": {"line": d.start_line, "character": d.start_char},
-            "end": {"line": d.end_line, "character": d.end_char},
-        },
-        "source": d.source,
-    });
+    // Built field by field: smaller in the binary than `json!` (no serializer per type).
+    let mut v = Value::Object(Default::default());
+    v["message"] = d.message.clone().into();
+    v["severity"] = d.severity.as_str().into();
+    v["range"]["start"]["line"] = d.start_line.into();
+    v["range"]["start"]["character"] = d.start_char.into();
+    v["range"]["end"]["line"] = d.end_line.into();
+    v["range"]["end"]["character"] = d.end_char.into();
+    v["source"] = d.source.clone().into();
     if let Some(c) = &d.code {
         v["code"] = c.as_str().into();
     }
@@ -366,8 +417,9 @@ impl Store {
         let mut all = Vec::new();
         for (p, origins) in files {
             for (origin, ds) in origins {
-                all.push(json!({"uri": uri_of(p), "origin": origin,
-                    "diagnostics": ds.iter().map(to_wire).collect::<Vec<_>>()}));
+                let mut e = entry(uri_of(p), ds);
+                e["origin"] = origin.as_str().into();
+                all.push(e);
             }
         }
         if let Err(e) =
@@ -392,7 +444,7 @@ impl Store {
             if ds.is_empty() {
                 origins.remove(origin);
             } else {
-                origins.insert(origin.to_string(), ds);
+                origins.insert(origin.to_string(), bounded(origin, &p, ds));
             }
             let after = merged(origins);
             if origins.is_empty() {

@@ -10,7 +10,11 @@
 #   watch        register for workspace/didChangeWatchedFiles
 #   crash=FILE   exit(3) on a document containing CRASH, if FILE exists (and remove FILE)
 #   hang         never answer anything (not even initialize or shutdown)
+#   stubborn     do not exit at the end of its input (nor on exit): only a kill ends it
 #   child        start a `sleep` child (to test that the whole group goes)
+#   setsid       start a `sleep` child in a session of its own (it leaves the process group)
+#   crashopen    exit(3) on every didOpen
+#   flood=N      publish N diagnostics for each document (a message of about N * 230 bytes)
 #   name=NAME    call itself NAME in serverInfo (clangd's publishes count as complete)
 #   repeat=S     publish each result again every S seconds, unchanged
 #   encoding=E   answer positionEncoding E (utf-8, utf-32) although only utf-16 is offered,
@@ -89,8 +93,21 @@ def publish(uri, version, items):
         threading.Timer(float(flags["repeat"]), again).start()
 
 
+def flood(uri, version, n):
+    item = ('{"range": {"start": {"line": %d, "character": 0}, "end": {"line": %d, "character": 3}},'
+            ' "severity": 2, "message": "flooded diagnostic number %d of many", "source": "fake"}')
+    items = ",".join(item % (i, i, i) for i in range(n))
+    body = ('{"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": %s,'
+            ' "version": %d, "diagnostics": [%s]}}' % (json.dumps(uri), version, items)).encode()
+    with lock:
+        sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        sys.stdout.buffer.flush()
+
+
 def changed(uri):
     text, version = docs[uri]
+    if "flood" in flags:
+        return flood(uri, version, int(flags["flood"]))
     if "crash" in flags and "CRASH" in text and os.path.exists(flags["crash"]):
         os.remove(flags["crash"])
         note(event="crash")
@@ -124,10 +141,14 @@ def end_loading():
 
 if "child" in flags:
     note(event="child", pid=subprocess.Popen(["sleep", "1000"]).pid)
+if "setsid" in flags:
+    note(event="setsid", pid=subprocess.Popen(["sleep", "1000"], start_new_session=True).pid)
 
 while True:
     msg = read()
     if msg is None:
+        while "stubborn" in flags:
+            time.sleep(1000)
         break
     note(got=msg)
     if "hang" in flags:
@@ -171,6 +192,9 @@ while True:
                 {"id": "w1", "method": "workspace/didChangeWatchedFiles",
                  "registerOptions": {"watchers": [{"globPattern": "**/*"}]}}]})
     elif method == "textDocument/didOpen":
+        if "crashopen" in flags:
+            note(event="crash")
+            os._exit(3)
         d = params["textDocument"]
         docs[d["uri"]] = (d["text"], d["version"])
         changed(d["uri"])

@@ -463,12 +463,17 @@ impl Finality {
     }
 
     /// Whether a waiter for `version` of `path` (pulled no earlier than `epoch`) has its
-    /// final result; a document no longer known has none to wait for.
-    pub fn satisfied(&self, path: &Path, version: i32, epoch: u64) -> bool {
+    /// final result; None for a document no longer known (closed): it will get none.
+    pub fn satisfied(&self, path: &Path, version: i32, epoch: u64) -> Option<bool> {
+        let d = self.docs.iter().find(|d| d.path == path)?;
+        Some(d.final_version >= version && d.final_epoch >= epoch)
+    }
+
+    /// Whether `path`'s result for the version last sent is not final yet.
+    pub fn awaited(&self, path: &Path) -> bool {
         self.docs
             .iter()
-            .find(|d| d.path == path)
-            .is_none_or(|d| d.final_version >= version && d.final_epoch >= epoch)
+            .any(|d| d.path == path && d.final_version < d.version)
     }
 }
 
@@ -522,9 +527,9 @@ mod tests {
         // The rest comes inside the quiet period: it restarts it.
         f.pushed(&p, Some(1), vec![item(0), item(1)], ms(t0, 150));
         assert_eq!(finals(&f.tick(ms(t0, 300))), []);
-        assert!(!f.satisfied(&p, 1, 0));
+        assert_eq!(f.satisfied(&p, 1, 0), Some(false));
         assert_eq!(finals(&f.tick(ms(t0, 450))), [(1, vec![0, 1])]);
-        assert!(f.satisfied(&p, 1, 0));
+        assert_eq!(f.satisfied(&p, 1, 0), Some(true));
         assert_eq!(f.tick(ms(t0, 900)).next, None, "nothing left to wait for");
     }
 
@@ -557,7 +562,7 @@ mod tests {
         f.progress("index".into(), true, t0);
         f.pushed(&p, Some(1), vec![item(2)], ms(t0, 5));
         assert_eq!(finals(&f.tick(ms(t0, 5))), [(1, vec![2])]);
-        assert!(f.satisfied(&p, 1, 0));
+        assert_eq!(f.satisfied(&p, 1, 0), Some(true));
         // Republished unchanged (a header's change re-checked it): nothing new.
         f.pushed(&p, Some(1), vec![item(2)], ms(t0, 50));
         assert_eq!(finals(&f.tick(ms(t0, 50))), []);
@@ -594,7 +599,7 @@ mod tests {
         f.closed(&p);
         f.pushed(&p, None, vec![item(1)], ms(t0, 1400));
         assert_eq!(f.tick(ms(t0, 2000)).finals, []);
-        assert!(f.satisfied(&p, 9, 0), "nothing to wait for once closed");
+        assert_eq!(f.satisfied(&p, 9, 0), None, "closed: no result will come");
     }
 
     #[test]
@@ -698,13 +703,13 @@ mod tests {
         f.sent(&b, 2);
         let _ = one_pull(&mut f, t0);
         let epoch = f.touched(&a);
-        assert!(!f.satisfied(&a, 1, epoch));
+        assert_eq!(f.satisfied(&a, 1, epoch), Some(false));
         let s = f.tick(t0);
         let again = s.pulls.iter().find(|p| p.path == a).expect("a asked again");
         // Its answer is the same as before: no second final result, yet the waiter is done.
         f.answered(&a, again.id, Ok(Some(vec![])), t0).unwrap();
         assert_eq!(finals(&f.tick(t0)), []);
-        assert!(f.satisfied(&a, 1, epoch));
+        assert_eq!(f.satisfied(&a, 1, epoch), Some(true));
     }
 
     #[test]
@@ -725,7 +730,7 @@ mod tests {
         }
         let s = f.tick(t0);
         assert_eq!((s.finals.len(), s.pulls.len()), (0, 1));
-        assert!(!f.satisfied(&p, 3, 0));
+        assert_eq!(f.satisfied(&p, 3, 0), Some(false));
         let id = s.pulls[0].id;
         for _ in 0..3 {
             f.answered(&p, id, Ok(Some(vec![])), t0).unwrap();
@@ -753,6 +758,6 @@ mod tests {
             [],
             "the publish went with the process"
         );
-        assert!(!f.satisfied(&p, 1, 0));
+        assert_eq!(f.satisfied(&p, 1, 0), Some(false));
     }
 }

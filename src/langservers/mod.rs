@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::proc::Queue;
 pub use finality::Final;
@@ -36,6 +36,7 @@ use server::Inbound;
 pub use server::{Config, Server, Sink, Ticket};
 #[allow(unused_imports)]
 pub use server::{OnAnswer, OnRequest, ServerRequest};
+pub use supervisor::MAX_ITEMS;
 
 /// What happened to a file, for `workspace/didChangeWatchedFiles`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,10 +96,11 @@ impl LangServers {
             .find(|s| registry::covers(&s.patterns, &self.workspaces, path))
     }
 
-    /// Whether a usable server takes `path`: the batch checker for it can step aside. False
-    /// once its server failed for good (cannot run, or dies before answering `initialize`).
+    /// Whether a server that delivers takes `path`: the batch checker for it can step aside.
+    /// False once its server failed for good (cannot run, or dies before answering
+    /// `initialize`), and while it has crashed since it last handed out a result.
     pub fn covers(&self, path: &Path) -> bool {
-        self.server(path).is_some_and(|s| s.usable())
+        self.server(path).is_some_and(|s| s.delivering())
     }
 
     /// Brings the server's copy of `path` up to date (its text on disk, or `unsaved`),
@@ -107,6 +109,16 @@ impl LangServers {
     /// diagnostics from this origin are cleared).
     pub fn touch(&self, path: &Path, unsaved: Option<&str>) -> Option<Ticket> {
         self.server(path)?.touch(path, unsaved)
+    }
+
+    /// For getDiagnostics {}: what each server knows brought up to date (`Server::refresh_known`),
+    /// `unsaved` giving the editor's buffer of a file.
+    pub fn refresh_known(&self, unsaved: &dyn Fn(&Path) -> Option<String>) -> Vec<Ticket> {
+        let mut tickets = Vec::new();
+        for s in &self.servers {
+            tickets.extend(s.refresh_known(unsaved));
+        }
+        tickets
     }
 
     /// Waits until every ticket's result is final (or will never be: its server stopped),
@@ -120,7 +132,12 @@ impl LangServers {
     pub fn files_changed(&self, changes: &[(PathBuf, Change)]) {
         let items: Vec<Value> = changes
             .iter()
-            .map(|(p, c)| json!({"uri": crate::files::file_uri(p), "type": *c as u8}))
+            .map(|(p, c)| {
+                let mut v = Value::Null;
+                v["uri"] = crate::files::file_uri(p).into();
+                v["type"] = (*c as u8).into();
+                v
+            })
             .collect();
         if items.is_empty() {
             return;
@@ -146,9 +163,9 @@ impl LangServers {
     }
 
     /// One object per server: name, origin, command, patterns, state (stopped, starting,
-    /// indexing, ready, stopping, crashed, failed), pid, rss_kib (the process tree),
+    /// loading, indexing, ready, stopping, crashed, failed), pid, rss_kib (the process tree),
     /// open_documents, restarts, diagnostics (push, pull or tsserver), server (its name and
-    /// version), last_error.
+    /// version), last_error, stopped_because.
     pub fn status(&self) -> Value {
         Value::Array(self.servers.iter().map(|s| s.status()).collect())
     }

@@ -56,9 +56,120 @@ pub fn covers(patterns: &[String], workspaces: &[PathBuf], path: &Path) -> bool 
         .any(|p| crate::pattern::file_pattern_match(p, &rel))
 }
 
-/// A workspace file that `patterns` cover, found by a bounded walk that skips hidden, vendored
-/// and build directories.
+/// A workspace file that `patterns` cover, to open first: for a TypeScript server, one of the
+/// project that the workspace's tsconfig.json puts its files in (`project_file`); else the
+/// first found by a bounded walk that skips hidden, vendored and build directories.
 pub fn first_file(workspaces: &[PathBuf], patterns: &[String]) -> Option<PathBuf> {
+    let ok = |p: &Path| covers(patterns, workspaces, p);
+    if patterns.iter().any(|p| p == "*.ts") {
+        let found = workspaces
+            .iter()
+            .find_map(|w| project_file(&w.join("tsconfig.json"), &ok, 0));
+        if found.is_some() {
+            return found;
+        }
+    }
+    walk(workspaces, &ok)
+}
+
+/// A file of the project `config` (a tsconfig.json) describes: in its `files`, else under the
+/// directories its `include` patterns start with (the whole directory without either list) and
+/// not matching its `exclude`, else in one of the projects it references (a solution-style
+/// config, such as hono's, lists only `references`). tsserver then loads the project the
+/// files live in, not an inferred one for a file at the root that no project includes (hono's
+/// vitest.config.ts). `extends` is not followed.
+fn project_file(config: &Path, ok: &dyn Fn(&Path) -> bool, depth: u8) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(config).ok()?;
+    let v: Value = serde_json::from_str(&without_comments(&text)).ok()?;
+    let base = config.parent()?;
+    let list = |k: &str| v[k].as_array().cloned().unwrap_or_default();
+    for f in list("files") {
+        let p = base.join(f.as_str()?);
+        if p.is_file() && ok(&p) {
+            return Some(p);
+        }
+    }
+    let mut roots: Vec<PathBuf> = list("include")
+        .iter()
+        .filter_map(Value::as_str)
+        .map(|i| {
+            let literal = i.split('/').take_while(|c| !c.contains(['*', '?']));
+            base.join(literal.collect::<Vec<_>>().join("/"))
+        })
+        .collect();
+    if v.get("include").is_none() && v.get("files").is_none() {
+        roots.push(base.to_path_buf());
+    }
+    let exclude = list("exclude");
+    let kept = |p: &Path| {
+        let rel = p.strip_prefix(base).unwrap_or(p).to_string_lossy();
+        ok(p)
+            && !exclude
+                .iter()
+                .any(|x| crate::pattern::glob_match(x.as_str().unwrap_or(""), &rel))
+    };
+    if let Some(f) = walk(&roots, &kept) {
+        return Some(f);
+    }
+    for r in list("references").iter().filter_map(|r| r["path"].as_str()) {
+        let mut c = base.join(r);
+        if c.is_dir() {
+            c.push("tsconfig.json");
+        }
+        if depth < 3
+            && let Some(f) = project_file(&c, ok, depth + 1)
+        {
+            return Some(f);
+        }
+    }
+    None
+}
+
+/// JSON with comments and trailing commas (tsconfig.json's) as JSON.
+fn without_comments(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match (b[i], b.get(i + 1)) {
+            (b'"', _) => {
+                let start = i;
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                out.extend_from_slice(&b[start..(i + 1).min(b.len())]);
+            }
+            (b'/', Some(b'/')) => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            (b'/', Some(b'*')) => {
+                i += 2;
+                while i < b.len() && !b[i..].starts_with(b"*/") {
+                    i += 1;
+                }
+                i += 1;
+            }
+            (c @ (b']' | b'}'), _) => {
+                if let Some(t) = out.iter().rposition(|c| !c.is_ascii_whitespace())
+                    && out[t] == b','
+                {
+                    out[t] = b' ';
+                }
+                out.push(c);
+            }
+            (c, _) => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The first file under `roots` that `ok` accepts, by a bounded walk, shallowest first and in
+/// name order, that skips hidden, vendored and build directories.
+fn walk(roots: &[PathBuf], ok: &dyn Fn(&Path) -> bool) -> Option<PathBuf> {
     const SKIP: &[&str] = &[
         "node_modules",
         "target",
@@ -68,7 +179,7 @@ pub fn first_file(workspaces: &[PathBuf], patterns: &[String]) -> Option<PathBuf
         "venv",
     ];
     let mut budget = 5_000;
-    for root in workspaces {
+    for root in roots {
         let mut dirs = std::collections::VecDeque::from([root.clone()]);
         while let Some(dir) = dirs.pop_front() {
             let Ok(rd) = std::fs::read_dir(&dir) else {
@@ -89,7 +200,7 @@ pub fn first_file(workspaces: &[PathBuf], patterns: &[String]) -> Option<PathBuf
                     if !name.starts_with('.') && !SKIP.contains(&name.as_ref()) {
                         dirs.push_back(p);
                     }
-                } else if ft.is_file() && covers(patterns, std::slice::from_ref(root), &p) {
+                } else if ft.is_file() && ok(&p) {
                     return Some(p);
                 }
             }
@@ -107,8 +218,18 @@ const C_PATTERNS: &[&str] = &[
 
 /// The built-in servers for what `find` locates (normally `crate::proc::find_on_path`), for `workspace`:
 /// TypeScript/JavaScript, Python, Go, C/C++ (with a compile_commands.json) and Rust (with a
-/// Cargo.toml). Commands name the program by the path found.
-pub fn builtins(workspace: &Path, find: &dyn Fn(&str) -> Option<PathBuf>) -> Vec<Spec> {
+/// Cargo.toml). Commands name the program by the path found. Opening a repository never runs
+/// a program it ships unless the user `trusted` it (`--trust-workspace`): then only are the
+/// project's own TypeScript 7 and rust-analyzer (which builds and runs the workspace's build
+/// scripts and proc macros, and follows its .cargo/config.toml) used, and a program found
+/// inside the workspace (a PATH naming node_modules/.bin).
+pub fn builtins(
+    workspace: &Path,
+    find: &dyn Fn(&str) -> Option<PathBuf>,
+    trusted: bool,
+) -> Vec<Spec> {
+    let ws = [workspace.to_path_buf()];
+    let find = |n: &str| find(n).filter(|p| trusted || !inside(&ws, p));
     let mut out = Vec::new();
     let mut add = |patterns: &[&str], program: &Path, args: &[&str]| {
         let mut words = vec![program.to_string_lossy().into_owned()];
@@ -122,10 +243,11 @@ pub fn builtins(workspace: &Path, find: &dyn Fn(&str) -> Option<PathBuf>) -> Vec
         }
     };
     // TypeScript 7 (the native port) is an LSP server itself, pull-only and several times
-    // faster than tsserver (ccide-protocol(7) §11.4); the project's own copy decides, else
-    // typescript-language-server, which uses the project's TypeScript.
+    // faster than tsserver (ccide-protocol(7) §11.4); the project's own copy decides (if
+    // trusted), else typescript-language-server (with the TypeScript beside it, unless
+    // trusted: `initialization_options`).
     let local_tsc = workspace.join("node_modules/.bin/tsc");
-    if typescript_major(&local_tsc).is_some_and(|m| m >= 7) {
+    if trusted && typescript_major(&local_tsc).is_some_and(|m| m >= 7) {
         add(TS_PATTERNS, &local_tsc, &["--lsp", "--stdio"]);
     } else if let Some(p) = find("typescript-language-server") {
         add(TS_PATTERNS, &p, &["--stdio"]);
@@ -153,7 +275,8 @@ pub fn builtins(workspace: &Path, find: &dyn Fn(&str) -> Option<PathBuf>) -> Vec
     {
         add(C_PATTERNS, &p, &["--background-index=false"]);
     }
-    if workspace.join("Cargo.toml").is_file()
+    if trusted
+        && workspace.join("Cargo.toml").is_file()
         && let Some(p) =
             find("rust-analyzer").filter(|p| rust_analyzer_present(p, rustup_home().as_deref()))
     {
@@ -169,6 +292,47 @@ fn typescript_major(tsc: &Path) -> Option<u32> {
     let pkg = real.parent()?.parent()?.join("package.json");
     let v: Value = serde_json::from_slice(&std::fs::read(pkg).ok()?).ok()?;
     v["version"].as_str()?.split('.').next()?.parse().ok()
+}
+
+/// Whether `p` lies inside one of `workspaces` (through symlinks too), or is relative (so
+/// found from a working directory, which is a workspace).
+pub fn inside(workspaces: &[PathBuf], p: &Path) -> bool {
+    let real = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    !p.is_absolute()
+        || workspaces
+            .iter()
+            .any(|w| p.starts_with(w) || real.starts_with(w))
+}
+
+/// The `initializationOptions` a server gets. typescript-language-server loads the
+/// TypeScript it finds in the workspace (node_modules, walking up from the root), a program
+/// the repository ships, unless told which: unless the user trusts the workspace, it is told
+/// to use the one installed beside it, and without one it is not started.
+pub fn initialization_options(
+    name: &str,
+    program: &str,
+    workspaces: &[PathBuf],
+    trusted: bool,
+) -> Result<Option<Value>, String> {
+    if name != "typescript-language-server" || trusted {
+        return Ok(None);
+    }
+    let found = match program.contains('/') {
+        true => Some(PathBuf::from(program)),
+        false => crate::proc::find_on_path(program),
+    };
+    // What node's `require("typescript")` finds from the server's own files.
+    let real = found.and_then(|p| std::fs::canonicalize(p).ok());
+    let tsserver = real.iter().flat_map(|r| r.ancestors()).find_map(|a| {
+        let t = a.join("node_modules/typescript/lib/tsserver.js");
+        (t.is_file() && !inside(workspaces, &t)).then_some(t)
+    });
+    let Some(tsserver) = tsserver else {
+        return Err("no TypeScript installed beside typescript-language-server (npm install -g typescript), and ccide does not load the workspace's own without --trust-workspace".into());
+    };
+    let mut v = Value::Null;
+    v["tsserver"]["path"] = tsserver.to_string_lossy().into_owned().into();
+    Ok(Some(v))
 }
 
 /// rustup puts a `rust-analyzer` proxy on PATH even when the component is not installed; that

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::finality::{Final, Finality, Pushes, Source};
 use super::supervisor::{self, Event, Life, Phase, Process};
@@ -43,6 +43,9 @@ pub struct Config {
     /// What may wait to be written to a server; one that does not read is killed (and
     /// restarted).
     pub max_queued: usize,
+    /// The user lets servers run what the workspace ships (`--trust-workspace`): the
+    /// project's own TypeScript.
+    pub trust_workspace: bool,
 }
 
 impl Default for Config {
@@ -55,6 +58,7 @@ impl Default for Config {
             backoff_max: Duration::from_secs(60),
             init_timeout: Duration::from_secs(60),
             max_queued: 64 << 20,
+            trust_workspace: false,
         }
     }
 }
@@ -136,6 +140,21 @@ struct Doc {
     holders: Vec<u64>,
 }
 
+/// A document closed to make room, or by an idle stop: enough to tell, without reading it,
+/// whether getDiagnostics {} must open it again (it changed, or its result was not final).
+#[derive(Clone)]
+struct Gone {
+    path: PathBuf,
+    disk: Option<crate::files::Stamp>,
+    hash: u64,
+    version: i32,
+    /// Its result for `version` was final.
+    done: bool,
+}
+
+/// Closed documents remembered at most (the oldest are forgotten).
+const MAX_GONE: usize = 4096;
+
 /// What a request this side sent is for.
 enum Pending {
     Initialize,
@@ -176,6 +195,10 @@ struct State {
     watch_registrations: Vec<String>,
     requests: Outgoing<Pending>,
     docs: HashMap<PathBuf, Doc>,
+    /// Oldest first.
+    gone: Vec<Gone>,
+    /// This process handed out a final result: it loaded what it needs.
+    delivered: bool,
     /// Versions count for the whole server, so each document's increase and a document
     /// closed and opened again never repeats a version a waiter is waiting for.
     last_version: i32,
@@ -263,6 +286,8 @@ impl Server {
                 watch_registrations: Vec::new(),
                 requests: Outgoing::default(),
                 docs: HashMap::new(),
+                gone: Vec::new(),
+                delivered: false,
                 last_version: 0,
                 last_used: now,
                 closed: false,
@@ -283,10 +308,12 @@ impl Server {
         self.st.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether this server still takes files (not given up on, not shut down).
-    pub fn usable(&self) -> bool {
+    /// Whether it is usable and delivering: not crashed since it last handed out a result (a
+    /// server that crashes on every file delivers nothing, and the checker it silenced answers
+    /// meanwhile).
+    pub fn delivering(&self) -> bool {
         let st = self.lock();
-        st.life.phase != Phase::Failed && !st.closed
+        st.life.phase != Phase::Failed && !st.closed && st.life.delivering
     }
 
     /// Tells the server about the current content of `path` (from disk, or `unsaved`) if it
@@ -294,14 +321,50 @@ impl Server {
     /// final result. None when the server is not usable, or the file is unreadable (then its
     /// diagnostics from this server are cleared).
     pub fn touch(self: &Arc<Self>, path: &Path, unsaved: Option<&str>) -> Option<Ticket> {
-        self.update(path, unsaved, None)
+        self.update(path, unsaved, None, true)
     }
 
+    /// For getDiagnostics {}: brings up to date what this server knows, not everything known
+    /// elsewhere. Its documents cost a stat each when unchanged (and are not taken as wanted);
+    /// a document it closed is opened again only if it changed since, or was closed before its
+    /// result was final; a file it never had is not opened. Open documents go first, so a
+    /// document opened again never pushes out one whose new result is awaited.
+    pub fn refresh_known(
+        self: &Arc<Self>,
+        unsaved: &dyn Fn(&Path) -> Option<String>,
+    ) -> Vec<Ticket> {
+        let (open, gone): (Vec<PathBuf>, Vec<Gone>) = {
+            let st = self.lock();
+            if st.life.phase == Phase::Failed || st.closed {
+                return Vec::new();
+            }
+            (st.docs.keys().cloned().collect(), st.gone.clone())
+        };
+        let mut tickets: Vec<Ticket> = Vec::new();
+        for p in open {
+            tickets.extend(self.update(&p, unsaved(&p).as_deref(), None, false));
+        }
+        for g in gone {
+            let text = unsaved(&g.path);
+            let same = match &text {
+                Some(t) => g.disk.is_none() && g.hash == crate::text::hash(t.as_bytes()),
+                None => g.disk.is_some() && g.disk == crate::files::stamp(&g.path),
+            };
+            if !(g.done && same) {
+                tickets.extend(self.update(&g.path, text.as_deref(), None, true));
+            }
+        }
+        tickets
+    }
+
+    /// `want`: the caller wants this file now (it becomes the most recently used, and the
+    /// server's use counts); else only a change does.
     fn update(
         self: &Arc<Self>,
         path: &Path,
         unsaved: Option<&str>,
         holder: Option<u64>,
+        want: bool,
     ) -> Option<Ticket> {
         let known = {
             let st = self.lock();
@@ -331,7 +394,9 @@ impl Server {
         if st.life.phase == Phase::Failed || st.closed {
             return None;
         }
-        st.last_used = now;
+        if want {
+            st.last_used = now;
+        }
         let mut effects = Vec::new();
         // A server still stopping (idle) is replaced at once: the old process's events belong
         // to an older run and are ignored.
@@ -348,6 +413,8 @@ impl Server {
             match st.docs.get_mut(path) {
                 Some(d) if d.hash == hash => d.disk = disk,
                 _ => {
+                    st.gone.retain(|g| g.path != path);
+                    st.last_used = now;
                     st.last_version += 1;
                     let version = st.last_version;
                     let d = st.docs.entry(path.to_path_buf()).or_insert_with(|| Doc {
@@ -369,7 +436,9 @@ impl Server {
             // Nothing known and nothing read: the file vanished between stat and read.
             None => None,
             Some(d) => {
-                d.used = now;
+                if want || changed {
+                    d.used = now;
+                }
                 if let Some(h) = holder.filter(|h| !d.holders.contains(h)) {
                     d.holders.push(h);
                 }
@@ -399,33 +468,38 @@ impl Server {
         let Some(d) = st.docs.get_mut(path) else {
             return;
         };
-        let msg = if d.open {
-            rpc::notification(
-                "textDocument/didChange",
-                json!({"textDocument": {"uri": d.uri, "version": d.version},
-                       "contentChanges": [{"text": d.text}]}),
-            )
+        // Built field by field: smaller in the binary than `json!` (no serializer per type).
+        let mut doc = Value::Object(Default::default());
+        doc["uri"] = d.uri.clone().into();
+        doc["version"] = d.version.into();
+        let text: Value = d.text.clone().into();
+        let mut params = Value::Object(Default::default());
+        let method = if d.open {
+            params["contentChanges"] = Value::Array(vec![Value::Object(Default::default())]);
+            params["contentChanges"][0]["text"] = text;
+            "textDocument/didChange"
         } else {
             d.open = true;
-            rpc::notification(
-                "textDocument/didOpen",
-                json!({"textDocument": {"uri": d.uri, "version": d.version,
-                       "languageId": crate::files::language_id(path), "text": d.text}}),
-            )
+            doc["languageId"] = crate::files::language_id(path).into();
+            doc["text"] = text;
+            "textDocument/didOpen"
         };
-        self.send(st, &msg);
+        params["textDocument"] = doc;
+        self.send(st, &rpc::notification(method, params));
     }
 
     /// Closes the least recently used documents nobody holds beyond the bound, so a server's
     /// memory stays bounded however many files diagnostics are asked for. Their last final
-    /// results stay in the store.
+    /// results stay in the store. Never `keep` (the file being synced), and a document whose
+    /// new result is awaited only when every other is awaited too: closed, it would never get
+    /// that result.
     fn close_least_recent(&self, st: &mut State, keep: &Path) {
         while st.docs.len() > self.cfg.max_open.max(1) {
             let Some(oldest) = st
                 .docs
                 .iter()
                 .filter(|(p, d)| p.as_path() != keep && d.holders.is_empty())
-                .min_by_key(|(_, d)| d.used)
+                .min_by_key(|(p, d)| (st.fin.awaited(p), d.used))
                 .map(|(p, _)| p.clone())
             else {
                 return;
@@ -439,15 +513,30 @@ impl Server {
         }
     }
 
-    fn close_doc(&self, st: &mut State, path: &Path) -> Option<Doc> {
+    /// Forgets a document, remembering what it held (`Gone`).
+    fn drop_doc(st: &mut State, path: &Path) -> Option<Doc> {
         let d = st.docs.remove(path)?;
+        if st.gone.len() >= MAX_GONE {
+            st.gone.remove(0);
+        }
+        let g = Gone {
+            path: path.to_path_buf(),
+            disk: d.disk,
+            hash: d.hash,
+            version: d.version,
+            done: !st.fin.awaited(path),
+        };
+        st.gone.push(g);
         st.fin.closed(path);
+        Some(d)
+    }
+
+    fn close_doc(&self, st: &mut State, path: &Path) -> Option<Doc> {
+        let d = Self::drop_doc(st, path)?;
         if d.open {
-            let msg = rpc::notification(
-                "textDocument/didClose",
-                json!({"textDocument": {"uri": d.uri}}),
-            );
-            self.send(st, &msg);
+            let mut params = Value::Null;
+            params["textDocument"]["uri"] = d.uri.clone().into();
+            self.send(st, &rpc::notification("textDocument/didClose", params));
         }
         Some(d)
     }
@@ -455,7 +544,9 @@ impl Server {
     /// The file is gone: close it, and its diagnostics are now none.
     fn forget(self: &Arc<Self>, path: &Path) -> Option<Ticket> {
         let mut st = self.lock();
-        if let Some(d) = self.close_doc(&mut st, path) {
+        let d = self.close_doc(&mut st, path);
+        st.gone.retain(|g| g.path != path);
+        if let Some(d) = d {
             let gone = Final {
                 path: path.to_path_buf(),
                 version: d.version,
@@ -476,10 +567,9 @@ impl Server {
         }
         st.fin.changed_elsewhere();
         if !st.watch_registrations.is_empty() {
-            let msg = rpc::notification(
-                "workspace/didChangeWatchedFiles",
-                json!({"changes": changes}),
-            );
+            let mut params = Value::Null;
+            params["changes"] = changes.into();
+            let msg = rpc::notification("workspace/didChangeWatchedFiles", params);
             self.send(&mut st, &msg);
         }
     }
@@ -499,6 +589,20 @@ impl Server {
         st.run += 1;
         // The previous process's requests will never be answered.
         fail_requests(st, effects);
+        let options = match super::registry::initialization_options(
+            &self.name,
+            &self.words[0],
+            &self.workspaces,
+            self.cfg.trust_workspace,
+        ) {
+            Ok(o) => o,
+            Err(e) => {
+                crate::log::warn!("language server {}: {e}; not used", self.name);
+                st.life.phase = Phase::Failed;
+                st.life.last_error = Some(e);
+                return;
+            }
+        };
         let cwd = self
             .workspaces
             .first()
@@ -532,6 +636,7 @@ impl Server {
                 st.process = Some(p);
                 st.life.starting(Instant::now());
                 st.init = None;
+                st.delivered = false;
                 st.enc = Enc::Utf16;
                 st.fin.gone();
                 st.fin.configure(Source::Push, Pushes::MayBePartial);
@@ -554,6 +659,9 @@ impl Server {
                     .map(|w| w.to_string_lossy().into_owned())
                     .into();
                 params["workspaceFolders"] = self.workspaces.iter().map(|w| folder(w)).collect();
+                if let Some(o) = options {
+                    params["initializationOptions"] = o;
+                }
                 self.send_request(st, "initialize", Some(params), Pending::Initialize);
             }
             Err(e) => {
@@ -565,19 +673,21 @@ impl Server {
     }
 
     fn stop(&self, st: &mut State, why: &str) {
-        for p in st.docs.keys() {
-            st.fin.closed(p);
+        let paths: Vec<PathBuf> = st.docs.keys().cloned().collect();
+        for p in paths {
+            Self::drop_doc(st, &p);
         }
-        st.docs.clear();
         if matches!(st.life.phase, Phase::Starting | Phase::Running) && st.process.is_some() {
             crate::log::info!("stopping language server {} ({why})", self.name);
             st.life.phase = Phase::Stopping;
+            st.life.stopping_because = Some(why.to_string());
             let id = st.requests.register(Pending::Shutdown);
             if let Some(p) = &st.process {
                 p.stop(rpc::request(&id, "shutdown", None));
             }
         } else if !matches!(st.life.phase, Phase::Stopping | Phase::Failed) {
             st.life.phase = Phase::Stopped;
+            st.life.stopped = Some(why.to_string());
         }
     }
 
@@ -722,6 +832,10 @@ impl Server {
             }
             Phase::Running => {
                 let step = st.fin.tick(now);
+                if !step.finals.is_empty() {
+                    st.delivered = true;
+                    st.life.delivering = true;
+                }
                 effects.extend(step.finals.into_iter().map(Effect::Final));
                 for pull in step.pulls {
                     self.send_pull(st, &pull.path, pull.id);
@@ -761,7 +875,8 @@ impl Server {
         };
         match st.fin.source().clone() {
             Source::Pull(identifier) => {
-                let mut params = json!({"textDocument": {"uri": uri}});
+                let mut params = Value::Null;
+                params["textDocument"]["uri"] = uri.into();
                 if let Some(i) = identifier {
                     params["identifier"] = i.into();
                 }
@@ -769,8 +884,11 @@ impl Server {
             }
             Source::Tsserver => {
                 for command in TSSERVER_PARTS {
-                    let params = json!({"command": "typescript.tsserverRequest",
-                                        "arguments": [command, {"file": uri}]});
+                    let mut file = Value::Null;
+                    file["file"] = uri.as_str().into();
+                    let mut params = Value::Null;
+                    params["command"] = "typescript.tsserverRequest".into();
+                    params["arguments"] = Value::Array(vec![command.into(), file]);
                     self.send_request(st, "workspace/executeCommand", Some(params), pending());
                 }
             }
@@ -951,7 +1069,8 @@ impl Server {
             .filter_map(|v| v.as_str())
             .collect::<Vec<_>>()
             .join(" ");
-        self.send(st, &rpc::notification("initialized", json!({})));
+        let empty = Value::Object(Default::default());
+        self.send(st, &rpc::notification("initialized", empty));
         st.life.phase = Phase::Running;
         crate::log::info!(
             "language server {} ready after {} ({}; diagnostics by {}{}; positions in {})",
@@ -1054,11 +1173,17 @@ impl Server {
                 Ok(Value::Null)
             }
             "window/workDoneProgress/create" => Ok(Value::Null),
-            "workspace/applyEdit" => Ok(json!({"applied": false,
-                "failureReason": "ccide applies no edits from language servers"})),
+            "workspace/applyEdit" => Ok(serde_json::from_str(
+                r#"{"applied": false, "failureReason": "ccide applies no edits from language servers"}"#,
+            )
+            .unwrap_or_default()),
             m if m.starts_with("workspace/") && m.ends_with("/refresh") => Ok(Value::Null),
             "window/showMessageRequest" => return (Ok(Value::Null), false),
-            "window/showDocument" => return (Ok(json!({"success": false})), false),
+            "window/showDocument" => {
+                let mut no = Value::Null;
+                no["success"] = false.into();
+                return (Ok(no), false);
+            }
             _ => {
                 return (
                     Err(RpcError::new(
@@ -1146,27 +1271,33 @@ impl Server {
             Phase::Stopping => "stopping",
             Phase::Starting => "starting",
             Phase::Running if st.fin.progressing() => "indexing",
+            // Opened documents, no result yet: a server loads the project on its first
+            // document (tsserver's takes seconds), and answers after.
+            Phase::Running if !st.delivered && !st.docs.is_empty() => "loading",
             Phase::Running => "ready",
             Phase::Crashed => "crashed",
             Phase::Failed => "failed",
         };
         let pid = st.pid;
-        let mut v = json!({
-            "name": self.name,
-            "origin": super::registry::origin(&self.name),
-            "command": self.words.join(" "),
-            "patterns": self.patterns,
-            "state": state,
-            "pid": pid,
-            "open_documents": st.docs.values().filter(|d| d.open).count(),
-            "restarts": st.life.restarts,
-            "diagnostics": st.fin.source().name(),
-        });
+        // Built field by field: smaller in the binary than `json!` (no serializer per type).
+        let mut v = Value::Object(Default::default());
+        v["name"] = self.name.clone().into();
+        v["origin"] = super::registry::origin(&self.name).into();
+        v["command"] = self.words.join(" ").into();
+        v["patterns"] = self.patterns.clone().into();
+        v["state"] = state.into();
+        v["pid"] = pid.into();
+        v["open_documents"] = st.docs.values().filter(|d| d.open).count().into();
+        v["restarts"] = st.life.restarts.into();
+        v["diagnostics"] = st.fin.source().name().into();
         if !st.server_info.is_empty() {
             v["server"] = st.server_info.clone().into();
         }
         if let Some(e) = &st.life.last_error {
             v["last_error"] = e.clone().into();
+        }
+        if let Some(why) = st.life.stopped.as_ref().filter(|_| state == "stopped") {
+            v["stopped_because"] = why.clone().into();
         }
         drop(st);
         if let Some(pid) = pid {
@@ -1191,7 +1322,7 @@ impl Server {
         holder: u64,
         unsaved: Option<&str>,
     ) -> Option<Ticket> {
-        self.update(path, unsaved, Some(holder))
+        self.update(path, unsaved, Some(holder), true)
     }
 
     /// `holder` no longer needs `path` open. When the last lets go, it is closed at once if it
@@ -1268,8 +1399,9 @@ impl Server {
             .iter()
             .any(|(k, p)| *k == id && matches!(p, Pending::Client(_)));
         if pending {
-            let msg = rpc::notification("$/cancelRequest", json!({"id": id}));
-            self.send(&mut st, &msg);
+            let mut params = Value::Null;
+            params["id"] = id.into();
+            self.send(&mut st, &rpc::notification("$/cancelRequest", params));
         }
     }
 
@@ -1287,20 +1419,38 @@ impl Ticket {
         self.version
     }
 
-    fn satisfied(&self, st: &State) -> bool {
-        st.closed
+    /// Whether the wait is over, and how: Some(true) the result is final (or will never be:
+    /// the server stopped or failed); Some(false) the document was closed before its result
+    /// was final, which is no answer; None not yet.
+    fn outcome(&self, st: &State) -> Option<bool> {
+        if st.closed
             || matches!(
                 st.life.phase,
                 Phase::Failed | Phase::Stopped | Phase::Stopping
             )
-            || st.fin.satisfied(&self.path, self.version, self.epoch)
+        {
+            return Some(true);
+        }
+        match st.fin.satisfied(&self.path, self.version, self.epoch) {
+            None => Some(
+                st.gone
+                    .iter()
+                    .any(|g| g.path == self.path && g.done && g.version >= self.version),
+            ),
+            Some(true) => Some(true),
+            Some(false) => None,
+        }
     }
 
-    /// Waits until the result this ticket names is final, at most until `deadline`.
+    /// Waits until the result this ticket names is final, at most until `deadline`; false
+    /// also at once when its document was closed before (no result will come for it).
     pub fn wait_until(&self, deadline: Instant) -> bool {
         let s = &self.server;
         let mut st = s.lock();
-        while !self.satisfied(&st) {
+        let done = loop {
+            if let Some(done) = self.outcome(&st) {
+                break done;
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return false;
@@ -1309,12 +1459,12 @@ impl Ticket {
                 s.cv.wait_timeout(st, left)
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
-        }
+        };
         drop(st);
         // The result is final in the state; wait until the sink has it too (`finish` holds
         // this lock from before it releases the state until the sink returns).
         drop(s.delivering.lock());
-        true
+        done
     }
 }
 
@@ -1357,27 +1507,33 @@ fn to_utf16(items: &mut [Value], text: &str, enc: Enc) {
 /// A tsserver protocol diagnostic (1-based line and UTF-16 offset, `category`) as the LSP
 /// diagnostic typescript-language-server would publish for it (its `toDiagnostic`).
 fn from_tsserver(d: &Value) -> Value {
-    let pos = |p: &Value| {
-        let n = |k: &str| p[k].as_u64().unwrap_or(1).saturating_sub(1);
-        json!({"line": n("line"), "character": n("offset")})
-    };
-    let severity = match d["category"].as_str() {
+    // Built field by field: smaller in the binary than `json!` (no serializer per type).
+    let mut v = Value::Object(Default::default());
+    for k in ["start", "end"] {
+        let n = |f: &str| d[k][f].as_u64().unwrap_or(1).saturating_sub(1);
+        v["range"][k]["line"] = n("line").into();
+        v["range"][k]["character"] = n("offset").into();
+    }
+    v["message"] = d["text"].clone();
+    v["severity"] = match d["category"].as_str() {
         Some("warning") => 2,
         Some("suggestion") => 4,
         _ => 1,
-    };
-    json!({
-        "range": {"start": pos(&d["start"]), "end": pos(&d["end"])},
-        "message": d["text"],
-        "severity": severity,
-        "code": d["code"],
-        "source": d["source"].as_str().unwrap_or("typescript"),
-    })
+    }
+    .into();
+    v["code"] = d["code"].clone();
+    v["source"] = d["source"].as_str().unwrap_or("typescript").into();
+    v
 }
 
 fn folder(w: &Path) -> Value {
-    json!({"uri": crate::files::file_uri(w),
-           "name": w.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()})
+    let mut v = Value::Object(Default::default());
+    v["uri"] = crate::files::file_uri(w).into();
+    v["name"] = w
+        .file_name()
+        .map_or("".into(), |n| n.to_string_lossy())
+        .into();
+    v
 }
 
 /// `initialize`'s parameters but the paths and ids: what ccide does with what the server

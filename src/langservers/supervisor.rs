@@ -146,10 +146,11 @@ fn own(
         }
     };
     let pid = child.id();
-    let sender = match connection::child(&mut child, "lsp", limit, pipe(&deliver, control)) {
+    let d = pipe(&deliver, control);
+    let sender = match connection::child(&mut child, "lsp", limit, Some(cut_publish), d) {
         Ok(s) => s,
         Err(e) => {
-            crate::proc::kill_tree(pid);
+            crate::proc::kill_group(pid);
             let _ = child.wait();
             ready.push(Control::Started(Err(format!(
                 "cannot start the threads for {}: {e}",
@@ -159,14 +160,132 @@ fn own(
         }
     };
     ready.push(Control::Started(Ok((pid, sender.clone()))));
-    live(control, &sender, || crate::proc::exited(pid));
-    // The leader is not reaped yet, so its pid (the group id) cannot have been reused.
-    crate::proc::kill_tree(pid);
+    // Its descendants, looked up while it lives (each `WATCH`, before it is asked to stop and
+    // before it is killed): once it exited, a helper it started with `setsid` belongs to init
+    // and is found by nothing else.
+    let mut known = Vec::new();
+    let mut watch = || {
+        let gone = crate::proc::exited(pid);
+        if !gone {
+            crate::proc::remember_descendants(pid, &mut known);
+        }
+        gone
+    };
+    let killed = live(control, &sender, &mut watch);
+    watch();
+    // The leader is not reaped yet, so its pid (the group id) cannot have been reused; the
+    // others are killed only while their start time still names the process seen.
+    crate::proc::kill_group(pid);
+    crate::proc::kill_known(&known);
     let how = match child.wait() {
         Ok(s) => s.to_string(),
         Err(e) => format!("wait failed: {e}"),
     };
-    deliver(Event::Exited(how));
+    deliver(Event::Exited(match killed {
+        Some(why) => format!("{how}, killed: {why}"),
+        None => how,
+    }));
+}
+
+/// Diagnostics a result holds at most for a file (and the store for a file and origin): the
+/// first ones, and first of all one saying how many more there were (ccide-protocol(7)
+/// §11.7). The CLI compares every diagnostic after an edit with every one before it.
+pub const MAX_ITEMS: usize = 1000;
+/// A body above this that publishes diagnostics is cut before it is parsed: parsed whole, a
+/// 36 MB publish took serve to 250 MiB. Of its items, at most this many bytes are kept.
+const CUT_ABOVE: usize = 1 << 20;
+
+/// Cuts a large `textDocument/publishDiagnostics` body to its first diagnostics (at most
+/// `MAX_ITEMS` - 1, in at most `CUT_ABOVE` bytes), and puts first one that says how many
+/// more there were. A scan of the text that knows strings and nesting, no parse.
+pub fn cut_publish(body: &mut Vec<u8>) {
+    if body.len() <= CUT_ABOVE {
+        return;
+    }
+    let Some((open, cut, close, items, kept)) = scan_publish(body) else {
+        return;
+    };
+    if kept == items {
+        return;
+    }
+    let marker = format!(
+        r#"{{"range":{{"start":{{"line":0,"character":0}},"end":{{"line":0,"character":0}}}},"severity":3,"source":"ccide","message":"{} more diagnostics of this file from this language server are not shown: ccide keeps {MAX_ITEMS} per file and source"}}"#,
+        items - kept
+    );
+    let mut out = body[..=open].to_vec();
+    out.extend_from_slice(marker.as_bytes());
+    if kept > 0 {
+        out.push(b',');
+        out.extend_from_slice(&body[open + 1..cut]);
+    }
+    out.extend_from_slice(&body[close..]);
+    *body = out;
+}
+
+/// In a publish's body: where `params.diagnostics` opens (its `[`), where its kept items end,
+/// where it closes (its `]`), how many items it has and how many are kept.
+fn scan_publish(b: &[u8]) -> Option<(usize, usize, usize, usize, usize)> {
+    let (mut depth, mut i) = (0usize, 0usize);
+    // The last key read in the message, and in its params.
+    let (mut k1, mut k2): (&[u8], &[u8]) = (b"", b"");
+    let mut publish = false;
+    let mut open = None;
+    let (mut cut, mut items, mut kept, mut close) = (0, 0, 0, None);
+    // Whether the current item has begun (a `[` followed by `]` holds none).
+    let mut begun = false;
+    while i < b.len() {
+        let c = b[i];
+        if open.is_some() && close.is_none() && depth >= 3 && !c.is_ascii_whitespace() {
+            begun |= !(depth == 3 && matches!(c, b']' | b','));
+        }
+        match c {
+            b'"' => {
+                let start = i + 1;
+                i += 1;
+                while *b.get(i)? != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                let text = &b[start..i];
+                let key = b[i + 1..]
+                    .iter()
+                    .find(|c| !c.is_ascii_whitespace())
+                    .is_some_and(|c| *c == b':');
+                match depth {
+                    1 if key => k1 = text,
+                    1 if k1 == b"method" => publish = text == b"textDocument/publishDiagnostics",
+                    2 if key && k1 == b"params" => k2 = text,
+                    _ => {}
+                }
+            }
+            b'{' | b'[' => {
+                if depth == 2 && c == b'[' && k1 == b"params" && k2 == b"diagnostics" {
+                    open.get_or_insert(i);
+                }
+                depth += 1;
+            }
+            b'}' | b']' | b',' => {
+                if open.is_some() && close.is_none() && depth == 3 && c != b'}' {
+                    // An item ends here.
+                    if begun {
+                        items += 1;
+                        if items < MAX_ITEMS && i - open? <= CUT_ABOVE {
+                            (kept, cut) = (items, i);
+                        }
+                    }
+                    begun = false;
+                    if c == b']' {
+                        close = Some(i);
+                    }
+                }
+                if c != b',' {
+                    depth = depth.checked_sub(1)?;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    Some((open?, cut, close.filter(|_| publish)?, items, kept))
 }
 
 /// What the connection's threads deliver, passed on; the end of the stream is also told to
@@ -183,35 +302,45 @@ fn pipe(deliver: &Deliver, control: &Arc<Queue<Control>>) -> connection::Deliver
 }
 
 /// Waits until the process is done with: it hung up or exited, was killed, or was stopped
-/// (`shutdown`, `exit`, each given `STOP_GRACE`).
-fn live(control: &Queue<Control>, sender: &Sender, exited: impl Fn() -> bool) {
+/// (`shutdown`, `exit`, each given `STOP_GRACE`). `exited` also looks at its process tree.
+/// Says why if it is to be killed because it did not end when stopped.
+fn live(
+    control: &Queue<Control>,
+    sender: &Sender,
+    exited: &mut dyn FnMut() -> bool,
+) -> Option<&'static str> {
     loop {
         match control.pop(Some(Instant::now() + WATCH)) {
-            None if exited() => return,
+            None if exited() => return None,
             None | Some(Control::ShutdownAnswered | Control::Started(_)) => {}
-            Some(Control::Eof | Control::Kill) => return,
+            Some(Control::Eof | Control::Kill) => return None,
             Some(Control::Stop(shutdown)) => {
+                exited();
                 if sender.send(&shutdown).is_ok() {
                     let until = Instant::now() + STOP_GRACE;
                     loop {
                         match control.pop(Some(until)) {
-                            Some(Control::Kill) => return,
+                            Some(Control::Kill) => return None,
                             Some(Control::ShutdownAnswered | Control::Eof) | None => break,
                             Some(Control::Stop(_) | Control::Started(_)) => {}
                         }
                     }
+                    exited();
                     let _ = sender.send(&crate::rpc::notification("exit", Value::Null));
                 }
                 // Its stdin ends once what is queued is written.
                 sender.close();
                 let until = Instant::now() + STOP_GRACE;
-                while !exited() && Instant::now() < until {
+                while !exited() {
+                    if Instant::now() >= until {
+                        return Some("it did not end within a second of shutdown and exit");
+                    }
                     let tick = (Instant::now() + Duration::from_millis(10)).min(until);
                     if matches!(control.pop(Some(tick)), Some(Control::Kill)) {
-                        return;
+                        return None;
                     }
                 }
-                return;
+                return None;
             }
         }
     }
@@ -240,7 +369,7 @@ pub fn memory(conn: connection::Connection, deliver: Deliver) -> Process {
     .expect("a thread");
     let (c, s) = (control.clone(), conn.sender.clone());
     crate::proc::spawn_thread("lsp-mem", move || {
-        live(&c, &s, || ended.load(Ordering::SeqCst));
+        live(&c, &s, &mut || ended.load(Ordering::SeqCst));
         s.close();
         deliver(Event::Exited("closed".into()));
     })
@@ -279,6 +408,12 @@ pub struct Life {
     pub last_error: Option<String>,
     /// Why ccide ended the current process, for the report of its exit.
     pub killed_because: Option<String>,
+    /// Why ccide stopped it (asked it to end), for the report of its exit.
+    pub stopping_because: Option<String>,
+    /// Why it is stopped, and how it ended (status shows it).
+    pub stopped: Option<String>,
+    /// Not crashed since it last handed out a result (or never crashed).
+    pub delivering: bool,
     stderr_tail: VecDeque<String>,
 }
 
@@ -292,6 +427,9 @@ impl Life {
             restarts: 0,
             last_error: None,
             killed_because: None,
+            stopping_because: None,
+            stopped: None,
+            delivering: true,
             stderr_tail: VecDeque::new(),
         }
     }
@@ -300,6 +438,7 @@ impl Life {
         self.phase = Phase::Starting;
         self.started = now;
         self.killed_because = None;
+        self.stopped = None;
         self.stderr_tail.clear();
     }
 
@@ -321,10 +460,13 @@ impl Life {
         match self.phase {
             Phase::Stopping | Phase::Stopped => {
                 self.phase = Phase::Stopped;
-                crate::log::info!("language server {name} stopped");
+                let why = self.stopping_because.take().unwrap_or_default();
+                crate::log::info!("language server {name} stopped ({why}; {how})");
+                self.stopped = Some(format!("{why}; {how}"));
             }
             Phase::Failed => {}
             phase => {
+                self.delivering = false;
                 if now - self.started >= backoff.1 {
                     self.crashes = 0;
                 }

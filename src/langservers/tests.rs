@@ -7,6 +7,7 @@
 
 use super::*;
 use registry::{TS_PATTERNS, rust_analyzer_present};
+use serde_json::json;
 use std::sync::Mutex;
 
 /// A final result's diagnostic, as the tests look at it.
@@ -133,6 +134,7 @@ fn test_cfg() -> Config {
         backoff_max: Duration::from_secs(2),
         init_timeout: Duration::from_secs(20),
         max_queued: 64 << 20,
+        trust_workspace: false,
     }
 }
 
@@ -249,7 +251,7 @@ fn builtins_follow_what_is_found_and_the_project() {
     };
     // No compile_commands.json, no Cargo.toml: no clangd, no rust-analyzer; basedpyright
     // before pyright.
-    let specs = builtins(&ws, &find);
+    let specs = builtins(&ws, &find, false);
     assert_eq!(
         names(&specs),
         [
@@ -283,14 +285,39 @@ fn builtins_follow_what_is_found_and_the_project() {
     std::fs::write(ws.join("Cargo.toml"), "").unwrap();
     std::fs::create_dir_all(ws.join("build")).unwrap();
     std::fs::write(ws.join("build/compile_commands.json"), "[]").unwrap();
-    // The project's own TypeScript 7 is preferred: it is a pull-only LSP server itself.
+    // The project's own TypeScript 7 is preferred: it is a pull-only LSP server itself. But
+    // it is a program the repository ships, and so is what rust-analyzer builds and runs:
+    // neither is used unless the user trusts the workspace.
     let pkg = ws.join("node_modules/typescript");
     std::fs::create_dir_all(pkg.join("bin")).unwrap();
     std::fs::write(pkg.join("package.json"), r#"{"version": "7.0.2"}"#).unwrap();
     std::fs::write(pkg.join("bin/tsc"), "").unwrap();
     std::fs::create_dir_all(ws.join("node_modules/.bin")).unwrap();
     std::os::unix::fs::symlink("../typescript/bin/tsc", ws.join("node_modules/.bin/tsc")).unwrap();
-    let specs = builtins(&ws, &find);
+    assert_eq!(
+        names(&builtins(&ws, &find, false)),
+        [
+            "typescript-language-server",
+            "basedpyright-langserver",
+            "gopls",
+            "clangd"
+        ]
+    );
+    assert!(builtins(&ws, &|_| None, false).is_empty());
+    // A PATH naming the workspace's node_modules/.bin finds nothing there.
+    let shipped = ws.join("node_modules/.bin/gopls");
+    std::fs::write(&shipped, "").unwrap();
+    let from_ws = |n: &str| (n == "gopls").then(|| shipped.clone());
+    assert!(
+        builtins(&ws, &from_ws, false)
+            .iter()
+            .all(|s| s.name != "gopls")
+    );
+    assert_eq!(
+        builtins(&ws, &from_ws, true)[TS_PATTERNS.len()].name,
+        "gopls"
+    );
+    let specs = builtins(&ws, &find, true);
     assert_eq!(
         names(&specs),
         [
@@ -304,7 +331,7 @@ fn builtins_follow_what_is_found_and_the_project() {
     assert_eq!(specs[0].words[1..], ["--lsp", "--stdio"]);
     let clangd = specs.iter().find(|s| s.name == "clangd").unwrap();
     assert_eq!(clangd.words[1..], ["--background-index=false"]);
-    assert_eq!(builtins(&ws, &|_| None).len(), TS_PATTERNS.len());
+    assert_eq!(builtins(&ws, &|_| None, true).len(), TS_PATTERNS.len());
 }
 
 #[test]
@@ -809,7 +836,7 @@ fn shutdown_leaves_no_process(ls: &LangServers) {
     let pid = status_of(ls)["pid"].as_u64().expect("running");
     let tree: Vec<u64> = crate::proc::tree(pid as u32)
         .iter()
-        .map(|p| p.0 as u64)
+        .map(|p| *p as u64)
         .collect();
     let t = Instant::now();
     ls.shutdown();
@@ -1011,8 +1038,14 @@ const WITHIN: Duration = Duration::from_secs(10);
 
 impl Script {
     fn start(label: &str, cfg: Config) -> Script {
+        Script::start_as(label, cfg, "memory-server")
+    }
+
+    /// A server whose command is `command` (its first word names the program), played in
+    /// memory all the same.
+    fn start_as(label: &str, cfg: Config, command: &str) -> Script {
         let dir = TempDir::new(label);
-        let spec = parse_spec("*.fk=memory-server").unwrap();
+        let spec = parse_spec(&format!("*.fk={command}")).unwrap();
         let (sink, got) = sink();
         let ls = LangServers::new(vec![spec], vec![dir.path().to_path_buf()], cfg, sink);
         let peers: Arc<Queue<Connection>> = Arc::default();
@@ -1502,4 +1535,312 @@ fn a_server_sending_a_message_above_the_limit_is_dropped_and_says_why() {
             e.contains("killed: message of 104857600 bytes is above the 64 MiB limit")
         })
     });
+}
+
+/// Issue 19: a helper the server started in a session of its own (`setsid`, so outside its
+/// process group) is found while the server lives, and does not outlive it.
+#[test]
+fn a_helper_in_a_session_of_its_own_does_not_outlive_the_server() {
+    let f = Fake::start("setsid", "setsid", test_cfg());
+    let a = f.dir.write("a.fk", "ERR\n");
+    f.touch_and_wait(&a, None);
+    let helper = f
+        .log()
+        .iter()
+        .find_map(|e| (e["event"] == "setsid").then(|| e["pid"].as_u64().unwrap()))
+        .expect("the server started its helper");
+    let pid = status_of(&f.ls)["pid"].as_u64().unwrap();
+    assert!(!gone(helper));
+    // It answers shutdown and exits on exit by itself: by then its helper belongs to init.
+    f.ls.shutdown();
+    wait_for(
+        "the server and its helper to end",
+        Duration::from_secs(5),
+        || gone(pid) && gone(helper),
+    );
+}
+
+/// Issue 19: status says why a server is stopped, also when it had to be killed because it
+/// answered neither shutdown nor exit.
+#[test]
+fn an_idle_stop_says_why_in_status() {
+    let cfg = Config {
+        idle: Duration::from_millis(300),
+        ..test_cfg()
+    };
+    let f = Fake::start("idle-why", "hang,stubborn", cfg);
+    let a = f.dir.write("a.fk", "x\n");
+    let _ = f.ls.touch(&a, None);
+    let st = wait_for_value("the idle stop", Duration::from_secs(10), || {
+        let st = status_of(&f.ls);
+        (st["state"] == "stopped").then_some(st)
+    });
+    let why = st["stopped_because"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("unused for 0.3 s;")
+            && why.contains("killed: it did not end within a second of shutdown and exit"),
+        "{st}"
+    );
+}
+
+/// Polls `f` until it gives a value; panics naming `what` after `limit`.
+fn wait_for_value<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let mut got = None;
+    wait_for(what, limit, || {
+        got = f();
+        got.is_some()
+    });
+    got.unwrap()
+}
+
+/// Issue 19: a server that crashes on every document delivers nothing; while it does not,
+/// it covers no file (the built-in checker it silenced answers), and it covers them again
+/// once it hands out a result.
+#[test]
+fn a_server_crashing_on_every_open_covers_nothing_until_it_delivers() {
+    let cfg = Config {
+        backoff_max: Duration::from_millis(200),
+        ..test_cfg()
+    };
+    let f = Fake::start("crashopen", "crashopen", cfg);
+    let a = f.dir.write("a.fk", "ERR\n");
+    assert!(f.ls.covers(&a), "not started yet: presumed to deliver");
+    let _ = f.ls.touch(&a, None);
+    wait_for("the first crash", Duration::from_secs(10), || {
+        f.log().iter().any(|e| e["event"] == "crash")
+    });
+    wait_for("covers to say no", Duration::from_secs(10), || {
+        !f.ls.covers(&a)
+    });
+    // Still restarted (it is not given up on: it answers initialize), and still not covering.
+    wait_for("a restart", Duration::from_secs(10), || {
+        status_of(&f.ls)["restarts"].as_u64() >= Some(2)
+    });
+    assert!(!f.ls.covers(&a));
+    assert_ne!(status_of(&f.ls)["state"], "failed");
+}
+
+/// Issue 19: a document whose new result is awaited is closed to make room only when every
+/// other is awaited too, and then its ticket is no answer (at once, not at the deadline).
+#[test]
+fn an_awaited_document_is_closed_last_and_then_its_ticket_is_no_answer() {
+    let cfg = Config {
+        max_open: 2,
+        quiet: Duration::from_millis(50),
+        ..test_cfg()
+    };
+    let mut s = Script::start("awaited", cfg);
+    let [a, b, c, d] = ["a.fk", "b.fk", "c.fk", "d.fk"].map(|n| s.dir.write(n, "x\n"));
+    let uri = |p: &Path| json!(crate::files::file_uri(p));
+    let ta = s.ls.touch(&a, None).unwrap();
+    s.initialize(caps());
+    s.notification("textDocument/didOpen");
+    let tb = s.ls.touch(&b, None).unwrap();
+    s.notification("textDocument/didOpen");
+    s.publish(&b, Some(tb.version()), &[]);
+    assert!(LangServers::wait(&[tb], WITHIN));
+    // a is the least recently used, but awaited: b (final) makes room for c.
+    let tc = s.ls.touch(&c, None).unwrap();
+    s.notification("textDocument/didOpen");
+    let closed = s.notification("textDocument/didClose");
+    assert_eq!(closed.params["textDocument"]["uri"], uri(&b));
+    // Every other awaited too: the least recently used goes, and its waiter is told at once.
+    let _td = s.ls.touch(&d, None).unwrap();
+    s.notification("textDocument/didOpen");
+    let closed = s.notification("textDocument/didClose");
+    assert_eq!(closed.params["textDocument"]["uri"], uri(&a));
+    let asked = Instant::now();
+    assert!(!LangServers::wait(&[ta], WITHIN), "closed: no result");
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
+    s.publish(&c, Some(tc.version()), &[(0, 0)]);
+    assert!(LangServers::wait(&[tc], WITHIN));
+}
+
+/// Issue 19: getDiagnostics {} refreshes what the server knows and what changed: an idle
+/// pass opens and closes nothing, a closed document that changed on disk is opened again,
+/// and a file the server never had is not opened.
+#[test]
+fn refreshing_what_is_known_opens_only_what_changed() {
+    let cfg = Config {
+        max_open: 2,
+        ..test_cfg()
+    };
+    let f = Fake::start("known", "", cfg);
+    let [a, b, c] = ["a.fk", "b.fk", "c.fk"].map(|n| f.dir.write(n, "ERR\n"));
+    let never = f.dir.write("never.fk", "ERR\n");
+    for p in [&a, &b, &c] {
+        f.touch_and_wait(p, None);
+    }
+    wait_for("a closed", Duration::from_secs(10), || {
+        f.received("textDocument/didClose").len() == 1
+    });
+    let counts = || {
+        (
+            f.received("textDocument/didOpen").len(),
+            f.received("textDocument/didChange").len(),
+            f.received("textDocument/didClose").len(),
+        )
+    };
+    let before = counts();
+    for _ in 0..3 {
+        let ts = f.ls.refresh_known(&|_| None);
+        assert!(LangServers::wait(&ts, Duration::from_secs(10)));
+    }
+    // What the fake received is logged by another process: give it the time a message takes.
+    let t = f.ls.touch(&b, Some("sync point\n")).unwrap();
+    assert!(LangServers::wait(&[t], Duration::from_secs(10)));
+    let after = counts();
+    assert_eq!(
+        (after.0, after.2),
+        (before.0, before.2),
+        "no didOpen, no didClose"
+    );
+    std::fs::write(&a, "ERR\nERR\n").unwrap();
+    let ts = f.ls.refresh_known(&|_| None);
+    assert!(LangServers::wait(&ts, Duration::from_secs(10)));
+    assert_eq!(last(&f.got, &a).len(), 2, "a opened again");
+    assert!(results(&f.got, &never).is_empty());
+    let opened: Vec<Value> = f
+        .received("textDocument/didOpen")
+        .iter()
+        .map(|o| o["textDocument"]["uri"].clone())
+        .collect();
+    assert!(!opened.contains(&json!(crate::files::file_uri(&never))));
+}
+
+/// Issue 20: status says "loading" while a started server has documents and no result yet
+/// (tsserver loads the project on its first document), "ready" once it delivered.
+#[test]
+fn status_says_loading_until_the_first_result() {
+    let mut s = Script::start("loading", test_cfg());
+    let a = s.dir.write("a.fk", "x\n");
+    let t = s.ls.touch(&a, None).unwrap();
+    s.initialize(caps());
+    s.notification("textDocument/didOpen");
+    assert_eq!(status_of(&s.ls)["state"], "loading");
+    s.publish(&a, Some(t.version()), &[]);
+    assert!(LangServers::wait(&[t], WITHIN));
+    assert_eq!(status_of(&s.ls)["state"], "ready");
+}
+
+/// Issue 19: a large publish is cut before it is parsed, by a scan that knows strings and
+/// nesting: its first diagnostics (at most `MAX_ITEMS` - 1, and at most a mebibyte of them),
+/// and first of all one saying how many more there were; the rest of the message stays.
+#[test]
+fn a_large_publish_is_cut_before_it_is_parsed() {
+    let item = |i: usize, pad: usize| {
+        format!(
+            r#"{{"range": {{"start": {{"line": {i}, "character": 0}}, "end": {{"line": {i}, "character": 1}}}}, "message": "a \"quoted\\\" ] , {{ [ item {i}{}"}}"#,
+            "x".repeat(pad)
+        )
+    };
+    let publish = |n: usize, pad: usize| {
+        let items: Vec<String> = (0..n).map(|i| item(i, pad)).collect();
+        format!(
+            r#"{{"jsonrpc": "2.0", "params": {{"uri": "file:///w/a.fk", "diagnostics": [ {} ], "version": 3}}, "method": "textDocument/publishDiagnostics"}}"#,
+            items.join(" ,\n")
+        )
+        .into_bytes()
+    };
+    let cut = |mut b: Vec<u8>| {
+        supervisor::cut_publish(&mut b);
+        serde_json::from_slice::<Value>(&b).expect("still JSON")
+    };
+    let v = cut(publish(20_000, 0));
+    let d = v["params"]["diagnostics"].as_array().unwrap();
+    assert_eq!(d.len(), MAX_ITEMS);
+    assert_eq!(
+        d[0]["message"],
+        "19001 more diagnostics of this file from this language server are not shown: ccide keeps 1000 per file and source"
+    );
+    assert_eq!(
+        (d[0]["severity"].as_u64(), d[0]["source"].as_str()),
+        (Some(3), Some("ccide"))
+    );
+    assert_eq!(d[1]["message"], "a \"quoted\\\" ] , { [ item 0");
+    assert_eq!(d[999]["range"]["start"]["line"], 998);
+    assert_eq!(
+        (&v["params"]["version"], &v["method"]),
+        (&json!(3), &json!("textDocument/publishDiagnostics"))
+    );
+    // Large items: a mebibyte of them is kept.
+    let v = cut(publish(200, 10_000));
+    let d = v["params"]["diagnostics"].as_array().unwrap();
+    assert!((90..=105).contains(&d.len()), "{}", d.len());
+    assert!(
+        d[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{} more", 201 - d.len()))
+    );
+    // Small messages, other methods and a large message that fits are left as they are.
+    for b in [
+        publish(10, 0),
+        publish(900, 1000),
+        String::from_utf8(publish(20_000, 0))
+            .unwrap()
+            .replace("publishDiagnostics", "other")
+            .into_bytes(),
+    ] {
+        let mut c = b.clone();
+        supervisor::cut_publish(&mut c);
+        assert!(c == b, "changed");
+    }
+}
+
+/// Issue 19: typescript-language-server loads the TypeScript it finds in the workspace
+/// (node_modules, walking up from the root), a program the repository ships. Unless the user
+/// trusts the workspace, it is told to use the one installed beside it; without one it is not
+/// started, and status says why and what to do.
+#[test]
+fn typescript_language_server_is_told_to_use_the_typescript_beside_it() {
+    let npm = TempDir::new("npm");
+    let cli = npm.write("node_modules/typescript-language-server/lib/cli.mjs", "");
+    let bin = npm.path().join("bin/typescript-language-server");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&cli, &bin).unwrap();
+    let command = format!("'{}' --stdio", bin.display());
+    for (trusted, beside) in [(false, true), (true, true), (false, false)] {
+        let tsserver = npm.path().join("node_modules/typescript/lib/tsserver.js");
+        if beside {
+            npm.write("node_modules/typescript/lib/tsserver.js", "");
+        } else {
+            let _ = std::fs::remove_file(&tsserver);
+        }
+        let cfg = Config {
+            trust_workspace: trusted,
+            ..test_cfg()
+        };
+        let mut s = Script::start_as("tsls", cfg, &command);
+        s.dir.write("node_modules/typescript/lib/tsserver.js", "");
+        let a = s.dir.write("a.fk", "x\n");
+        let t = s.ls.touch(&a, None);
+        if !beside {
+            assert!(t.is_none());
+            let st = status_of(&s.ls);
+            assert_eq!(st["state"], "failed");
+            assert!(
+                st["last_error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("no TypeScript installed beside typescript-language-server"),
+                "{st}"
+            );
+            continue;
+        }
+        let asked = s.initialize(caps());
+        let options = &asked["initializationOptions"];
+        if trusted {
+            assert!(options.is_null(), "{options}");
+        } else {
+            assert_eq!(
+                options["tsserver"]["path"],
+                std::fs::canonicalize(&tsserver).unwrap().to_str().unwrap()
+            );
+        }
+    }
 }

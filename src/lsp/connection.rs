@@ -114,6 +114,9 @@ pub struct Connection {
 /// Where the reading threads hand what they read.
 pub type Deliver = Arc<dyn Fn(Received) + Send + Sync>;
 
+/// Shrinks a message body before it is parsed (a parsed message takes several times its size).
+pub type Trim = fn(&mut Vec<u8>);
+
 impl Connection {
     /// The process's own standard input and output (`ccide lsp`, started by an editor).
     pub fn stdio(limit: usize) -> std::io::Result<Connection> {
@@ -157,6 +160,17 @@ pub fn start(
     limit: usize,
     deliver: Deliver,
 ) -> std::io::Result<Sender> {
+    start_trimmed(name, reader, writer, limit, None, deliver)
+}
+
+fn start_trimmed(
+    name: &str,
+    reader: impl Read + Send + 'static,
+    writer: impl Write + Send + 'static,
+    limit: usize,
+    trim: Option<Trim>,
+    deliver: Deliver,
+) -> std::io::Result<Sender> {
     let out = Arc::new(Outbound::Stream {
         queue: Queue::default(),
         queued: AtomicUsize::new(0),
@@ -164,16 +178,19 @@ pub fn start(
     });
     let o = out.clone();
     crate::proc::spawn_thread(&format!("{name}-write"), move || write_all(&o, writer))?;
-    crate::proc::spawn_thread(&format!("{name}-read"), move || read_all(reader, &deliver))?;
+    crate::proc::spawn_thread(&format!("{name}-read"), move || {
+        read_all(reader, trim, &deliver)
+    })?;
     Ok(Sender(out))
 }
 
 /// A child's stdin, stdout and stderr (each taken from `child`): stderr's lines are
-/// delivered as `Stderr`, at most 8 KiB each.
+/// delivered as `Stderr`, at most 8 KiB each; each message body goes through `trim` first.
 pub fn child(
     child: &mut Child,
     name: &str,
     limit: usize,
+    trim: Option<Trim>,
     deliver: Deliver,
 ) -> std::io::Result<Sender> {
     let missing = || std::io::Error::other("the child's pipes were not set up");
@@ -195,23 +212,28 @@ pub fn child(
             }
         })?;
     }
-    start(name, stdout, stdin, limit, deliver)
+    start_trimmed(name, stdout, stdin, limit, trim, deliver)
 }
 
-fn read_all(reader: impl Read, deliver: &Deliver) {
+fn read_all(reader: impl Read, trim: Option<Trim>, deliver: &Deliver) {
     let mut r = BufReader::with_capacity(1 << 16, reader);
     let end = loop {
         match framing::read_framed(&mut r) {
-            Ok(Some(body)) => deliver(match serde_json::from_slice::<Value>(&body) {
-                Ok(v) => match rpc::classify(v) {
-                    Ok(m) => Received::Message(m),
-                    Err(answer) => Received::Malformed(answer),
-                },
-                Err(e) => Received::Malformed(rpc::error_response(
-                    None,
-                    &RpcError::new(ErrorCode::ParseError, format!("Parse error: {e}")),
-                )),
-            }),
+            Ok(Some(mut body)) => {
+                if let Some(trim) = trim {
+                    trim(&mut body);
+                }
+                deliver(match serde_json::from_slice::<Value>(&body) {
+                    Ok(v) => match rpc::classify(v) {
+                        Ok(m) => Received::Message(m),
+                        Err(answer) => Received::Malformed(answer),
+                    },
+                    Err(e) => Received::Malformed(rpc::error_response(
+                        None,
+                        &RpcError::new(ErrorCode::ParseError, format!("Parse error: {e}")),
+                    )),
+                })
+            }
             Ok(None) => break None,
             Err(e) => break Some(e.to_string()),
         }
@@ -282,6 +304,7 @@ mod tests {
             &mut c,
             "cat",
             1 << 20,
+            None,
             Arc::new(move |m| {
                 i.push(m);
             }),
@@ -325,7 +348,7 @@ mod tests {
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let tx = child(&mut c, "sleep", 1 << 20, Arc::new(|_| {})).unwrap();
+        let tx = child(&mut c, "sleep", 1 << 20, None, Arc::new(|_| {})).unwrap();
         let chunk = json!({"jsonrpc": "2.0", "method": "x", "params": "y".repeat(100_000)});
         let full = (0..1000).find_map(|_| tx.send(&chunk).err());
         let _ = c.kill();
