@@ -28,6 +28,12 @@ pub fn spawn_thread(
     name: &str,
     f: impl FnOnce() + Send + 'static,
 ) -> io::Result<std::thread::JoinHandle<()>> {
+    spawn_boxed(name, Box::new(f))
+}
+
+/// One instantiation of std's thread start for every thread (each closure type would otherwise
+/// bring its own copy, about 1.5 KB).
+fn spawn_boxed(name: &str, f: Box<dyn FnOnce() + Send>) -> io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name.into())
         .stack_size(THREAD_STACK)
