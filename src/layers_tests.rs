@@ -12,7 +12,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "",
         &[
-            "text|pattern",
+            "text|pattern|json",
             "log|textdiff",
             "sys",
             "files|proc",

@@ -6,8 +6,9 @@
 //! module only from files below their own (`LAYERS` in `layers_tests.rs` lists both, and the
 //! test there reads every source file and fails on an import that runs up):
 //!
-//! 1. Leaves: `text` (durations, text from outside made visible, hashing), `pattern`; then
-//!    `log` and `textdiff`; then `sys` (every libc call and `unsafe` block).
+//! 1. Leaves: `text` (durations, text from outside made visible, hashing), `pattern`, `json`
+//!    (objects built small); then `log` and `textdiff`; then `sys` (every libc call and
+//!    `unsafe` block).
 //! 2. Services: `files` (atomic writes, paths, stamps, `file://` URIs), `proc` (child
 //!    processes, process trees, threads and their queue), `workspaces` (the folders and the
 //!    confinement rule), `lockfile` (discovery).
@@ -43,6 +44,7 @@ mod commands;
 mod control;
 mod diagnostics;
 mod files;
+mod json;
 mod langservers;
 mod lockfile;
 

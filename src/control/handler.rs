@@ -4,10 +4,11 @@
 
 use std::path::PathBuf;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::protocol::{ExecAction, Request, Span, WorkspaceOp, failure};
 use crate::diagnostics::parse::Format;
+use crate::json::{self, obj};
 use crate::state::State;
 use crate::state::editor::{self, selection_payload};
 
@@ -17,12 +18,12 @@ use crate::state::editor::{self, selection_payload};
 pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
     let cwd = |c: &Option<String>| PathBuf::from(c.as_deref().unwrap_or(""));
     match req {
-        Request::Status => json!({"ok": true, "status": state.status()}),
-        Request::DiffList => json!({"ok": true, "diffs": state.diffs.list()}),
+        Request::Status => obj! {"ok": true, "status": state.status()},
+        Request::DiffList => obj! {"ok": true, "diffs": state.diffs.list()},
         Request::DiffFind { target, cwd: c } => {
             match state.diffs.find(target.as_deref(), &cwd(&c)) {
-                Ok(d) => json!({"ok": true, "diff": d}),
-                Err(e) => json!({"ok": false, "error": e.message(), "kind": e.kind()}),
+                Ok(d) => obj! {"ok": true, "diff": d},
+                Err(e) => obj! {"ok": false, "error": e.message(), "kind": e.kind()},
             }
         }
         Request::DiffSettle {
@@ -40,14 +41,14 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
                 .diffs
                 .settle_by_user(target.as_deref(), accept, &cwd(&c))
             {
-                Ok(d) => json!({"ok": true, "diff": d}),
-                Err(e) => json!({"ok": false, "error": e.message(), "kind": e.kind()}),
+                Ok(d) => obj! {"ok": true, "diff": d},
+                Err(e) => obj! {"ok": false, "error": e.message(), "kind": e.kind()},
             }
         }
         // A symlink named like the file, beside `proposed`, so the editor picks the file's
         // language for the proposal (and attaches `ccide lsp` to it).
         Request::DiffView { target } => match state.diffs.proposal_view(target.as_deref()) {
-            Ok(view) => json!({"ok": true, "path": view}),
+            Ok(view) => obj! {"ok": true, "path": json::path(&view)},
             Err(e) => failure(&e),
         },
         Request::Select { path, span, text } => match select(state, session, &path, span, text) {
@@ -80,14 +81,15 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
             if let Ok(v) = &mut r
                 && !elsewhere.is_empty()
             {
-                v["held_elsewhere"] = json!(resolve_all(state, &elsewhere).unwrap_or_default());
+                v["held_elsewhere"] =
+                    json::paths(&resolve_all(state, &elsewhere).unwrap_or_default());
             }
             persisted(state, r)
         }
         Request::Buffer { path, content } => {
             let r = state.resolve(&path).map(|p| {
                 state.editor.set_document(&p, content);
-                json!({"ok": true, "path": p})
+                obj! {"ok": true, "path": json::path(&p)}
             });
             hold(state, session, std::slice::from_ref(&path), true, &r);
             persisted(state, r)
@@ -101,7 +103,7 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
                     files.insert(raw, wire);
                 }
             }
-            json!({"ok": true, "files": files})
+            obj! {"ok": true, "files": files}
         }
         Request::DiagnosticsImport {
             text,
@@ -121,12 +123,12 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
                 .all()
                 .iter()
                 .map(|(p, ds)| {
-                    json!({"uri": crate::files::file_url(p), "path": p,
+                    obj! {"uri": crate::files::file_url(p), "path": json::path(p),
                         "diagnostics": ds.iter().map(crate::diagnostics::to_wire).collect::<Vec<_>>(),
-                        "lines": ds.iter().map(|d| crate::diagnostics::describe(p, d)).collect::<Vec<_>>()})
+                        "lines": ds.iter().map(|d| crate::diagnostics::describe(p, d)).collect::<Vec<_>>()}
                 })
                 .collect();
-            json!({"ok": true, "files": files})
+            obj! {"ok": true, "files": files}
         }
         Request::DiagnosticsClear { path } => {
             let only = match path.map(|p| state.resolve(&p)).transpose() {
@@ -134,19 +136,19 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
                 Err(e) => return failure(&e),
             };
             let cleared = state.diagnostics.clear(only.as_deref());
-            json!({"ok": true, "cleared": cleared})
+            obj! {"ok": true, "cleared": json::paths(&cleared)}
         }
         Request::Exec { action, target } => match action {
             ExecAction::List => {
                 let (mode, requests) = state.exec.waiting();
-                json!({"ok": true, "mode": mode, "requests": requests})
+                obj! {"ok": true, "mode": mode, "requests": requests}
             }
             ExecAction::Approve | ExecAction::Deny => {
                 match state
                     .exec
                     .decide(target.as_deref(), action == ExecAction::Approve)
                 {
-                    Ok(r) => json!({"ok": true, "request": r}),
+                    Ok(r) => obj! {"ok": true, "request": r},
                     Err(e) => failure(&e),
                 }
             }
@@ -154,10 +156,12 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
         Request::Workspace { op, path } => {
             let path = PathBuf::from(path.unwrap_or_default());
             match op {
-                WorkspaceOp::List => json!({"ok": true, "workspaces": state.workspaces.list()}),
+                WorkspaceOp::List => {
+                    obj! {"ok": true, "workspaces": json::paths(&state.workspaces.list())}
+                }
                 WorkspaceOp::Add | WorkspaceOp::Remove => {
                     match state.change_workspace(op == WorkspaceOp::Add, &path) {
-                        Ok(ws) => json!({"ok": true, "workspaces": ws}),
+                        Ok(ws) => obj! {"ok": true, "workspaces": json::paths(&ws)},
                         Err(e) => failure(&e),
                     }
                 }
@@ -235,7 +239,7 @@ fn select(
     if let Some(id) = session {
         state.editor.hold(id, &path, true);
     }
-    Ok(json!({"ok": true, "clients": n.sent, "held": n.held, "selection": payload}))
+    Ok(obj! {"ok": true, "clients": n.sent, "held": n.held, "selection": payload})
 }
 
 fn mention(
@@ -258,7 +262,7 @@ fn mention(
     let n = state.mention(payload.clone())?;
     // Held for a client being set up, or queued for the next one: not yet delivered.
     Ok(
-        json!({"ok": true, "clients": n.sent, "held": n.held, "queued": n.sent == 0, "mention": payload}),
+        obj! {"ok": true, "clients": n.sent, "held": n.held, "queued": n.sent == 0, "mention": payload},
     )
 }
 
@@ -276,7 +280,7 @@ fn open(state: &State, paths: &[String]) -> Result<Value, String> {
     for (i, p) in paths.iter().enumerate() {
         state.editor.open_tab(p, i + 1 == paths.len(), false);
     }
-    Ok(json!({"ok": true, "opened": paths}))
+    Ok(obj! {"ok": true, "opened": json::paths(&paths)})
 }
 
 fn close(state: &State, paths: &[String], discard: bool) -> Result<Value, String> {
@@ -290,5 +294,5 @@ fn close(state: &State, paths: &[String], discard: bool) -> Result<Value, String
             kept.push(p);
         }
     }
-    Ok(json!({"ok": true, "not_open": not_open, "kept_unsaved": kept}))
+    Ok(obj! {"ok": true, "not_open": json::paths(&not_open), "kept_unsaved": json::paths(&kept)})
 }
