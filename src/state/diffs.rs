@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::events::Events;
+use crate::json::{self, obj};
 use crate::rpc::call::{Responder, tool_texts};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -51,15 +52,15 @@ pub struct PendingDiff {
 
 impl PendingDiff {
     pub fn describe(&self) -> Value {
-        json!({
+        obj! {
             "id": self.id.to_string(),
-            "tab_name": self.tab_name,
-            "file": self.path,
+            "tab_name": self.tab_name.as_str(),
+            "file": json::path(&self.path),
             "new_file": self.new_file,
             "client": self.client,
             "created": crate::text::unix_secs(self.created),
-            "dir": self.dir,
-        })
+            "dir": json::path(&self.dir),
+        }
     }
 }
 
@@ -366,11 +367,11 @@ impl Diffs {
             crate::files::write_volatile(&self.seq, inner.next_id.to_string().as_bytes(), 0o600);
         let dir = self.root.join(id.to_string());
         let created = SystemTime::now();
-        let meta = json!({
-            "id": id.to_string(), "tab_name": p.tab_name, "old_file_path": p.old_file_path,
-            "new_file_path": p.new_file_path, "file": p.path, "new_file": new_file,
+        let meta = obj! {
+            "id": id.to_string(), "tab_name": p.tab_name.as_str(), "old_file_path": p.old_file_path.as_str(),
+            "new_file_path": p.new_file_path.as_str(), "file": json::path(&p.path), "new_file": new_file,
             "client": p.client, "created": crate::text::unix_secs(created),
-        });
+        };
         // The original is copied by the kernel, never read in here: the request path is the
         // two files written and nothing else. The review decodes and counts when it is asked
         // (`ccide diff list`, `show`), in its own process.
@@ -477,10 +478,10 @@ impl Diffs {
             ),
             _ => crate::log::info!("diff {} for {} {}", d.id, d.path.display(), how.word()),
         }
-        self.events.emit(json!({
+        self.events.emit(obj! {
             "event": "diff_settled", "id": d.id.to_string(), "how": how.word(),
-            "tab_name": d.tab_name, "file": d.path,
-        }));
+            "tab_name": d.tab_name.as_str(), "file": json::path(&d.path),
+        });
         inner.settled.push(Settled {
             id: d.id,
             tab_name: d.tab_name,

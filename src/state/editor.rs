@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use crate::json::{self, obj};
 
 #[derive(Clone)]
 pub struct Tab {
@@ -25,7 +27,7 @@ pub struct Pos {
 
 impl Pos {
     fn to_json(self) -> Value {
-        json!({"line": self.line, "character": self.character})
+        obj! {"line": self.line, "character": self.character}
     }
 }
 
@@ -55,12 +57,12 @@ pub struct Editor {
 
 /// A `selection_changed` payload.
 pub fn selection_payload(path: &Path, start: Pos, end: Pos, text: &str) -> Value {
-    json!({
+    obj! {
         "text": text,
-        "filePath": path,
+        "filePath": json::path(path),
         "fileUrl": crate::files::file_url(path),
-        "selection": {"start": start.to_json(), "end": end.to_json(), "isEmpty": start == end},
-    })
+        "selection": obj! {"start": start.to_json(), "end": end.to_json(), "isEmpty": start == end},
+    }
 }
 
 impl Editor {
@@ -110,12 +112,12 @@ impl Editor {
             .iter()
             .map(|(k, v)| (k.to_string_lossy().into_owned(), Value::from(v.as_str())))
             .collect();
-        let v = json!({
-            "tabs": m.tabs.iter().map(|t| json!({"path": t.path, "active": t.active, "preview": t.preview})).collect::<Vec<_>>(),
-            "selection": m.selection,
-            "latest": m.latest,
+        let v = obj! {
+            "tabs": m.tabs.iter().map(|t| obj! {"path": json::path(&t.path), "active": t.active, "preview": t.preview}).collect::<Vec<_>>(),
+            "selection": m.selection.clone(),
+            "latest": m.latest.clone(),
             "documents": docs,
-        });
+        };
         m.save_error = match crate::files::write_atomic(&self.file, v.to_string().as_bytes(), 0o600)
         {
             Ok(()) => None,
@@ -456,7 +458,7 @@ pub fn mention_payload(
     start: Option<usize>,
     end: Option<usize>,
 ) -> Result<Value, String> {
-    let mut v = json!({"filePath": path});
+    let mut v = obj! {"filePath": json::path(path)};
     if let Some(s) = start {
         let e = end.unwrap_or(s);
         if s == 0 || e < s {
@@ -473,6 +475,7 @@ pub fn mention_payload(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn p(line: usize, character: usize) -> Pos {
         Pos { line, character }

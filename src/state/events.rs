@@ -18,7 +18,7 @@ pub struct Events {
 
 /// The first line, saying the stream is live, so a script can wait for it.
 fn hello() -> String {
-    let hello = serde_json::json!({"event": "subscribed", "time": crate::log::utc_now()});
+    let hello = crate::json::obj! {"event": "subscribed", "time": crate::log::utc_now()};
     format!("{hello}\n")
 }
 

@@ -16,9 +16,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Instant, SystemTime};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::events::Events;
+use crate::json::obj;
 use crate::rpc::call::{Responder, tool_error};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -80,10 +81,10 @@ struct Request {
 
 impl Request {
     fn describe(&self) -> Value {
-        json!({
-            "id": self.id.to_string(), "client": self.client, "code": self.code,
+        obj! {
+            "id": self.id.to_string(), "client": self.client, "code": self.code.as_str(),
             "created": crate::text::unix_secs(self.created),
-        })
+        }
     }
 }
 
@@ -206,7 +207,7 @@ impl Exec {
         };
         crate::log::info!("executeCode request {id} {how}");
         self.events
-            .emit(json!({"event": "exec_settled", "id": id.to_string(), "how": how}));
+            .emit(obj! {"event": "exec_settled", "id": id.to_string(), "how": how});
         result
     }
 }
@@ -232,7 +233,7 @@ fn run(exec: &Exec, slot: &Slot, code: &str, dir: &Path) -> Value {
     while k.next(Instant::now()).is_ok() {}
     let timeout = exec.settings.timeout;
     let mut out: Vec<(String, String)> = Vec::new();
-    let request = json!({"code": code}).to_string() + "\n";
+    let request = obj! {"code": code}.to_string() + "\n";
     let done = if k.stdin.write_all(request.as_bytes()).is_err() {
         Err(false)
     } else {
@@ -255,7 +256,7 @@ fn run(exec: &Exec, slot: &Slot, code: &str, dir: &Path) -> Value {
             }
         }
     };
-    let text = |t: String| json!({"type": "text", "text": t});
+    let text = |t: String| obj! {"type": "text", "text": t};
     let mut content: Vec<Value> = out.into_iter().map(|(_, t)| text(t)).collect();
     let failure = match done {
         Ok(done) => {
@@ -272,7 +273,8 @@ fn run(exec: &Exec, slot: &Slot, code: &str, dir: &Path) -> Value {
                     continue;
                 }
                 room -= size;
-                content.push(json!({"type": "image", "data": image, "mimeType": "image/png"}));
+                content
+                    .push(obj! {"type": "image", "data": image.clone(), "mimeType": "image/png"});
             }
             done["error"].as_str().map(String::from)
         }
@@ -301,7 +303,7 @@ fn run(exec: &Exec, slot: &Slot, code: &str, dir: &Path) -> Value {
     if content.is_empty() {
         content.push(text("(no output)".into()));
     }
-    let mut result = json!({ "content": content });
+    let mut result = obj! { "content": content };
     if is_error {
         result["isError"] = true.into();
     }

@@ -13,10 +13,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::diagnostics::Diagnostics;
 use crate::diagnostics::checkers::Checks;
+use crate::json::{self, obj};
 use crate::lockfile::{LockContent, LockFile};
 use crate::rpc::clients::{ClientInfo, Clients, Reach};
 use crate::workspaces::Workspaces;
@@ -153,28 +154,28 @@ impl State {
             .client_infos()
             .iter()
             .map(|i| {
-                json!({
-                    "id": i.id, "pid": i.pid, "name": i.name, "version": i.version,
+                obj! {
+                    "id": i.id, "pid": i.pid, "name": i.name.as_str(), "version": i.version.as_str(),
                     "initialized": i.initialized, "ready": i.ready,
                     "since": crate::text::unix_secs(i.since),
-                })
+                }
             })
             .collect();
-        json!({
+        obj! {
             "pid": std::process::id(),
             "port": self.port,
-            "ide_name": self.ide_name,
-            "workspaces": self.workspaces.list(),
-            "state_dir": self.state_dir,
+            "ide_name": self.ide_name.as_str(),
+            "workspaces": json::paths(&self.workspaces.list()),
+            "state_dir": json::path(&self.state_dir),
             "started": crate::text::unix_secs(self.started),
             "uptime_secs": self.started.elapsed().map(|d| d.as_secs()).unwrap_or(0),
             "clients": clients,
             "diffs": self.diffs.list(),
-            "tabs": self.editor.tabs().iter().map(|t| json!({"path": t.path, "active": t.active, "preview": t.preview})).collect::<Vec<_>>(),
+            "tabs": self.editor.tabs().iter().map(|t| obj!{"path": json::path(&t.path), "active": t.active, "preview": t.preview}).collect::<Vec<_>>(),
             "selection": self.editor.selection(),
-            "documents": self.editor.documents().iter().map(|(p, n)| json!({"path": p, "bytes": n})).collect::<Vec<_>>(),
+            "documents": self.editor.documents().iter().map(|(p, n)| obj!{"path": json::path(p), "bytes": *n}).collect::<Vec<_>>(),
             "language_servers": self.diagnostics.lsp.status(),
-        })
+        }
     }
 
     /// Sets the selection and tells every client (a client being set up gets it with its
@@ -400,7 +401,8 @@ impl WorkspaceChanges {
     }
 
     fn save(&self, state: &Path) -> Result<(), String> {
-        let body = json!({"added": self.added, "removed": self.removed}).to_string();
+        let body = obj! {"added": json::paths(&self.added), "removed": json::paths(&self.removed)}
+            .to_string();
         crate::files::write_atomic(&Self::path(state), body.as_bytes(), 0o600)
             .map_err(|e| format!("cannot save {}: {e}", Self::path(state).display()))
     }
