@@ -4,10 +4,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::files::file_url;
 use crate::files::language_id;
+use crate::json::{self, obj};
 use crate::rpc::RpcError;
 use crate::rpc::call::{Call, Reply, arg_bool, arg_str, tool_error, tool_json, tool_texts};
 use crate::state::State;
@@ -29,11 +30,11 @@ fn done(v: Value) -> Reply {
 fn editor_json(state: &State, path: &Path) -> Value {
     let dirty = state.editor.document(path).is_some();
     let line_count = state.line_count(path);
-    json!({
-        "success": true, "filePath": path, "fileUrl": file_url(path),
+    obj! {
+        "success": true, "filePath": json::path(path), "fileUrl": file_url(path),
         "languageId": language_id(path), "lineCount": line_count,
         "isDirty": dirty, "isUntitled": false,
-    })
+    }
 }
 
 pub fn open_file(state: &Arc<State>, _call: &Call, args: &Map<String, Value>) -> Reply {
@@ -131,7 +132,7 @@ pub fn open_files(state: &Arc<State>, _call: &Call, args: &Map<String, Value>) -
             Err(e) => errors.push(e),
         }
     }
-    let mut v = json!({"opened_files": opened});
+    let mut v = obj! {"opened_files": opened};
     if !errors.is_empty() {
         v["errors"] = errors.into();
     }
@@ -149,18 +150,18 @@ pub fn get_open_editors(state: &Arc<State>, _call: &Call, _: &Map<String, Value>
                 Ok(p) if p == t.path => state.line_count(&p),
                 _ => 0,
             };
-            json!({
+            obj! {
                 "uri": file_url(&t.path), "isActive": t.active,
                 "label": t.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
                 "languageId": language_id(&t.path),
                 "isDirty": state.editor.document(&t.path).is_some(),
-                "fileName": t.path, "lineCount": line_count,
+                "fileName": json::path(&t.path), "lineCount": line_count,
                 "isUntitled": false, "isPinned": false, "isPreview": t.preview,
                 "groupIndex": 0, "viewColumn": 1, "isGroupActive": true,
-            })
+            }
         })
         .collect();
-    done(tool_json(&json!({"tabs": tabs})))
+    done(tool_json(&obj! {"tabs": tabs}))
 }
 
 pub fn get_all_opened_file_paths(
@@ -180,7 +181,7 @@ pub fn get_all_opened_file_paths(
 pub fn get_current_selection(state: &Arc<State>, _call: &Call, _: &Map<String, Value>) -> Reply {
     let Some(active) = state.editor.active() else {
         return done(tool_json(
-            &json!({"success": false, "message": "No active editor found"}),
+            &obj! {"success": false, "message": "No active editor found"},
         ));
     };
     let mut v = match state.editor.selection() {
@@ -204,7 +205,7 @@ pub fn get_latest_selection(state: &Arc<State>, _call: &Call, _: &Map<String, Va
             done(tool_json(&v))
         }
         None => done(tool_json(
-            &json!({"success": false, "message": "No selection available"}),
+            &obj! {"success": false, "message": "No selection available"},
         )),
     }
 }
@@ -213,16 +214,16 @@ pub fn check_document_dirty(state: &Arc<State>, _call: &Call, args: &Map<String,
     let raw = tri!(arg_str(args, "filePath", true)).unwrap_or_default();
     let path = match state.resolve(&raw) {
         Ok(p) => p,
-        Err(e) => return done(tool_json(&json!({"success": false, "message": e}))),
+        Err(e) => return done(tool_json(&obj! {"success": false, "message": e})),
     };
     if !state.editor.is_open(&path) {
         return done(tool_json(
-            &json!({"success": false, "message": format!("Document not open: {}", path.display())}),
+            &obj! {"success": false, "message": format!("Document not open: {}", path.display())},
         ));
     }
     let dirty = state.editor.document(&path).is_some();
     done(tool_json(
-        &json!({"success": true, "filePath": path, "isDirty": dirty, "isUntitled": false}),
+        &obj! {"success": true, "filePath": json::path(&path), "isDirty": dirty, "isUntitled": false},
     ))
 }
 
@@ -235,20 +236,20 @@ pub fn save_document(state: &Arc<State>, _call: &Call, args: &Map<String, Value>
 fn save(state: &State, raw: &str) -> Value {
     let path = match state.resolve(raw) {
         Ok(p) => p,
-        Err(e) => return json!({"success": false, "message": e}),
+        Err(e) => return obj! {"success": false, "message": e},
     };
     if !state.editor.is_open(&path) {
-        return json!({"success": false, "message": format!("Document not open: {}", path.display())});
+        return obj! {"success": false, "message": format!("Document not open: {}", path.display())};
     }
     let Some(content) = state.editor.document(&path) else {
-        return json!({"success": true, "filePath": path, "saved": false, "message": "Document has no unsaved changes"});
+        return obj! {"success": true, "filePath": json::path(&path), "saved": false, "message": "Document has no unsaved changes"};
     };
     match state.write_file(&path, content.as_bytes()) {
         Ok(()) => {
             state.editor.set_document(&path, None);
-            json!({"success": true, "filePath": path, "saved": true, "message": "Document saved successfully"})
+            obj! {"success": true, "filePath": json::path(&path), "saved": true, "message": "Document saved successfully"}
         }
-        Err(e) => json!({"success": false, "filePath": path, "saved": false,
-            "message": format!("cannot save {}: {e}; the previous content is intact", path.display())}),
+        Err(e) => obj! {"success": false, "filePath": json::path(&path), "saved": false,
+        "message": format!("cannot save {}: {e}; the previous content is intact", path.display())},
     }
 }

@@ -12,8 +12,9 @@ mod workspace;
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
+use crate::json::obj;
 use crate::rpc::call::{Call, Reply, schema};
 use crate::rpc::{ErrorCode, RpcError};
 use crate::state::State;
@@ -277,7 +278,7 @@ pub fn list(state: &State) -> Vec<Value> {
     TOOLS
         .iter()
         .filter(|t| (t.listed)(state))
-        .map(|t| json!({"name": t.name, "description": t.description, "inputSchema": (t.schema)()}))
+        .map(|t| obj! {"name": t.name, "description": t.description, "inputSchema": (t.schema)()})
         .collect()
 }
 

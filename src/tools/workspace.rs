@@ -5,9 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::files::file_url;
+use crate::json::{self, obj};
 use crate::rpc::call::{Call, Reply, arg_str, tool_error, tool_json, tool_texts};
 use crate::rpc::{ErrorCode, RpcError};
 use crate::state::{MAX_READ, State, read_text};
@@ -21,13 +22,13 @@ fn workspace_folders_json(state: &State) -> Value {
         .iter()
         .enumerate()
         .map(|(i, w)| {
-            json!({
+            obj! {
                 "name": w.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "/".into()),
-                "uri": file_url(w), "path": w, "index": i,
-            })
+                "uri": file_url(w), "path": json::path(w), "index": i,
+            }
         })
         .collect();
-    json!({"success": true, "folders": folders, "rootPath": ws.first()})
+    obj! {"success": true, "folders": folders, "rootPath": ws.first().map(|p| json::path(p))}
 }
 
 pub fn get_workspace_folders(state: &Arc<State>, _call: &Call, _: &Map<String, Value>) -> Reply {
@@ -71,7 +72,7 @@ fn write_file(state: &State, args: &Map<String, Value>) -> Result<Value, RpcErro
             format!("failed to write file {}: {e}", path.display()),
         )
     })?;
-    Ok(json!({"success": true, "path": path, "bytes": content.len()}))
+    Ok(obj! {"success": true, "path": json::path(&path), "bytes": content.len()})
 }
 
 /// Workspace-relative paths of the files under the workspace folders, `.git` skipped.
@@ -119,7 +120,7 @@ fn walk(state: &State, pattern: Option<&str>, limit: usize) -> (Vec<String>, boo
 fn list_files(state: &State, args: &Map<String, Value>) -> Result<Value, RpcError> {
     let pattern = arg_str(args, "pattern", false)?;
     let (files, truncated) = walk(state, pattern.as_deref(), MAX_LIST);
-    let mut v = json!({"files": files, "truncated": truncated});
+    let mut v = obj! {"files": files, "truncated": truncated};
     if truncated {
         v["message"] = format!("stopped after {MAX_LIST} files; narrow the pattern").into();
     }
@@ -129,10 +130,10 @@ fn list_files(state: &State, args: &Map<String, Value>) -> Result<Value, RpcErro
 fn workspace_info(state: &State, _: &Map<String, Value>) -> Result<Value, RpcError> {
     let root = state.workspaces.first();
     let (files, truncated) = walk(state, None, 100_000);
-    Ok(json!({
+    Ok(obj! {
         "name": root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        "path": root, "fileCount": files.len(), "fileCountTruncated": truncated, "type": "folder",
-    }))
+        "path": json::path(&root), "fileCount": files.len(), "fileCountTruncated": truncated, "type": "folder",
+    })
 }
 
 fn rel_of(state: &State, p: &Path) -> String {
@@ -144,14 +145,14 @@ fn open_files_list(state: &State, _: &Map<String, Value>) -> Result<Value, RpcEr
         state.editor
             .tabs()
             .iter()
-            .map(|t| json!({"path": rel_of(state, &t.path), "absolutePath": t.path, "isActive": t.active}))
+            .map(|t| obj! {"path": rel_of(state, &t.path), "absolutePath": json::path(&t.path), "isActive": t.active})
             .collect(),
     ))
 }
 
 fn current_file(state: &State, _: &Map<String, Value>) -> Result<Value, RpcError> {
     Ok(match state.editor.active() {
-        Some(p) => json!({"path": rel_of(state, &p), "absolutePath": p}),
+        Some(p) => obj! {"path": rel_of(state, &p), "absolutePath": json::path(&p)},
         None => Value::Null,
     })
 }
