@@ -6,9 +6,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::files;
+use crate::json::{self, obj};
 
 /// `--config-dir`, else `$CLAUDE_CONFIG_DIR`, else `$HOME/.claude`: where the CLI looks.
 pub fn config_dir(flag: Option<&str>) -> Result<PathBuf, String> {
@@ -118,7 +119,7 @@ pub fn load_identity(state: &Path) -> Result<Identity, String> {
 /// was written, and then `sync_identity` makes it durable.
 pub fn save_identity(state: &Path, port: u16, id: &Identity) -> Result<bool, String> {
     let path = state.join(IDENTITY_FILE);
-    let body = json!({"port": port, "token": id.token}).to_string();
+    let body = obj! {"port": port, "token": id.token.as_str()}.to_string();
     // A restart on the same port writes nothing.
     if id.saved == body.as_bytes() {
         return Ok(false);
@@ -131,7 +132,7 @@ pub fn save_identity(state: &Path, port: u16, id: &Identity) -> Result<bool, Str
 /// Writes `server.json` again (durably), as after its state directory was deleted.
 pub fn rewrite_identity(state: &Path, port: u16, token: &str) -> Result<(), String> {
     let path = state.join(IDENTITY_FILE);
-    let body = json!({"port": port, "token": token}).to_string();
+    let body = obj! {"port": port, "token": token}.to_string();
     files::write_atomic(&path, body.as_bytes(), 0o600)
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
@@ -315,7 +316,7 @@ impl LockFile {
             .iter()
             .map(|w| w.to_string_lossy().into_owned())
             .collect();
-        let body = json!({
+        let body = obj! {
             "pid": std::process::id(),
             "workspaceFolders": folders,
             "ideName": c.ide_name,
@@ -324,8 +325,8 @@ impl LockFile {
             "authToken": c.token,
             // Not read by the CLI: how ccide's own commands find this server's control socket,
             // and the pid namespace the pid belongs to (for `ccide gc`).
-            "ccide": {"control": c.control, "state": c.state, "pidns": pid_namespace()},
-        });
+            "ccide": obj! {"control": json::path(c.control), "state": json::path(c.state), "pidns": pid_namespace()},
+        };
         // Renamed into place, so complete whenever it is seen; not synced to disk: it describes
         // this process only, and after a crash of the machine it would name a dead server.
         files::write_volatile(&path, body.to_string().as_bytes(), 0o600).map_err(|e| {

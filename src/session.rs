@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::json::obj;
 use crate::rpc::call::{Call, Reply};
 use crate::rpc::clients::{Client, ClientState, Clients};
 use crate::rpc::{self, ErrorCode, Message, RequestId, RpcError};
@@ -115,9 +116,9 @@ impl Sessions {
         );
         self.state.diffs.abandon_client(client.id);
         self.state.exec.client_gone(client.id);
-        self.state.events.emit(json!({
+        self.state.events.emit(obj! {
             "event": "client_disconnected", "client": info.id, "pid": info.pid,
-        }));
+        });
     }
 
     pub fn handle_text(&self, client: &Arc<Client>, text: &str) {
@@ -211,17 +212,17 @@ impl Sessions {
     fn dispatch(&self, call: &Call, method: &str, params: Value) -> Reply {
         let r = match method {
             "initialize" => initialize(call.client, &params),
-            "ping" => Ok(json!({})),
+            "ping" => Ok(obj! {}),
             "tools/list" => {
                 if call.client.state.lock().unwrap().initialized {
                     self.greet_after(call.client, GREET_AFTER_TOOLS_LIST);
                 }
-                Ok(json!({"tools": crate::tools::list(&self.state)}))
+                Ok(obj! {"tools": crate::tools::list(&self.state)})
             }
             "tools/call" => return crate::tools::call(&self.state, call, params),
-            "resources/list" => Ok(json!({"resources": []})),
-            "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
-            "prompts/list" => Ok(json!({"prompts": []})),
+            "resources/list" => Ok(obj! {"resources": Vec::<Value>::new()}),
+            "resources/templates/list" => Ok(obj! {"resourceTemplates": Vec::<Value>::new()}),
+            "prompts/list" => Ok(obj! {"prompts": Vec::<Value>::new()}),
             other => return crate::tools::direct_method(&self.state, other, params),
         };
         Reply::Now(r)
@@ -339,9 +340,9 @@ impl Sessions {
             s.greeted = true;
         }
         let i = client.info();
-        self.state.events.emit(json!({
+        self.state.events.emit(obj! {
             "event": "client_connected", "client": i.id, "name": i.name, "version": i.version,
-        }));
+        });
     }
 
     /// The timer thread (§8): a `ping` request to each client every interval; a client that
@@ -471,11 +472,11 @@ fn initialize(client: &Client, params: &Value) -> Result<Value, RpcError> {
             .unwrap_or("")
             .to_string();
     }
-    Ok(json!({
+    Ok(obj! {
         "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": true}},
-        "serverInfo": {"name": "ccide", "version": env!("CARGO_PKG_VERSION")},
-    }))
+        "capabilities": obj! {"tools": obj! {"listChanged": true}},
+        "serverInfo": obj! {"name": "ccide", "version": env!("CARGO_PKG_VERSION")},
+    })
 }
 
 #[cfg(test)]

@@ -3,11 +3,12 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::cli::{Args, EXIT_FAILURE, EXIT_OK, Fail, Outcome};
 use crate::control::protocol::{ExecAction, Request, Span, WorkspaceOp};
 use crate::control::{self, Control, FindError};
+use crate::json::{self, obj};
 use crate::state::editor::HumanRange;
 use crate::text::visible;
 
@@ -221,7 +222,7 @@ pub fn diff(args: &Args) -> Outcome {
                         d["added"] = added.into();
                         d["removed"] = removed.into();
                         d["diff"] = String::from_utf8_lossy(&text).into_owned().into();
-                        d["restored"] = json!({"crlf": f.original.writes_crlf(), "encoding": f.original.encoding});
+                        d["restored"] = obj! {"crlf": f.original.writes_crlf(), "encoding": f.original.encoding};
                         print_json(&d);
                     } else {
                         let text = crate::textdiff::unified(
@@ -725,8 +726,8 @@ fn status_all(args: &Args) -> Outcome {
         let v: Vec<Value> = locks
             .iter()
             .map(|l| {
-                json!({"port": l.port, "lock": l.path, "pid": l.pid, "alive": l.alive,
-                    "ccide": l.control.is_some(), "ide_name": l.ide_name, "workspaces": l.workspaces})
+                obj! {"port": l.port, "lock": json::path(&l.path), "pid": l.pid, "alive": l.alive,
+                    "ccide": l.control.is_some(), "ide_name": l.ide_name.as_str(), "workspaces": json::paths(&l.workspaces)}
             })
             .collect();
         print_json(&Value::Array(v));
@@ -831,7 +832,9 @@ pub fn diagnostics(args: &Args) -> Outcome {
             if args.switch("--json")? {
                 let wire: Vec<Value> = files
                     .iter()
-                    .map(|f| json!({"uri": f["uri"], "diagnostics": f["diagnostics"]}))
+                    .map(
+                        |f| obj! {"uri": f["uri"].clone(), "diagnostics": f["diagnostics"].clone()},
+                    )
                     .collect();
                 print_json(&Value::Array(wire));
             } else if files.is_empty() {

@@ -6,8 +6,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::json::obj;
 use crate::state::State;
 
 /// Starts a session: its id, and the answer to `attach` (the pending diffs, which the editor
@@ -16,7 +17,7 @@ pub fn attach(state: &State, pid: Option<u64>, editor: Option<&str>) -> (u64, Va
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
     crate::log::info!("editor session {id} attached: {}", who(editor, pid));
-    let answer = json!({"ok": true, "session": id, "diffs": state.diffs.list()});
+    let answer = obj! {"ok": true, "session": id, "diffs": state.diffs.list()};
     (id, answer)
 }
 

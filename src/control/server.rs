@@ -84,7 +84,7 @@ fn serve_one(state: &Arc<State>, stream: UnixStream) {
             Ok(Request::Lsp(client)) if session.is_none() => match lsp_root(state, &client) {
                 Ok(()) => {
                     lsp = Some(client);
-                    serde_json::json!({"ok": true})
+                    crate::json::obj! {"ok": true}
                 }
                 Err(e) => failure(&e),
             },

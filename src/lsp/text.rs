@@ -11,7 +11,9 @@
 
 use std::cell::Cell;
 
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use crate::json::obj;
 
 /// How a position's `character` counts.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -85,7 +87,7 @@ impl Pos {
     }
 
     pub fn to_json(self) -> Value {
-        json!({"line": self.line, "character": self.character})
+        obj! {"line": self.line, "character": self.character}
     }
 }
 
@@ -96,7 +98,7 @@ pub fn range_from_json(v: &Value) -> (Pos, Pos) {
 }
 
 pub fn range_to_json(a: Pos, b: Pos) -> Value {
-    json!({"start": a.to_json(), "end": b.to_json()})
+    obj! {"start": a.to_json(), "end": b.to_json()}
 }
 
 /// The byte offset in `line` (one line, without its ending) of column `col` counted in `enc`.
@@ -436,6 +438,7 @@ impl Text {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     const LINE: &str = "aé世😀b\r\nsecond\nlast";
 

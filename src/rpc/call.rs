@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::clients::Client;
 use super::{RequestId, RpcError};
+use crate::json::obj;
 
 /// What a method handler gives back.
 pub enum Reply {
@@ -118,23 +119,23 @@ pub fn answer_later(
 pub fn schema(props: &[(&str, &str, &str)], required: &[&str]) -> Value {
     let mut p = Map::new();
     for (name, ty, description) in props {
-        let mut prop = json!({"description": description});
+        let mut prop = obj! {"description": *description};
         prop["type"] = match *ty {
             "string[]" => {
-                prop["items"] = json!({"type": "string"});
+                prop["items"] = obj! {"type": "string"};
                 "array".into()
             }
             t => t.into(),
         };
         p.insert(name.to_string(), prop);
     }
-    json!({
+    obj! {
         "type": "object",
         "properties": p,
         "required": required,
         "additionalProperties": false,
         "$schema": "http://json-schema.org/draft-07/schema#",
-    })
+    }
 }
 
 /// A string argument; wrong types are -32602 with the argument's name.
@@ -168,7 +169,7 @@ pub fn arg_bool(args: &Map<String, Value>, name: &str, default: bool) -> Result<
 
 /// A tool result made of text items.
 pub fn tool_texts(items: &[&str]) -> Value {
-    json!({"content": items.iter().map(|t| json!({"type": "text", "text": t})).collect::<Vec<_>>()})
+    obj! {"content": items.iter().map(|t| obj! {"type": "text", "text": *t}).collect::<Vec<_>>()}
 }
 
 /// A tool result carrying one JSON document as text.
@@ -179,5 +180,5 @@ pub fn tool_json(v: &Value) -> Value {
 /// A failure while running a tool: a result with isError, not a JSON-RPC error
 /// (ccide-protocol(7) §3).
 pub fn tool_error(message: &str) -> Value {
-    json!({"content": [{"type": "text", "text": message}], "isError": true})
+    obj! {"content": vec![obj! {"type": "text", "text": message}], "isError": true}
 }

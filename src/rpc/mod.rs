@@ -5,7 +5,9 @@
 pub mod call;
 pub mod clients;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+
+use crate::json::obj;
 
 /// A request id as the peer sent it: a number (0 included) or a string, echoed verbatim.
 #[derive(Clone, Debug, PartialEq)]
@@ -216,15 +218,15 @@ pub fn classify(v: Value) -> Result<Message, Value> {
 }
 
 pub fn result_response(id: &RequestId, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
+    obj! {"jsonrpc": "2.0", "id": id.to_value(), "result": result}
 }
 
 pub fn error_response(id: Option<&RequestId>, e: &RpcError) -> Value {
-    json!({
+    obj! {
         "jsonrpc": "2.0",
         "id": id.map(RequestId::to_value).unwrap_or(Value::Null),
-        "error": {"code": e.code as i64, "message": e.message},
-    })
+        "error": obj! {"code": e.code as i64, "message": e.message.as_str()},
+    }
 }
 
 /// The largest message a Claude Code client takes: above it, it drops the connection
@@ -250,7 +252,7 @@ pub fn capped_response(id: &RequestId, r: Result<Value, RpcError>) -> String {
         mib(text.len())
     );
     let r = if is_tool_result {
-        Ok(json!({"content": [{"type": "text", "text": message}], "isError": true}))
+        Ok(obj! {"content": vec![obj! {"type": "text", "text": message}], "isError": true})
     } else {
         Err(RpcError::new(ErrorCode::InternalError, message))
     };
@@ -347,12 +349,13 @@ pub fn request(id: &RequestId, method: &str, params: Option<Value>) -> Value {
 }
 
 pub fn notification(method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "method": method, "params": params})
+    obj! {"jsonrpc": "2.0", "method": method, "params": params}
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn id_zero_and_string_ids_are_requests() {
