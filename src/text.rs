@@ -6,16 +6,33 @@ use std::time::{Duration, SystemTime};
 
 /// Sorts `v` by the bytes `key` gives for each item, with the one sort this binary holds:
 /// every distinct `sort` call instantiates a few kilobytes of sorting code.
-pub fn sort_by_bytes<T>(v: &mut Vec<T>, key: impl Fn(&T) -> Vec<u8>) {
-    let keys: Vec<Vec<u8>> = v.iter().map(key).collect();
-    let mut items: Vec<Option<T>> = v.drain(..).map(Some).collect();
-    v.extend(order(keys).into_iter().filter_map(|i| items[i].take()));
+pub fn sort_by_bytes<T>(v: &mut [T], key: impl Fn(&T) -> Vec<u8>) {
+    // Only the swaps depend on `T`: the order is worked out on indices, once in the binary.
+    for (a, b) in swaps(v.iter().map(key).collect()) {
+        v.swap(a, b);
+    }
 }
 
-fn order(keys: Vec<Vec<u8>>) -> Vec<usize> {
+/// The swaps that put items in the order of their keys (ties in their first order).
+fn swaps(keys: Vec<Vec<u8>>) -> Vec<(usize, usize)> {
     let mut keyed: Vec<(Vec<u8>, usize)> = keys.into_iter().zip(0..).collect();
     keyed.sort_unstable();
-    keyed.into_iter().map(|(_, i)| i).collect()
+    // `at[p]` is the item now at position p, `pos[i]` the position of item i.
+    let mut at: Vec<usize> = (0..keyed.len()).collect();
+    let mut pos = at.clone();
+    let mut out = Vec::new();
+    for (p, (_, want)) in keyed.into_iter().enumerate() {
+        let q = pos[want];
+        if q != p {
+            out.push((p, q));
+            let moved = at[p];
+            at[q] = moved;
+            pos[moved] = q;
+            at[p] = want;
+            pos[want] = p;
+        }
+    }
+    out
 }
 
 /// Text from outside (a client's name, a file name the model chose, code under review, a
@@ -124,5 +141,11 @@ mod tests {
         let mut names = vec!["b", "a-b", "a", "", "é", "Z"];
         sort_by_bytes(&mut names, |n| n.as_bytes().to_vec());
         assert_eq!(names, ["", "Z", "a", "a-b", "b", "é"]);
+        let mut pairs = vec![(3, 'a'), (1, 'b'), (3, 'c'), (0, 'd'), (1, 'e'), (2, 'f')];
+        sort_by_bytes(&mut pairs, |p| vec![p.0]);
+        assert_eq!(
+            pairs,
+            [(0, 'd'), (1, 'b'), (1, 'e'), (2, 'f'), (3, 'a'), (3, 'c')]
+        );
     }
 }
