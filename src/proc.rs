@@ -15,7 +15,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Stack of every thread ccide starts. JSON from clients and tools is parsed recursively (up to
@@ -38,6 +38,13 @@ fn spawn_boxed(name: &str, f: Box<dyn FnOnce() + Send>) -> io::Result<std::threa
         .name(name.into())
         .stack_size(THREAD_STACK)
         .spawn(f)
+}
+
+/// Locks `m`, one copy of the code per type instead of one per use (each `lock().unwrap()`
+/// cost about 100 bytes). A lock is poisoned only by a panic while it is held, and a panic
+/// aborts this binary; tests, which unwind, still fail here.
+pub fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap()
 }
 
 /// A queue between threads: any thread pushes, the owner pops with a deadline; closing it wakes
@@ -115,18 +122,18 @@ static GROUPS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
 
 /// Records a process group (a child started with `process_group(0)`) as ccide's.
 pub fn track_group(pid: u32) {
-    GROUPS.lock().unwrap().push(pid);
+    lock(&GROUPS).push(pid);
 }
 
 /// Kills a tracked group and forgets it.
 pub fn end_group(pid: u32) {
     kill_group(pid);
-    GROUPS.lock().unwrap().retain(|p| *p != pid);
+    lock(&GROUPS).retain(|p| *p != pid);
 }
 
 /// Kills every group ccide started that still runs.
 pub fn kill_all() {
-    for pid in std::mem::take(&mut *GROUPS.lock().unwrap()) {
+    for pid in std::mem::take(&mut *lock(&GROUPS)) {
         kill_group(pid);
     }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::json::obj;
+use crate::proc::lock;
 use crate::rpc::call::{Call, Reply};
 use crate::rpc::clients::{Client, ClientState, Clients};
 use crate::rpc::{self, ErrorCode, Message, RequestId, RpcError};
@@ -197,7 +198,7 @@ impl Sessions {
                 None
             }
             Message::Response(r) => {
-                let mut s = client.state.lock().unwrap();
+                let mut s = lock(&client.state);
                 if let (Some((ping_id, _)), Some(id)) =
                     (s.ping, r.id.as_ref().and_then(|i| i.as_u64()))
                     && ping_id == id
@@ -214,7 +215,7 @@ impl Sessions {
             "initialize" => initialize(call.client, &params),
             "ping" => Ok(obj! {}),
             "tools/list" => {
-                if call.client.state.lock().unwrap().initialized {
+                if lock(&call.client.state).initialized {
                     self.greet_after(call.client, GREET_AFTER_TOOLS_LIST);
                 }
                 Ok(obj! {"tools": crate::tools::list(&self.state)})
@@ -232,7 +233,7 @@ impl Sessions {
         match method {
             "notifications/initialized" | "initialized" => {
                 let first = {
-                    let mut s = client.state.lock().unwrap();
+                    let mut s = lock(&client.state);
                     !std::mem::replace(&mut s.initialized, true)
                 };
                 if !first {
@@ -240,7 +241,7 @@ impl Sessions {
                 }
                 if self.config.single_client {
                     for other in self.clients.all() {
-                        if other.id != client.id && other.state.lock().unwrap().initialized {
+                        if other.id != client.id && lock(&other.state).initialized {
                             crate::log::info!(
                                 "client #{} replaces client #{} (--single-client)",
                                 client.id,
@@ -254,7 +255,7 @@ impl Sessions {
             }
             "ide_connected" => {
                 let (pid, name, version) = {
-                    let mut s = client.state.lock().unwrap();
+                    let mut s = lock(&client.state);
                     s.pid = params["pid"].as_i64();
                     (s.pid, s.name.clone(), s.version.clone())
                 };
@@ -274,7 +275,7 @@ impl Sessions {
                 let Some(id) = RequestId::from_value(&params["requestId"]) else {
                     return;
                 };
-                let mut s = client.state.lock().unwrap();
+                let mut s = lock(&client.state);
                 s.inflight.retain(|(i, done)| {
                     if *i == id {
                         done.store(true, Ordering::SeqCst);
@@ -293,21 +294,21 @@ impl Sessions {
     fn greet_after(&self, client: &Client, delay: Duration) {
         let at = Instant::now() + delay;
         {
-            let mut s = client.state.lock().unwrap();
+            let mut s = lock(&client.state);
             if s.greeted || s.greet_at.is_some_and(|t| t <= at) {
                 return;
             }
             s.greet_at = Some(at);
         }
-        let (lock, cv) = &self.timer;
-        *lock.lock().unwrap() = true;
+        let (kick, cv) = &self.timer;
+        *lock(kick) = true;
         cv.notify_one();
     }
 
     /// Sends the greetings due by `now`.
     fn greet_due(&self, now: Instant) {
         for c in self.clients.all() {
-            let due = c.state.lock().unwrap().greet_at.is_some_and(|t| t <= now);
+            let due = lock(&c.state).greet_at.is_some_and(|t| t <= now);
             if due {
                 self.greet(&c);
             }
@@ -321,7 +322,7 @@ impl Sessions {
     /// a broadcast cannot slip in between and arrive out of order.
     fn greet(&self, client: &Client) {
         {
-            let mut s = client.state.lock().unwrap();
+            let mut s = lock(&client.state);
             s.greet_at = None;
             if s.greeted || client.outbox.is_ended() {
                 return;
@@ -361,13 +362,13 @@ impl Sessions {
                 .clients
                 .all()
                 .iter()
-                .filter_map(|c| c.state.lock().unwrap().greet_at)
+                .filter_map(|c| lock(&c.state).greet_at)
                 .min();
             let tick_at = last + tick;
             let until = next_greet.map_or(tick_at, |g| g.min(tick_at));
             {
-                let (lock, cv) = &self.timer;
-                let mut kicked = lock.lock().unwrap();
+                let (kick, cv) = &self.timer;
+                let mut kicked = lock(kick);
                 let left = until.saturating_duration_since(Instant::now());
                 if !*kicked && !left.is_zero() {
                     kicked = cv.wait_timeout(kicked, left).unwrap().0;
@@ -396,7 +397,7 @@ impl Sessions {
     fn ping_all(&self, now: Instant, late: bool) {
         let cfg = &self.config;
         for c in self.clients.all() {
-            let mut s = c.state.lock().unwrap();
+            let mut s = lock(&c.state);
             if late {
                 if let Some((id, _)) = s.ping {
                     s.ping = Some((id, now));
@@ -462,7 +463,7 @@ fn initialize(client: &Client, params: &Value) -> Result<Value, RpcError> {
         LATEST_VERSION
     };
     {
-        let mut s = client.state.lock().unwrap();
+        let mut s = lock(&client.state);
         s.name = params["clientInfo"]["name"]
             .as_str()
             .unwrap_or("")

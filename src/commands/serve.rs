@@ -531,7 +531,7 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
             Ok(Started { sessions, held })
         }
         Err(e) => {
-            if let Some(h) = held.lock().unwrap().take() {
+            if let Some(h) = crate::proc::lock(&held).take() {
                 h.lock.remove();
             }
             let _ = std::fs::remove_file(&control_path);
@@ -706,7 +706,7 @@ pub fn stop(r: Started) {
     r.sessions.stopping.store(true, Ordering::SeqCst);
     // The claim is kept to the end: a server started meanwhile must not take the state
     // directory, and then a new port, while this one still listens on the old.
-    let held = r.held.lock().unwrap().take();
+    let held = crate::proc::lock(&r.held).take();
     if let Some(h) = &held {
         h.lock.remove();
     }
@@ -749,7 +749,7 @@ impl Watch {
         self.next = now + Duration::from_secs(2);
         // Held while checking and writing, so `stop` cannot remove them in between.
         let held = self.held.clone();
-        let mut held = held.lock().unwrap();
+        let mut held = crate::proc::lock(&held);
         let Some(h) = held.as_mut() else { return };
         let state = self.state.clone();
         // serve.lock unlinked (its directory deleted, or itself), or the control socket gone.

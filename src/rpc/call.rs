@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use super::clients::Client;
 use super::{RequestId, RpcError};
 use crate::json::obj;
+use crate::proc::lock;
 
 /// What a method handler gives back.
 pub enum Reply {
@@ -27,10 +28,7 @@ impl Call<'_> {
     /// Promises an answer later; the call is then owed one until answered or cancelled.
     pub fn defer(&self) -> Responder {
         let done = Arc::new(AtomicBool::new(false));
-        self.client
-            .state
-            .lock()
-            .unwrap()
+        lock(&self.client.state)
             .inflight
             .push((self.id.clone(), done.clone()));
         Responder {
@@ -60,10 +58,7 @@ impl Responder {
         if self.done.swap(true, Ordering::SeqCst) {
             return false;
         }
-        self.client
-            .state
-            .lock()
-            .unwrap()
+        lock(&self.client.state)
             .inflight
             .retain(|(id, _)| *id != self.id);
         self.client.outbox.send(text)
@@ -88,7 +83,7 @@ pub fn answer_later(
 ) -> Reply {
     let client = responder.client.clone();
     {
-        let mut s = client.state.lock().unwrap();
+        let mut s = lock(&client.state);
         if s.workers >= MAX_WORKERS {
             drop(s);
             responder.reply(Ok(tool_error(&format!(
@@ -103,13 +98,13 @@ pub fn answer_later(
     let started = crate::proc::spawn_thread("answer", move || {
         let answer = work();
         // Free the slot before answering: a client that has its answer may call again.
-        worker_client.state.lock().unwrap().workers -= 1;
+        lock(&worker_client.state).workers -= 1;
         if let Some(v) = answer {
             r.reply(Ok(v));
         }
     });
     if let Err(e) = started {
-        client.state.lock().unwrap().workers -= 1;
+        lock(&client.state).workers -= 1;
         responder.reply(Ok(tool_error(&format!("cannot start a thread: {e}"))));
     }
     Reply::Later

@@ -8,6 +8,7 @@ use std::time::{Instant, SystemTime};
 use serde_json::Value;
 
 use super::RequestId;
+use crate::proc::lock;
 use crate::transport::Outbox;
 
 pub struct Client {
@@ -57,7 +58,7 @@ impl Client {
     }
 
     pub fn info(&self) -> ClientInfo {
-        let s = self.state.lock().unwrap();
+        let s = lock(&self.state);
         ClientInfo {
             id: self.id,
             pid: s.pid,
@@ -86,7 +87,7 @@ pub struct Clients {
 
 impl Clients {
     pub fn all(&self) -> Vec<Arc<Client>> {
-        self.list.lock().unwrap().clone()
+        lock(&self.list).clone()
     }
 
     /// Registers a new connection under the next id (counting from 1).
@@ -98,12 +99,12 @@ impl Clients {
             since: SystemTime::now(),
             state: Mutex::new(state),
         });
-        self.list.lock().unwrap().push(client.clone());
+        lock(&self.list).push(client.clone());
         client
     }
 
     pub fn remove(&self, id: u64) {
-        self.list.lock().unwrap().retain(|c| c.id != id);
+        lock(&self.list).retain(|c| c.id != id);
     }
 
     /// Sends a notification to every client whose setup has settled. A client still being set
@@ -123,7 +124,7 @@ impl Clients {
         }
         let text: tungstenite::Utf8Bytes = text.into();
         for c in self.all() {
-            let mut s = c.state.lock().unwrap();
+            let mut s = lock(&c.state);
             if !s.initialized {
                 continue;
             }

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::events::Events;
 use crate::json::{self, obj};
+use crate::proc::lock;
 use crate::rpc::call::{Responder, tool_texts};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -160,7 +161,7 @@ impl Diffs {
     /// id, and marks the pending diffs whose files went with it; returns those as
     /// `(id, file)`. They stay pending: rejecting needs nothing that was lost.
     pub fn restore(&self) -> Result<Vec<(u64, PathBuf)>, String> {
-        let mut inner = self.inner.lock().unwrap();
+        let mut inner = lock(&self.inner);
         crate::files::private_dir(&self.root, "diff directory")?;
         let _ =
             crate::files::write_volatile(&self.seq, inner.next_id.to_string().as_bytes(), 0o600);
@@ -177,7 +178,7 @@ impl Diffs {
     }
 
     pub fn list(&self) -> Vec<Value> {
-        let mut inner = self.inner.lock().unwrap();
+        let mut inner = lock(&self.inner);
         self.prune(&mut inner);
         inner.pending.iter().map(PendingDiff::describe).collect()
     }
@@ -245,7 +246,7 @@ impl Diffs {
         accept: bool,
         cwd: &Path,
     ) -> Result<Value, SettleError> {
-        let mut inner = self.inner.lock().unwrap();
+        let mut inner = lock(&self.inner);
         self.prune(&mut inner);
         let i = Self::select(&inner, target, cwd)?;
         // The answer is made (and measured) once, and sent as it was made.
@@ -290,7 +291,7 @@ impl Diffs {
 
     /// The pending diff `target` names, by the same rule as `settle_by_user`.
     pub fn find(&self, target: Option<&str>, cwd: &Path) -> Result<Value, SettleError> {
-        let mut inner = self.inner.lock().unwrap();
+        let mut inner = lock(&self.inner);
         self.prune(&mut inner);
         let i = Self::select(&inner, target, cwd)?;
         Ok(inner.pending[i].describe())
@@ -335,7 +336,7 @@ impl Diffs {
     /// The directory and target file of the pending diff `id`.
     fn dir_of(&self, id: Option<&str>) -> Result<(PathBuf, PathBuf), String> {
         let id = id.ok_or("name the diff by its id")?;
-        let inner = self.inner.lock().unwrap();
+        let inner = lock(&self.inner);
         inner
             .pending
             .iter()
@@ -360,7 +361,7 @@ impl Diffs {
         };
         let new_file = source.is_none();
         self.close_where(p.client, |d| d.tab_name == p.tab_name);
-        let mut inner = self.inner.lock().unwrap();
+        let mut inner = lock(&self.inner);
         let id = inner.next_id;
         inner.next_id += 1;
         let _ =
@@ -420,7 +421,7 @@ impl Diffs {
     /// `pred`. A client closes only its own: the CLI calls closeAllDiffTabs at every prompt,
     /// and two CLIs share one server (ccide-protocol(7) §5.3).
     pub fn close_where(&self, client: u64, pred: impl Fn(&PendingDiff) -> bool) -> usize {
-        let mut inner = self.inner.lock().unwrap();
+        let mut inner = lock(&self.inner);
         self.prune(&mut inner);
         let (matching, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut inner.pending)
             .into_iter()
@@ -435,7 +436,7 @@ impl Diffs {
 
     /// Removes, without an answer, the diffs of a client that is gone.
     pub fn abandon_client(&self, client: u64) {
-        let mut inner = self.inner.lock().unwrap();
+        let mut inner = lock(&self.inner);
         let (gone, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut inner.pending)
             .into_iter()
             .partition(|d| d.client == client);

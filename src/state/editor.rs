@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::json::{self, obj};
+use crate::proc::lock;
 
 #[derive(Clone)]
 pub struct Tab {
@@ -103,7 +104,7 @@ impl Editor {
 
     /// Writes `editor.json` from memory (after the state directory was deleted).
     pub fn save_now(&self) {
-        self.save(&mut self.model.lock().unwrap());
+        self.save(&mut lock(&self.model));
     }
 
     fn save(&self, m: &mut Model) {
@@ -134,7 +135,7 @@ impl Editor {
 
     /// Records that editor session `session` holds `path` open (or no longer does).
     pub fn hold(&self, session: u64, path: &Path, on: bool) {
-        let mut held = self.held.lock().unwrap();
+        let mut held = lock(&self.held);
         held.retain(|h| h.0 != session || h.1 != path);
         if on {
             held.push((session, path.to_path_buf()));
@@ -143,16 +144,14 @@ impl Editor {
 
     /// Whether an editor session other than `session` holds `path` open.
     pub fn held_by_other(&self, session: u64, path: &Path) -> bool {
-        self.held
-            .lock()
-            .unwrap()
+        lock(&self.held)
             .iter()
             .any(|h| h.0 != session && h.1 == path)
     }
 
     /// Forgets session `session` and returns the files it held that no other session holds.
     pub fn release(&self, session: u64) -> Vec<PathBuf> {
-        let mut held = self.held.lock().unwrap();
+        let mut held = lock(&self.held);
         let mine: Vec<PathBuf> = held
             .iter()
             .filter(|h| h.0 == session)
@@ -167,11 +166,11 @@ impl Editor {
     /// Why the editor state could not be saved the last time, if it could not: a command
     /// whose change would be lost at the next restart says so.
     pub fn save_error(&self) -> Option<String> {
-        self.model.lock().unwrap().save_error.clone()
+        lock(&self.model).save_error.clone()
     }
 
     fn change<T>(&self, f: impl FnOnce(&mut Model) -> T) -> T {
-        let mut m = self.model.lock().unwrap();
+        let mut m = lock(&self.model);
         let r = f(&mut m);
         self.save(&mut m);
         r
@@ -216,21 +215,19 @@ impl Editor {
     }
 
     pub fn selection(&self) -> Option<Value> {
-        self.model.lock().unwrap().selection.clone()
+        lock(&self.model).selection.clone()
     }
 
     pub fn latest(&self) -> Option<Value> {
-        self.model.lock().unwrap().latest.clone()
+        lock(&self.model).latest.clone()
     }
 
     pub fn tabs(&self) -> Vec<Tab> {
-        self.model.lock().unwrap().tabs.clone()
+        lock(&self.model).tabs.clone()
     }
 
     pub fn active(&self) -> Option<PathBuf> {
-        self.model
-            .lock()
-            .unwrap()
+        lock(&self.model)
             .tabs
             .iter()
             .find(|t| t.active)
@@ -238,11 +235,11 @@ impl Editor {
     }
 
     pub fn document(&self, path: &Path) -> Option<String> {
-        self.model.lock().unwrap().documents.get(path).cloned()
+        lock(&self.model).documents.get(path).cloned()
     }
 
     pub fn is_open(&self, path: &Path) -> bool {
-        let m = self.model.lock().unwrap();
+        let m = lock(&self.model);
         m.tabs.iter().any(|t| t.path == path) || m.documents.contains_key(path)
     }
 
@@ -260,9 +257,7 @@ impl Editor {
 
     /// Unsaved documents (path, size in bytes), for status.
     pub fn documents(&self) -> Vec<(PathBuf, usize)> {
-        self.model
-            .lock()
-            .unwrap()
+        lock(&self.model)
             .documents
             .iter()
             .map(|(k, v)| (k.clone(), v.len()))
@@ -270,7 +265,7 @@ impl Editor {
     }
 
     pub fn queue_mention(&self, payload: Value) {
-        let mut m = self.model.lock().unwrap();
+        let mut m = lock(&self.model);
         m.mentions.push_back((payload, Instant::now()));
         while m.mentions.len() > 256 {
             m.mentions.pop_front();
@@ -279,7 +274,7 @@ impl Editor {
 
     /// The queued mentions still young enough to deliver, in order; the queue is emptied.
     pub fn take_mentions(&self) -> Vec<Value> {
-        let mut m = self.model.lock().unwrap();
+        let mut m = lock(&self.model);
         let max = self.mention_max_age;
         m.mentions
             .drain(..)

@@ -8,6 +8,8 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
+use crate::proc::lock;
+
 /// Where a subscriber's lines go; false when it is gone.
 pub type Sink = Box<dyn FnMut(&str) -> bool + Send>;
 
@@ -25,7 +27,7 @@ fn hello() -> String {
 impl Events {
     /// Adds a subscriber on the control socket.
     pub fn subscribe(&self, mut stream: UnixStream) {
-        let mut subscribers = self.subscribers.lock().unwrap();
+        let mut subscribers = lock(&self.subscribers);
         if stream.write_all(hello().as_bytes()).is_ok()
             // A subscriber that stops reading is dropped rather than allowed to stall the server.
             && stream.set_nonblocking(true).is_ok()

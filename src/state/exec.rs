@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use super::events::Events;
 use crate::json::obj;
+use crate::proc::lock;
 use crate::rpc::call::{Responder, tool_error};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -101,7 +102,7 @@ impl Exec {
     /// Ends the kernel of a connection that is gone, and drops its requests awaiting approval.
     pub fn client_gone(&self, client: u64) {
         let slots: Vec<_> = {
-            let mut inner = self.inner.lock().unwrap();
+            let mut inner = lock(&self.inner);
             inner.pending.retain(|p| p.client != client);
             let (gone, kept) = std::mem::take(&mut inner.kernels)
                 .into_iter()
@@ -130,7 +131,7 @@ impl Exec {
         dir: PathBuf,
     ) -> impl FnOnce() -> Option<Value> + Send + 'static {
         let slot = {
-            let mut inner = self.inner.lock().unwrap();
+            let mut inner = lock(&self.inner);
             match inner.kernels.iter().find(|(c, _)| *c == client) {
                 Some((_, s)) => s.clone(),
                 None => {
@@ -156,7 +157,7 @@ impl Exec {
 
     /// Registers a call awaiting approval and returns its id.
     fn ask(&self, client: u64, code: &str, responder: Arc<Responder>) -> u64 {
-        let mut inner = self.inner.lock().unwrap();
+        let mut inner = lock(&self.inner);
         inner.next_id += 1;
         let p = Request {
             id: inner.next_id,
@@ -184,7 +185,7 @@ impl Exec {
         let find = |inner: &Inner| inner.pending.iter().position(|p| p.id == id);
         let (mut inner, _) = self
             .decided
-            .wait_timeout_while(self.inner.lock().unwrap(), limit, |inner| {
+            .wait_timeout_while(lock(&self.inner), limit, |inner| {
                 find(inner).is_some_and(|i| inner.pending[i].decision.is_none())
             })
             .unwrap();
@@ -214,7 +215,7 @@ impl Exec {
 
 /// Runs `code` in the client's kernel (started if needed) and builds the tool result.
 fn run(exec: &Exec, slot: &Slot, code: &str, dir: &Path) -> Value {
-    let mut kernel = slot.kernel.lock().unwrap();
+    let mut kernel = lock(&slot.kernel);
     if kernel.is_none() {
         match Kernel::start(dir) {
             Ok(k) => {
@@ -377,7 +378,7 @@ impl Drop for Kernel {
 impl Exec {
     /// The requests waiting for the user, and the mode.
     pub fn waiting(&self) -> (&'static str, Vec<Value>) {
-        let mut inner = self.inner.lock().unwrap();
+        let mut inner = lock(&self.inner);
         // Requests whose call was cancelled or whose connection ended cannot be answered.
         inner.pending.retain(|p| p.responder.is_open());
         self.decided.notify_all();
@@ -397,7 +398,7 @@ impl Exec {
 
     /// The user's answer to the waiting request `target` (or to the only one).
     pub fn decide(&self, target: Option<&str>, approve: bool) -> Result<Value, String> {
-        let mut inner = self.inner.lock().unwrap();
+        let mut inner = lock(&self.inner);
         inner.pending.retain(|p| p.responder.is_open());
         self.decided.notify_all();
         let waiting: Vec<&mut Request> = inner

@@ -19,6 +19,7 @@ use crate::diagnostics::Diagnostics;
 use crate::diagnostics::checkers::Checks;
 use crate::json::{self, obj};
 use crate::lockfile::{LockContent, LockFile};
+use crate::proc::lock;
 use crate::rpc::clients::{ClientInfo, Clients, Reach};
 use crate::workspaces::Workspaces;
 use diffs::Diffs;
@@ -115,7 +116,7 @@ impl State {
         let lost = self.diffs.restore()?;
         self.editor.save_now();
         self.diagnostics.store.save_now();
-        self.changes.lock().unwrap().save(&self.state_dir)?;
+        lock(&self.changes).save(&self.state_dir)?;
         Ok(lost)
     }
 
@@ -275,7 +276,7 @@ impl State {
             Err(e) => return Err(e),
         };
         let changed = self.workspaces.change(|ws| -> Result<bool, String> {
-            let mut changes = self.changes.lock().unwrap();
+            let mut changes = lock(&self.changes);
             if add {
                 if ws.contains(&dir) {
                     return Ok(false);
