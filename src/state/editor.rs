@@ -108,11 +108,11 @@ impl Editor {
     }
 
     fn save(&self, m: &mut Model) {
-        let docs: serde_json::Map<String, Value> = m
-            .documents
-            .iter()
-            .map(|(k, v)| (k.to_string_lossy().into_owned(), Value::from(v.as_str())))
-            .collect();
+        // Inserted one by one: collecting into a map would bring a sort of its own.
+        let mut docs = serde_json::Map::new();
+        for (k, v) in &m.documents {
+            docs.insert(k.to_string_lossy().into_owned(), v.as_str().into());
+        }
         let v = obj! {
             "tabs": m.tabs.iter().map(|t| obj! {"path": json::path(&t.path), "active": t.active, "preview": t.preview}).collect::<Vec<_>>(),
             "selection": m.selection.clone(),
