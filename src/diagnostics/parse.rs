@@ -341,14 +341,16 @@ fn to_utf16(
             *unit != UTF16 && (d.start_char > 0 || d.end_char > 0)
         })
         .collect();
-    // Grouped by file through a sorted list of the files (not by sorting the diagnostics: a
-    // sort of another type would cost kilobytes of code).
+    // Grouped by file through a list of the files sorted by their bytes, with the one sort
+    // the binary holds (not by sorting the diagnostics: a sort of another type would cost
+    // kilobytes of code).
     let mut files: Vec<PathBuf> = todo.iter().map(|&i| found[i].d.path.clone()).collect();
-    files.sort();
-    files.dedup();
+    crate::text::sort_by_bytes(&mut files, |p| p.as_os_str().as_encoded_bytes().to_vec());
+    files.dedup_by(|a, b| a.as_os_str() == b.as_os_str());
     let mut of_file: Vec<Vec<usize>> = vec![Vec::new(); files.len()];
     for &i in &todo {
-        if let Ok(f) = files.binary_search(&found[i].d.path) {
+        let key = found[i].d.path.as_os_str().as_encoded_bytes();
+        if let Ok(f) = files.binary_search_by(|f| f.as_os_str().as_encoded_bytes().cmp(key)) {
             of_file[f].push(i);
         }
     }
