@@ -24,6 +24,11 @@ pub fn connect(args: &Args) -> Result<Control, Fail> {
     }
 }
 
+/// Asks the server one request (connecting for it) and returns its answer.
+fn ask(args: &Args, req: Request) -> Result<Value, Fail> {
+    Ok(connect(args)?.request(&req)?)
+}
+
 fn cwd_string() -> Option<String> {
     control::current_dir()
         .ok()
@@ -479,7 +484,7 @@ pub fn open(args: &Args) -> Outcome {
         .iter()
         .map(|f| absolute(f))
         .collect::<Result<Vec<_>, _>>()?;
-    connect(args)?.request(&Request::Open { paths })?;
+    ask(args, Request::Open { paths })?;
     Ok(EXIT_OK)
 }
 
@@ -493,7 +498,7 @@ pub fn close(args: &Args) -> Outcome {
         .map(|f| absolute(f))
         .collect::<Result<Vec<_>, _>>()?;
     let discard = args.switch("--discard")?;
-    let r = connect(args)?.request(&Request::Close { paths, discard })?;
+    let r = ask(args, Request::Close { paths, discard })?;
     for p in r["not_open"].as_array().into_iter().flatten() {
         eprintln!(
             "{} was not open",
@@ -519,7 +524,7 @@ pub fn buffer(args: &Args) -> Outcome {
         Some(read_stdin()?)
     };
     let path = absolute(file)?;
-    connect(args)?.request(&Request::Buffer { path, content })?;
+    ask(args, Request::Buffer { path, content })?;
     Ok(EXIT_OK)
 }
 
@@ -530,7 +535,7 @@ pub fn status(args: &Args) -> Outcome {
     if args.switch("--all")? {
         return status_all(args);
     }
-    let r = connect(args)?.request(&Request::Status)?;
+    let r = ask(args, Request::Status)?;
     let s = &r["status"];
     if args.switch("--json")? {
         print_json(s);
@@ -812,7 +817,7 @@ pub fn workspace(args: &Args) -> Outcome {
             ));
         }
     };
-    let r = connect(args)?.request(&Request::Workspace { op, path })?;
+    let r = ask(args, Request::Workspace { op, path })?;
     for w in r["workspaces"].as_array().into_iter().flatten() {
         println!("{}", visible(w.as_str().unwrap_or("")));
     }
@@ -827,7 +832,7 @@ pub fn diagnostics(args: &Args) -> Outcome {
     }
     match action {
         "list" | "ls" => {
-            let r = connect(args)?.request(&Request::DiagnosticsList)?;
+            let r = ask(args, Request::DiagnosticsList)?;
             let files = r["files"].as_array().cloned().unwrap_or_default();
             if args.switch("--json")? {
                 let wire: Vec<Value> = files
@@ -872,11 +877,14 @@ pub fn diagnostics(args: &Args) -> Outcome {
                     std::fs::read(f).map_err(|e| Fail::Failed(format!("cannot read {f}: {e}")))?
                 }
             };
-            let r = connect(args)?.request(&Request::DiagnosticsImport {
-                text: String::from_utf8_lossy(&bytes).into_owned(),
-                format: Some(format),
-                cwd: cwd_string(),
-            })?;
+            let r = ask(
+                args,
+                Request::DiagnosticsImport {
+                    text: String::from_utf8_lossy(&bytes).into_owned(),
+                    format: Some(format),
+                    cwd: cwd_string(),
+                },
+            )?;
             let mut msg = format!(
                 "imported {} diagnostic(s) for {} file(s)",
                 r["diagnostics"], r["files"]
@@ -895,7 +903,7 @@ pub fn diagnostics(args: &Args) -> Outcome {
                 Some(f) => Some(absolute(f)?),
                 None => None,
             };
-            let r = connect(args)?.request(&Request::DiagnosticsClear { path })?;
+            let r = ask(args, Request::DiagnosticsClear { path })?;
             eprintln!(
                 "cleared diagnostics of {} file(s)",
                 r["cleared"].as_array().map_or(0, Vec::len)
