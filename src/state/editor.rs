@@ -2,7 +2,7 @@
 //! and @-mentions waiting for a client. One `Mutex` guards it; every change is written
 //! atomically to `editor.json` in the state directory, so it survives a restart of `serve`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -40,11 +40,39 @@ struct Model {
     /// The last payload broadcast, for getLatestSelection.
     latest: Option<Value>,
     /// Unsaved content per file.
-    documents: BTreeMap<PathBuf, String>,
+    documents: Documents,
     /// Mentions made while no client was connected: delivered on the next handshake.
     mentions: VecDeque<(Value, Instant)>,
     /// Why the last save failed, if it did: the model then holds what a restart loses.
     save_error: Option<String>,
+}
+
+/// Unsaved content per file, ordered by path as a map would be: a sorted `Vec`, where a
+/// `BTreeMap` of its own key and value types cost kilobytes of code.
+#[derive(Default)]
+struct Documents(Vec<(PathBuf, String)>);
+
+impl Documents {
+    fn find(&self, path: &Path) -> Result<usize, usize> {
+        self.0.binary_search_by(|(p, _)| p.as_path().cmp(path))
+    }
+
+    fn get(&self, path: &Path) -> Option<&String> {
+        self.find(path).ok().map(|i| &self.0[i].1)
+    }
+
+    fn insert(&mut self, path: PathBuf, content: String) {
+        match self.find(&path) {
+            Ok(i) => self.0[i].1 = content,
+            Err(i) => self.0.insert(i, (path, content)),
+        }
+    }
+
+    fn remove(&mut self, path: &Path) {
+        if let Ok(i) = self.find(path) {
+            self.0.remove(i);
+        }
+    }
 }
 
 pub struct Editor {
@@ -110,7 +138,7 @@ impl Editor {
     fn save(&self, m: &mut Model) {
         // Inserted one by one: collecting into a map would bring a sort of its own.
         let mut docs = serde_json::Map::new();
-        for (k, v) in &m.documents {
+        for (k, v) in &m.documents.0 {
             docs.insert(k.to_string_lossy().into_owned(), v.as_str().into());
         }
         let v = obj! {
@@ -240,7 +268,7 @@ impl Editor {
 
     pub fn is_open(&self, path: &Path) -> bool {
         let m = lock(&self.model);
-        m.tabs.iter().any(|t| t.path == path) || m.documents.contains_key(path)
+        m.tabs.iter().any(|t| t.path == path) || m.documents.find(path).is_ok()
     }
 
     pub fn set_document(&self, path: &Path, content: Option<String>) {
@@ -259,6 +287,7 @@ impl Editor {
     pub fn documents(&self) -> Vec<(PathBuf, usize)> {
         lock(&self.model)
             .documents
+            .0
             .iter()
             .map(|(k, v)| (k.clone(), v.len()))
             .collect()
