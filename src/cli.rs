@@ -2,6 +2,7 @@
 //! exit statuses, and the help text. The table of commands is in `main.rs`; `--help`,
 //! `ccide help COMMAND` and the man page test all read it.
 
+use std::fmt::Write as _;
 use std::str::FromStr;
 
 /// Exit statuses, documented in the man page.
@@ -111,7 +112,7 @@ pub fn command_help(c: &Command) -> String {
                 None => s.push_str(&format!("  {head}\n      {}\n", f.help)),
             }
             if let Some(env) = f.env {
-                s.push_str(&format!("      [env: {env}]\n"));
+                let _ = writeln!(s, "      [env: {env}]");
             }
         }
     }

@@ -1,6 +1,7 @@
 //! How ccide writes files (never in place), names them (`file://` URIs) and normalises paths.
 //! Which paths it may touch is `workspaces`.
 
+use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -263,7 +264,7 @@ pub fn file_uri(p: &Path) -> String {
         if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
             s.push(b as char);
         } else {
-            s.push_str(&format!("%{b:02X}"));
+            let _ = write!(s, "%{b:02X}");
         }
     }
     s

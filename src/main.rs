@@ -65,6 +65,8 @@ mod tools;
 mod transport;
 mod workspaces;
 
+use std::fmt::Write as _;
+
 use cli::{
     Args, CONFIG_DIR, Command, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Fail, Flag, JSON, PORT, flag,
 };
@@ -306,7 +308,7 @@ pub fn overview() -> String {
         env!("CARGO_PKG_VERSION")
     );
     for c in COMMANDS {
-        s.push_str(&format!("  {:<12}{}\n", c.name, c.about));
+        let _ = writeln!(s, "  {:<12}{}", c.name, c.about);
     }
     s.push_str("  help COMMAND  Show the options of a command.\n\nOptions:\n  -h, --help     Show this text.\n  -V, --version  Show the version.\n\nSee ccide(1) for files, environment and exit statuses.\n");
     s

@@ -1,5 +1,6 @@
 //! The commands that talk to a running `serve` through its control socket.
 
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -546,24 +547,26 @@ pub fn status(args: &Args) -> Outcome {
     let text = |v: &Value| visible(v.as_str().unwrap_or("")).into_owned();
     let path = |v: &Value| visible(&display_path(Path::new(v.as_str().unwrap_or("")))).into_owned();
     let mut out = String::new();
-    out.push_str(&format!(
-        "server   {} (pid {}) on 127.0.0.1:{}, up {}\n",
+    let _ = writeln!(
+        out,
+        "server   {} (pid {}) on 127.0.0.1:{}, up {}",
         text(&s["ide_name"]),
         s["pid"],
         s["port"],
         age(s["started"].as_u64().unwrap_or(0))
-    ));
+    );
     for w in list(&s["workspaces"]) {
-        out.push_str(&format!("folder   {}\n", text(&w)));
+        let _ = writeln!(out, "folder   {}", text(&w));
     }
-    out.push_str(&format!("state    {}\n", text(&s["state_dir"])));
+    let _ = writeln!(out, "state    {}", text(&s["state_dir"]));
     let clients = list(&s["clients"]);
     if clients.is_empty() {
         out.push_str("clients  none\n");
     }
     for c in clients {
-        out.push_str(&format!(
-            "client   #{} {} {} pid {} for {}\n",
+        let _ = writeln!(
+            out,
+            "client   #{} {} {} pid {} for {}",
             c["id"],
             match text(&c["name"]) {
                 n if n.is_empty() => "(not initialized)".to_string(),
@@ -574,62 +577,59 @@ pub fn status(args: &Args) -> Outcome {
                 .as_i64()
                 .map_or("unknown".to_string(), |p| p.to_string()),
             age(c["since"].as_u64().unwrap_or(0))
-        ));
+        );
     }
     for t in list(&s["tabs"]) {
-        out.push_str(&format!(
-            "tab      {}{}\n",
+        let _ = writeln!(
+            out,
+            "tab      {}{}",
             path(&t["path"]),
             if t["active"] == true { " (active)" } else { "" }
-        ));
+        );
     }
     for d in list(&s["documents"]) {
-        out.push_str(&format!(
-            "unsaved  {} ({} bytes)\n",
-            path(&d["path"]),
-            d["bytes"]
-        ));
+        let _ = writeln!(out, "unsaved  {} ({} bytes)", path(&d["path"]), d["bytes"]);
     }
     if let Some(sel) = s["selection"].as_object()
         && sel["text"] == ""
         && sel["selection"]["isEmpty"] == true
     {
-        out.push_str(&format!(
-            "select   {} (the file, no text)\n",
+        let _ = writeln!(
+            out,
+            "select   {} (the file, no text)",
             path(&sel["filePath"])
-        ));
+        );
     } else if let Some(sel) = s["selection"].as_object() {
         let r = &sel["selection"];
-        out.push_str(&format!(
-            "select   {}:{}:{}-{}:{}\n",
+        let _ = writeln!(
+            out,
+            "select   {}:{}:{}-{}:{}",
             path(&sel["filePath"]),
             r["start"]["line"].as_u64().unwrap_or(0) + 1,
             r["start"]["character"].as_u64().unwrap_or(0) + 1,
             r["end"]["line"].as_u64().unwrap_or(0) + 1,
             r["end"]["character"].as_u64().unwrap_or(0),
-        ));
+        );
     }
     for d in list(&s["diffs"]) {
-        out.push_str(&format!(
-            "diff     {} {}\n",
+        let _ = writeln!(
+            out,
+            "diff     {} {}",
             d["id"].as_str().unwrap_or(""),
             file_of(&d)
-        ));
+        );
     }
     for l in list(&s["language_servers"]) {
         let mut line = format!("lsp      {} {}", text(&l["name"]), text(&l["state"]));
         if let Some(pid) = l["pid"].as_u64() {
-            line.push_str(&format!(", pid {pid}"));
+            let _ = write!(line, ", pid {pid}");
         }
         if let Some(kib) = l["rss_kib"].as_u64() {
-            line.push_str(&format!(", {} MiB", kib / 1024));
+            let _ = write!(line, ", {} MiB", kib / 1024);
         }
-        line.push_str(&format!(
-            ", {} open",
-            l["open_documents"].as_u64().unwrap_or(0)
-        ));
+        let _ = write!(line, ", {} open", l["open_documents"].as_u64().unwrap_or(0));
         if let Some(e) = l["last_error"].as_str().filter(|e| !e.is_empty()) {
-            line.push_str(&format!(" (last error: {})", visible(e)));
+            let _ = write!(line, " (last error: {})", visible(e));
         }
         if let Some(why) = l["stopped_because"].as_str() {
             line.push_str(&format!(" (stopped: {})", visible(why)));
@@ -890,10 +890,11 @@ pub fn diagnostics(args: &Args) -> Outcome {
                 r["diagnostics"], r["files"]
             );
             if r["outside_workspace"].as_u64().unwrap_or(0) > 0 {
-                msg.push_str(&format!(
+                let _ = write!(
+                    msg,
                     "; ignored {} outside the workspace",
                     r["outside_workspace"]
-                ));
+                );
             }
             eprintln!("{msg}");
             Ok(EXIT_OK)
