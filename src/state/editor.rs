@@ -305,11 +305,13 @@ impl Editor {
     pub fn take_mentions(&self) -> Vec<Value> {
         let mut m = lock(&self.model);
         let max = self.mention_max_age;
-        m.mentions
-            .drain(..)
-            .filter(|(_, at)| at.elapsed() <= max)
-            .map(|(v, _)| v)
-            .collect()
+        let mut young = Vec::new();
+        while let Some((v, at)) = m.mentions.pop_front() {
+            if at.elapsed() <= max {
+                young.push(v);
+            }
+        }
+        young
     }
 }
 
