@@ -65,6 +65,17 @@ impl PendingDiff {
     }
 }
 
+/// Takes out of `pending` the diffs `f` picks, the others kept in order (one copy of the code
+/// for every use).
+fn take_where(
+    pending: &mut Vec<PendingDiff>,
+    f: &dyn Fn(&PendingDiff) -> bool,
+) -> Vec<PendingDiff> {
+    let (taken, kept) = std::mem::take(pending).into_iter().partition(|d| f(d));
+    *pending = kept;
+    taken
+}
+
 struct Settled {
     id: u64,
     tab_name: String,
@@ -423,10 +434,7 @@ impl Diffs {
     pub fn close_where(&self, client: u64, pred: impl Fn(&PendingDiff) -> bool) -> usize {
         let mut inner = lock(&self.inner);
         self.prune(&mut inner);
-        let (matching, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut inner.pending)
-            .into_iter()
-            .partition(|d| d.client == client && pred(d));
-        inner.pending = rest;
+        let matching = take_where(&mut inner.pending, &|d| d.client == client && pred(d));
         let n = matching.len();
         for d in matching {
             self.finish(&mut inner, d, How::Closed, None);
@@ -437,22 +445,14 @@ impl Diffs {
     /// Removes, without an answer, the diffs of a client that is gone.
     pub fn abandon_client(&self, client: u64) {
         let mut inner = lock(&self.inner);
-        let (gone, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut inner.pending)
-            .into_iter()
-            .partition(|d| d.client == client);
-        inner.pending = rest;
-        for d in gone {
+        for d in take_where(&mut inner.pending, &|d| d.client == client) {
             self.finish(&mut inner, d, How::Abandoned, None);
         }
     }
 
     /// Drops diffs whose request can no longer be answered (cancelled, connection ended).
     fn prune(&self, inner: &mut Inner) {
-        let (dead, live): (Vec<_>, Vec<_>) = std::mem::take(&mut inner.pending)
-            .into_iter()
-            .partition(|d| !d.responder.is_open());
-        inner.pending = live;
-        for d in dead {
+        for d in take_where(&mut inner.pending, &|d| !d.responder.is_open()) {
             self.finish(inner, d, How::Abandoned, None);
         }
     }
