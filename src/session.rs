@@ -331,11 +331,9 @@ impl Sessions {
             if let Some(sel) = editor.selection() {
                 client.send(&rpc::notification("selection_changed", sel));
             }
-            for m in editor
-                .take_mentions()
-                .into_iter()
-                .chain(s.held_mentions.drain(..))
-            {
+            let mut mentions = editor.take_mentions();
+            mentions.append(&mut s.held_mentions);
+            for m in mentions {
                 client.send(&rpc::notification("at_mentioned", m));
             }
             s.greeted = true;
