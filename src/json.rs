@@ -25,12 +25,31 @@ pub fn object(keys: &str, values: Vec<Value>) -> Value {
     Value::Object(map)
 }
 
-/// A path as `json!` gives it: its text (a path that is not UTF-8 fails as serde's does).
+/// A path as text. JSON cannot hold bytes that are not UTF-8: such a name (Linux allows it)
+/// has them replaced by U+FFFD, where `json!` (serde's `Serialize` for paths) would panic and,
+/// with `panic = "abort"`, end serve.
 pub fn path(p: &Path) -> Value {
-    serde_json::to_value(p).unwrap()
+    Value::String(p.to_string_lossy().into_owned())
 }
 
 /// Paths as `json!` gives them: an array of their texts.
 pub fn paths(ps: &[PathBuf]) -> Value {
     Value::Array(ps.iter().map(|p| path(p)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_that_is_not_utf8_is_text_with_replacement_characters() {
+        use std::os::unix::ffi::OsStrExt;
+        let p = Path::new(std::ffi::OsStr::from_bytes(b"/w/caf\xe9/a b.py"));
+        assert_eq!(path(p), Value::from("/w/caf\u{FFFD}/a b.py"));
+        assert_eq!(paths(&[PathBuf::from("/x")]), serde_json::json!(["/x"]));
+        assert_eq!(
+            obj! {"a": 1, "b": "x", "a": 2},
+            serde_json::json!({"a": 2, "b": "x"})
+        );
+    }
 }

@@ -1051,7 +1051,7 @@ impl Lsp {
                 ),
             );
         }
-        Ok(json!({"uri": uri, "path": path}))
+        Ok(json!({"uri": uri, "path": crate::json::path(&path)}))
     }
 
     fn diff_opened(&mut self, i: usize, v: &Value) {
