@@ -19,6 +19,7 @@ mod format;
 mod hardening;
 mod hardening2;
 mod lsp_editor;
+mod lsp_mux;
 mod lsp_servers;
 mod plugin;
 mod protocol_man;

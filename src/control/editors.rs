@@ -27,6 +27,7 @@ pub fn detach(state: &State, id: u64) {
     let mut n = 0;
     for p in &gone {
         n += usize::from(state.editor.close_tab(p, true));
+        state.text_changed(p);
     }
     crate::log::info!(
         "editor session {id} ended: closed {n} tab(s) and dropped their unsaved content"

@@ -89,6 +89,7 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
         Request::Buffer { path, content } => {
             let r = state.resolve(&path).map(|p| {
                 state.editor.set_document(&p, content);
+                state.text_changed(&p);
                 obj! {"ok": true, "path": json::path(&p)}
             });
             hold(state, session, std::slice::from_ref(&path), true, &r);
@@ -289,6 +290,9 @@ fn close(state: &State, paths: &[String], discard: bool) -> Result<Value, String
     for p in resolve_all(state, paths)? {
         if !state.editor.close_tab(&p, discard) {
             not_open.push(p.clone());
+        }
+        if discard {
+            state.text_changed(&p);
         }
         if state.editor.document(&p).is_some() {
             kept.push(p);

@@ -1,28 +1,208 @@
 //! The LSP front of the control socket: a connection that sent `lsp` (ccide-protocol(7) §9.2)
-//! carries Content-Length framed LSP messages both ways from then on, one LSP client per
-//! connection (a CLI session through `ccide lsp-bridge`).
+//! carries Content-Length framed LSP both ways from then on, one client per connection (a CLI
+//! session through `ccide lsp-bridge`). Every client shares the language servers `serve` keeps
+//! warm for getDiagnostics, and ccide stays their one client (ccide-protocol(7) §11.8):
 //!
-//! PLACEHOLDER until the multiplexer shares the warm language servers among these clients:
-//! `initialize` is answered with no capabilities, `shutdown` with null, any other request
-//! with -32601, notifications are dropped; the connection ends at `exit` or end of stream.
+//! - `initialize` is answered from the servers' own answer, cut to what is passed through
+//!   (navigation); the servers were initialized by ccide, with ccide's pid and capabilities;
+//! - requests get ccide's ids at the server and their own back, `$/cancelRequest` follows
+//!   them, and a client's requests still pending when it goes are cancelled;
+//! - the text is ccide's (an editor's unsaved buffer, else the file): what a client says
+//!   opened or changed only makes ccide look again, before each request too (the CLI does not
+//!   tell of files its Bash or hooks wrote); the documents a client has open are held for it
+//!   and let go when it goes;
+//! - a server's request ccide does not answer goes to the client whose request is pending;
+//! - `shutdown` and `exit` end the client, never the server.
+//!
+//! Each client is one loop over its inbox: what it sent, the answers to its requests and the
+//! servers' requests for it, all in order, so its bookkeeping (`Book`) needs no lock.
 
-use std::io::{BufReader, Write};
+use std::fs::File;
+use std::io::BufReader;
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::protocol::LspClient;
+use crate::langservers::{LangServers, Server, ServerRequest};
+use crate::lsp::connection::{self, Received, Sender};
+use crate::proc::Queue;
+use crate::rpc::{self, ErrorCode, Message, RequestId, Response, ResponseError};
 use crate::state::State;
 
-const INITIALIZED: &str = r#""result":{"capabilities":{},"serverInfo":{"name":"ccide"}}"#;
-const NOT_YET: &str = r#""error":{"code":-32601,"message":"ccide does not serve this method yet"}"#;
+/// What may wait to be written to a client that does not read.
+const CLIENT_QUEUE: usize = 64 << 20;
+/// How long a request waits for its server to start (the CLI gives a request 60 s).
+const START_WAIT: Duration = Duration::from_secs(55);
+
+/// The capabilities passed on from a server's `initialize` answer: those of the requests
+/// forwarded (`NAVIGATION`). Diagnostics stay ccide's (getDiagnostics), edits the client's.
+const PASSED: &str = "hoverProvider definitionProvider declarationProvider typeDefinitionProvider implementationProvider referencesProvider documentSymbolProvider workspaceSymbolProvider callHierarchyProvider typeHierarchyProvider documentHighlightProvider";
+const NAVIGATION: &str = "textDocument/hover textDocument/definition textDocument/declaration textDocument/typeDefinition textDocument/implementation textDocument/references textDocument/documentSymbol textDocument/documentHighlight textDocument/prepareCallHierarchy callHierarchy/incomingCalls callHierarchy/outgoingCalls textDocument/prepareTypeHierarchy typeHierarchy/supertypes typeHierarchy/subtypes workspace/symbol";
+
+/// What the clients share: the requests pending at each server, so that a server's own
+/// request reaches the client it is working for, and those requests until they are answered.
+#[derive(Default)]
+pub struct Hub {
+    routes: Mutex<Routes>,
+    /// Numbers the clients (the holders of their documents) and the servers' requests sent
+    /// to them.
+    next: AtomicU64,
+}
+
+#[derive(Default)]
+struct Routes {
+    /// A request pending at a server (by `key`): the server's id for it, its client, and the
+    /// way to that client.
+    pending: Vec<(usize, u64, u64, Sender)>,
+    /// A server's request sent to a client: the client, the id it got.
+    asks: Vec<(u64, u64, ServerRequest)>,
+}
+
+/// A server as the hub knows it.
+fn key(s: &Arc<Server>) -> usize {
+    Arc::as_ptr(s) as usize
+}
+
+impl Hub {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Routes> {
+        self.routes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// To the client that sent the server's latest pending request; with none, the request is
+    /// given back and ccide answers it as it does alone (-32601 for a method it does not
+    /// know, as the CLI does).
+    fn route(&self, server: usize, req: ServerRequest) -> Option<ServerRequest> {
+        let mut r = self.lock();
+        let Some((_, _, client, to)) = r
+            .pending
+            .iter()
+            .filter(|p| p.0 == server)
+            .max_by_key(|p| p.1)
+        else {
+            return Some(req);
+        };
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let msg = rpc::request(
+            &RequestId::number(id),
+            &req.method,
+            Some(req.params.clone()),
+        );
+        if to.send(&msg).is_err() {
+            return Some(req);
+        }
+        let client = *client;
+        r.asks.push((client, id, req));
+        None
+    }
+}
+
+/// One request sent on: the client's id, and where it went.
+struct Pend<S> {
+    token: u64,
+    id: RequestId,
+    server: S,
+    sid: u64,
+    path: PathBuf,
+    /// The document's version at ccide when it was sent.
+    version: i32,
+}
+
+/// A client's bookkeeping: its requests under way, by the token their answer comes back
+/// with, and the documents held for it. Its own version numbers are not kept: the server
+/// sees ccide's.
+struct Book<S> {
+    next: u64,
+    pending: Vec<Pend<S>>,
+    docs: Vec<PathBuf>,
+}
+
+impl<S> Book<S> {
+    fn new() -> Book<S> {
+        Book {
+            next: 0,
+            pending: Vec::new(),
+            docs: Vec::new(),
+        }
+    }
+
+    fn token(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    fn answered(&mut self, token: u64) -> Option<Pend<S>> {
+        let i = self.pending.iter().position(|p| p.token == token)?;
+        Some(self.pending.swap_remove(i))
+    }
+
+    /// Where the client's request `id` went, if it is pending.
+    fn find(&self, id: &RequestId) -> Option<&Pend<S>> {
+        self.pending.iter().find(|p| p.id == *id)
+    }
+
+    /// `path` is held for the client (it opened it, or asked about it).
+    fn opened(&mut self, path: &Path) {
+        if !self.docs.iter().any(|d| d == path) {
+            self.docs.push(path.to_path_buf());
+        }
+    }
+}
+
+/// The answer a client gets: the server's, unless the document changed at ccide while it
+/// was computed (its positions may be off): then ContentModified, which the CLI asks again
+/// after (three times, 0.5, 1 and 2 s later).
+fn outcome(
+    answer: Result<Value, ResponseError>,
+    sent: i32,
+    now: Option<i32>,
+) -> Result<Value, ResponseError> {
+    match answer {
+        Ok(_) if now != Some(sent) => Err(ResponseError {
+            code: ErrorCode::ContentModified as i64,
+            message: "the document changed while the language server answered".into(),
+            data: None,
+        }),
+        a => a,
+    }
+}
+
+/// The capabilities a client is told: what the servers' `initialize` answers offer of the
+/// requests passed on (the first server's where several offer one), full-text sync.
+fn capabilities(answers: &[Value]) -> Value {
+    let mut caps = Map::new();
+    for a in answers {
+        for k in PASSED.split(' ') {
+            if let Some(v) = a["capabilities"].get(k).filter(|v| !v.is_null()) {
+                caps.entry(k).or_insert_with(|| v.clone());
+            }
+        }
+    }
+    // Full: what the CLI sends anyway; the text is ccide's in any case.
+    caps.insert("textDocumentSync".into(), 1.into());
+    Value::Object(caps)
+}
+
+/// The document a request is about: its `textDocument`, or the `item` of a call or type
+/// hierarchy request. None for `workspace/symbol`.
+fn about(params: &Value) -> Option<PathBuf> {
+    let uri = params["textDocument"]["uri"]
+        .as_str()
+        .or(params["item"]["uri"].as_str())?;
+    crate::files::uri_path(uri, true)
+}
 
 /// Serves one LSP client until it sends `exit` or its connection ends.
 pub fn serve(
-    _state: &Arc<State>,
-    mut reader: BufReader<UnixStream>,
-    mut writer: UnixStream,
+    state: &Arc<State>,
+    hub: &Arc<Hub>,
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
     client: LspClient,
 ) {
     let who = format!(
@@ -31,26 +211,406 @@ pub fn serve(
         client.pid.unwrap_or_default()
     );
     crate::log::info!(
-        "LSP client {who} connected for {} (extensions: {}; diagnostics {})",
-        crate::text::visible(&client.root),
-        crate::text::visible(&client.extensions.join(" ")),
-        if client.diagnostics { "on" } else { "off" }
+        "LSP client {who} connected for {}",
+        crate::text::visible(&client.root)
     );
-    while let Ok(Some(body)) = crate::lsp::framing::read_framed(&mut reader) {
-        let v: Value = serde_json::from_slice(&body).unwrap_or_default();
-        let (id, reply) = match (v.get("id"), v["method"].as_str()) {
-            (None, Some("exit")) => break,
-            (Some(id), Some("initialize")) => (id, INITIALIZED),
-            (Some(id), Some("shutdown")) => (id, r#""result":null"#),
-            (Some(id), Some(_)) => (id, NOT_YET),
-            // A notification, or a response (the placeholder asks nothing).
-            _ => continue,
+    let inbox: Arc<Queue<Received>> = Arc::default();
+    let end = writer.try_clone();
+    let i = inbox.clone();
+    let deliver: connection::Deliver = Arc::new(move |r| {
+        i.push(r);
+    });
+    // A client sends LSP only once it has the answer to `lsp`, which may be a refusal after
+    // which the connection stays a control connection: nothing of it is read ahead.
+    if !reader.buffer().is_empty() {
+        crate::log::warn!("LSP client {who} sent LSP before the answer to lsp; dropped");
+        return;
+    }
+    // As files, as a language server's pipes: one instance of the connection's threads.
+    let (r, w) = (OwnedFd::from(reader.into_inner()), OwnedFd::from(writer));
+    let Ok(out) = connection::start(
+        "lsp-client",
+        File::from(r),
+        File::from(w),
+        CLIENT_QUEUE,
+        deliver,
+    ) else {
+        return;
+    };
+    let mut f = Front {
+        lsp: state.diagnostics.lsp.clone(),
+        state,
+        hub,
+        me: hub.next.fetch_add(1, Ordering::Relaxed) + 1,
+        out,
+        inbox,
+        root: PathBuf::from(&client.root),
+        extensions: client.extensions,
+        servers: Vec::new(),
+        book: Book::new(),
+    };
+    while let Some(r) = f.inbox.pop(None) {
+        let more = match r {
+            Received::Message(m) => f.handle(m),
+            Received::Malformed(answer) => {
+                f.send(&answer);
+                true
+            }
+            Received::Stderr(_) => true,
+            Received::Closed(_) => false,
         };
-        let body = format!(r#"{{"jsonrpc":"2.0","id":{id},{reply}}}"#);
-        let framed = format!("Content-Length: {}\r\n\r\n{body}", body.len());
-        if writer.write_all(framed.as_bytes()).is_err() {
+        if !more {
             break;
         }
     }
-    crate::log::info!("LSP client {who} disconnected");
+    let (cancelled, released) = f.end();
+    if let Ok(s) = end {
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+    crate::log::info!(
+        "LSP client {who} disconnected ({cancelled} request(s) cancelled, {released} document(s) let go)"
+    );
+}
+
+struct Front<'a> {
+    state: &'a State,
+    lsp: Arc<LangServers>,
+    hub: &'a Arc<Hub>,
+    /// The client's number: the holder of its documents in the servers.
+    me: u64,
+    out: Sender,
+    /// What it sent, and the answers to its requests (under negated tokens as ids).
+    inbox: Arc<Queue<Received>>,
+    root: PathBuf,
+    extensions: Vec<String>,
+    /// The servers its `initialize` was answered for; the first answers `workspace/symbol`.
+    servers: Vec<Arc<Server>>,
+    book: Book<Arc<Server>>,
+}
+
+impl Front<'_> {
+    fn send(&self, v: &Value) {
+        let _ = self.out.send(v);
+    }
+
+    fn reply(&self, id: &RequestId, r: Result<Value, ResponseError>) {
+        let msg = match r {
+            Ok(v) => rpc::result_response(id, v),
+            // The server's code, whatever it is (ErrorCode names only those ccide uses).
+            Err(e) => {
+                let any = rpc::RpcError::new(ErrorCode::RequestFailed, e.message);
+                let mut m = rpc::error_response(Some(id), &any);
+                m["error"]["code"] = e.code.into();
+                m
+            }
+        };
+        self.send(&msg);
+    }
+
+    fn fail(&self, id: &RequestId, code: ErrorCode, message: String) {
+        let e = ResponseError {
+            code: code as i64,
+            message,
+            data: None,
+        };
+        self.reply(id, Err(e));
+    }
+
+    /// False when the client is done.
+    fn handle(&mut self, m: Message) -> bool {
+        match m {
+            Message::Request(r) => match r.method.as_str() {
+                "initialize" => self.initialize(&r.id),
+                "shutdown" => self.reply(&r.id, Ok(Value::Null)),
+                m if NAVIGATION.split(' ').any(|n| n == m) => self.forward(r),
+                m => self.fail(
+                    &r.id,
+                    ErrorCode::MethodNotFound,
+                    format!("ccide passes only navigation to its language servers, not {m}"),
+                ),
+            },
+            Message::Notification(n) => return self.notified(&n.method, &n.params),
+            Message::Response(r) => {
+                let n = r.id.map_or(Value::Null, |id| id.to_value());
+                match n.as_i64() {
+                    // An answer from a server, to the request sent under this token.
+                    Some(t) if t < 0 => {
+                        if let Some(p) = self.book.answered(t.unsigned_abs()) {
+                            let (k, sid) = (key(&p.server), p.sid);
+                            self.hub.lock().pending.retain(|h| h.0 != k || h.1 != sid);
+                            let now = p.server.version(&p.path);
+                            self.reply(&p.id, outcome(r.result, p.version, now));
+                        }
+                    }
+                    // The client's answer to a server's request.
+                    Some(id) => {
+                        let mut routes = self.hub.lock();
+                        let me = self.me;
+                        let i = routes
+                            .asks
+                            .iter()
+                            .position(|a| a.0 == me && a.1 as i64 == id);
+                        let Some(i) = i else { return true };
+                        let (_, _, req) = routes.asks.swap_remove(i);
+                        drop(routes);
+                        req.respond(r.result.map_err(|e| {
+                            let code = if e.code == ErrorCode::MethodNotFound as i64 {
+                                ErrorCode::MethodNotFound
+                            } else {
+                                ErrorCode::RequestFailed
+                            };
+                            rpc::RpcError::new(code, e.message)
+                        }));
+                    }
+                    None => {}
+                }
+            }
+        }
+        true
+    }
+
+    /// The servers for the extensions the client named, else every one; each started if
+    /// needed, and their answers cut to what ccide passes on.
+    fn initialize(&mut self, id: &RequestId) {
+        let mut servers: Vec<Arc<Server>> = Vec::new();
+        for e in &self.extensions {
+            if let Some(s) = self.lsp.server(&self.root.join(format!("_{e}")))
+                && !servers.iter().any(|x| Arc::ptr_eq(x, s))
+            {
+                servers.push(s.clone());
+            }
+        }
+        if self.extensions.is_empty() {
+            servers = self.lsp.all().to_vec();
+        }
+        let deadline = Instant::now() + START_WAIT;
+        let answers: Vec<Value> = servers
+            .iter()
+            .filter_map(|s| s.initialize_result(deadline))
+            .collect();
+        let mut result = Map::new();
+        result.insert("capabilities".into(), capabilities(&answers));
+        if let Some(info) = answers.first().and_then(|a| a.get("serverInfo")) {
+            result.insert("serverInfo".into(), info.clone());
+        }
+        self.servers = servers;
+        self.reply(id, Ok(Value::Object(result)));
+    }
+
+    /// A path the client named, as ccide names it (inside a workspace folder).
+    fn path(&self, p: &Path) -> Option<PathBuf> {
+        self.state.resolve(&p.to_string_lossy()).ok()
+    }
+
+    /// Brings the server's copy of `path` up to ccide's text (the editor's unsaved buffer,
+    /// else the file, read again if it changed) and holds it for this client: the version
+    /// the server has.
+    fn hold(&mut self, s: &Arc<Server>, path: &Path) -> Option<i32> {
+        self.book.opened(path);
+        let unsaved = self.state.editor.document(path);
+        Some(s.hold(path, self.me, unsaved.as_deref())?.version())
+    }
+
+    /// False at `exit`.
+    fn notified(&mut self, method: &str, params: &Value) -> bool {
+        match method {
+            "exit" => return false,
+            "$/cancelRequest" => {
+                let id = RequestId::from_value(&params["id"]);
+                if let Some(p) = id.and_then(|id| self.book.find(&id)) {
+                    p.server.cancel(p.sid);
+                }
+                return true;
+            }
+            _ => {}
+        }
+        let Some(path) = about(params).and_then(|p| self.path(&p)) else {
+            return true;
+        };
+        let Some(s) = self.lsp.server(&path).cloned() else {
+            return true;
+        };
+        match method {
+            // The text the client sends is not used: ccide's is the same or newer (the CLI
+            // sends what it just wrote, or read).
+            "textDocument/didOpen" | "textDocument/didChange" | "textDocument/didSave" => {
+                self.hold(&s, &path);
+            }
+            "textDocument/didClose" => {
+                self.book.docs.retain(|d| *d != path);
+                s.release(&path, self.me);
+            }
+            _ => {}
+        }
+        true
+    }
+
+    fn forward(&mut self, r: rpc::Request) {
+        let path = match about(&r.params) {
+            Some(p) => self.path(&p),
+            // workspace/symbol: a document of the client's in its first server, which a
+            // server such as tsserver needs to know the project.
+            None => self.servers.first().and_then(|s| {
+                let lsp = &self.lsp;
+                let mine = |p: &&PathBuf| lsp.server(p).is_some_and(|x| Arc::ptr_eq(x, s));
+                self.book.docs.iter().find(mine).cloned()
+            }),
+        };
+        let Some(path) = path else {
+            let e = "the request names no document in a workspace folder of ccide serve (for workspace/symbol: open one first)";
+            return self.fail(&r.id, ErrorCode::InvalidParams, e.into());
+        };
+        let s = self.lsp.server(&path).cloned();
+        let ready = s.filter(|s| s.initialize_result(Instant::now() + START_WAIT).is_some());
+        let Some((s, version)) = ready.and_then(|s| Some((s.clone(), self.hold(&s, &path)?)))
+        else {
+            let e = format!(
+                "no language server of ccide serve answers for {} (see ccide status)",
+                path.display()
+            );
+            return self.fail(&r.id, ErrorCode::RequestFailed, e);
+        };
+        let token = self.book.token();
+        let inbox = self.inbox.clone();
+        let on_answer = Box::new(move |result| {
+            let id = RequestId::from_value(&Value::from(-(token as i64)));
+            inbox.push(Received::Message(Message::Response(Response {
+                id,
+                result,
+            })));
+        });
+        let (hub, k) = (self.hub.clone(), key(&s));
+        s.on_request(Some(Arc::new(move |req| hub.route(k, req))));
+        // Held until the request is in the hub: the server may ask something at once.
+        let mut routes = self.hub.lock();
+        match s.request(&path, &r.method, r.params, on_answer) {
+            Ok(sid) => {
+                routes.pending.push((k, sid, self.me, self.out.clone()));
+                drop(routes);
+                self.book.pending.push(Pend {
+                    token,
+                    id: r.id,
+                    server: s,
+                    sid,
+                    path,
+                    version,
+                });
+            }
+            // It stopped or restarts: the CLI asks again after ContentModified.
+            Err(e) => self.fail(&r.id, ErrorCode::ContentModified, e),
+        }
+    }
+
+    /// The client is gone: its pending requests are cancelled, its documents let go, and the
+    /// servers' requests it did not answer get ccide's answer.
+    fn end(&mut self) -> (usize, usize) {
+        self.inbox.close();
+        let me = self.me;
+        let mut routes = self.hub.lock();
+        routes.pending.retain(|h| h.2 != me);
+        // Dropped, they get ccide's answer.
+        routes.asks.retain(|a| a.0 != me);
+        drop(routes);
+        let cancelled = self.book.pending.len();
+        for p in self.book.pending.drain(..) {
+            p.server.cancel(p.sid);
+        }
+        for path in &self.book.docs {
+            if let Some(s) = self.lsp.server(path) {
+                s.release(path, me);
+            }
+        }
+        self.out.close();
+        (cancelled, self.book.docs.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn id(v: Value) -> RequestId {
+        RequestId::from_value(&v).unwrap()
+    }
+
+    /// Two clients send id 1 at once: each book knows its own, by the token its answer
+    /// comes back with, and a cancel finds the server's id.
+    #[test]
+    fn each_client_keeps_its_own_ids() {
+        let (mut a, mut b): (Book<&str>, Book<&str>) = (Book::new(), Book::new());
+        for (book, sid) in [(&mut a, 7), (&mut b, 8)] {
+            let token = book.token();
+            book.pending.push(Pend {
+                token,
+                id: id(json!(1)),
+                server: "ts",
+                sid,
+                path: "/w/a.ts".into(),
+                version: 3,
+            });
+        }
+        assert_eq!(a.find(&id(json!(1))).map(|p| p.sid), Some(7));
+        assert_eq!(b.find(&id(json!(1))).map(|p| p.sid), Some(8));
+        assert!(a.find(&id(json!("1"))).is_none(), "\"1\" is another id");
+        let p = b.answered(1).unwrap();
+        assert_eq!((p.id, p.sid), (id(json!(1)), 8));
+        assert!(b.answered(1).is_none(), "answered once");
+        assert!(b.find(&id(json!(1))).is_none());
+        // Tokens also name the servers' requests sent to the client: never reused.
+        assert_eq!((a.token(), a.token()), (2, 3));
+    }
+
+    #[test]
+    fn a_document_is_held_once_however_often_the_client_names_it() {
+        let mut b: Book<&str> = Book::new();
+        let f = Path::new("/w/a.ts");
+        b.opened(f);
+        b.opened(f);
+        b.opened(Path::new("/w/b.ts"));
+        assert_eq!(b.docs, [f, Path::new("/w/b.ts")]);
+    }
+
+    #[test]
+    fn an_answer_for_text_that_changed_since_is_content_modified() {
+        let hover = || Ok(json!({"contents": "x"}));
+        assert_eq!(outcome(hover(), 4, Some(4)), hover());
+        let e = outcome(hover(), 4, Some(5)).unwrap_err();
+        assert_eq!(e.code, -32801);
+        assert_eq!(outcome(hover(), 4, None).unwrap_err().code, -32801);
+        // The server's own errors pass as they are.
+        let own = Err(ResponseError {
+            code: -32800,
+            message: "cancelled".into(),
+            data: None,
+        });
+        assert_eq!(outcome(own.clone(), 4, Some(5)), own);
+    }
+
+    #[test]
+    fn initialize_passes_navigation_only_the_first_server_first() {
+        let ts = json!({"capabilities": {
+            "hoverProvider": true, "definitionProvider": true, "diagnosticProvider": {"x": 1},
+            "completionProvider": {}, "renameProvider": true, "positionEncoding": "utf-16",
+            "textDocumentSync": 2, "workspaceSymbolProvider": null}});
+        let py = json!({"capabilities": {"hoverProvider": false, "referencesProvider": true,
+            "callHierarchyProvider": true}});
+        assert_eq!(
+            capabilities(&[ts, py]),
+            json!({"hoverProvider": true, "definitionProvider": true,
+                   "referencesProvider": true, "callHierarchyProvider": true,
+                   "textDocumentSync": 1})
+        );
+        assert_eq!(capabilities(&[]), json!({"textDocumentSync": 1}));
+    }
+
+    #[test]
+    fn a_request_is_about_its_document_or_its_items() {
+        let td = json!({"textDocument": {"uri": "file:///w/a%20b.ts"}, "position": {}});
+        assert_eq!(about(&td), Some(PathBuf::from("/w/a b.ts")));
+        let item = json!({"item": {"uri": "file:///w/c.ts", "name": "f"}});
+        assert_eq!(about(&item), Some(PathBuf::from("/w/c.ts")));
+        assert_eq!(about(&json!({"query": "compose"})), None);
+        assert_eq!(about(&json!({"textDocument": {"uri": "untitled:1"}})), None);
+    }
 }

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::editors;
 use super::handler::handle;
+use super::lsp_front::Hub;
 use super::protocol::{LspClient, MAX_LINE, Request, failure, leading_id, short_path};
 use crate::state::State;
 
@@ -27,6 +28,7 @@ pub fn bind(path: &Path) -> Result<UnixListener, String> {
 }
 
 pub fn run(state: Arc<State>, listener: UnixListener) {
+    let hub: Arc<Hub> = Arc::default();
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         let me = crate::sys::getuid();
@@ -41,14 +43,14 @@ pub fn run(state: Arc<State>, listener: UnixListener) {
                 continue;
             }
         }
-        let state = state.clone();
-        let _ = crate::proc::spawn_thread("control", move || serve_one(&state, stream));
+        let (state, hub) = (state.clone(), hub.clone());
+        let _ = crate::proc::spawn_thread("control", move || serve_one(&state, &hub, stream));
     }
 }
 
 /// Answers a connection's requests in order until it ends; then ends the editor session it
 /// attached, if any. `events` and `lsp` take the connection over.
-fn serve_one(state: &Arc<State>, stream: UnixStream) {
+fn serve_one(state: &Arc<State>, hub: &Arc<Hub>, stream: UnixStream) {
     let Ok(read_half) = stream.try_clone() else {
         return;
     };
@@ -106,7 +108,7 @@ fn serve_one(state: &Arc<State>, stream: UnixStream) {
         }
         if let Some(client) = lsp {
             // From here on the connection carries LSP, both ways (ccide-protocol(7) §9.2).
-            super::lsp_front::serve(state, reader, writer, client);
+            super::lsp_front::serve(state, hub, reader, writer, client);
             return;
         }
     }

@@ -25,6 +25,11 @@
 #                `sleep` that keeps its pipes open, and exit(4)
 # Each line containing ERR gets one diagnostic there, its column counted in UTF-16 units
 # (or in `encoding`).
+# Navigation, for the clients serve shares it with: textDocument/hover answers the text of the
+# line asked about as the server has it (a line with SLOW 1 s later; with HANG only when
+# cancelled, with -32800; with ASK after sending window/showMessageRequest and getting its
+# answer, which becomes the hover's text); textDocument/definition the position asked about;
+# workspace/symbol one symbol per open document, named by its uri.
 import json, os, subprocess, sys, threading, time
 
 flags = dict(f.split("=", 1) if "=" in f else (f, "") for f in sys.argv[1].split(",") if f)
@@ -32,6 +37,8 @@ log = open(sys.argv[2], "a", buffering=1)
 lock = threading.Lock()
 docs = {}  # uri -> (text, version)
 state = {"loading": "loading" in flags, "next_id": 1000}
+held = {}  # id of a hover not answered yet -> its timer (SLOW) or None (HANG)
+asked = {}  # id of a request to the client -> id of the hover waiting for its answer
 
 
 def note(**kw):
@@ -155,7 +162,8 @@ while True:
         continue
     method, params = msg.get("method"), msg.get("params") or {}
     if method == "initialize":
-        caps = {"textDocumentSync": 1}
+        caps = {"textDocumentSync": 1, "hoverProvider": True, "definitionProvider": True,
+                "workspaceSymbolProvider": True}
         if flags.get("pull") == "":
             caps["diagnosticProvider"] = {"interFileDependencies": True, "workspaceDiagnostics": False}
         if "encoding" in flags:
@@ -207,6 +215,40 @@ while True:
     elif method == "textDocument/diagnostic":
         text, _ = docs[params["textDocument"]["uri"]]
         send({"id": msg["id"], "result": {"kind": "full", "items": diagnostics(text)}})
+    elif method == "textDocument/hover":
+        text, _ = docs[params["textDocument"]["uri"]]
+        line = text.split("\n")[params["position"]["line"]]
+        answer = {"id": msg["id"], "result": {"contents": {"kind": "plaintext", "value": line}}}
+        if "ASK" in line:
+            request("window/showMessageRequest", {"type": 3, "message": line, "actions": []})
+            asked[state["next_id"]] = msg["id"]
+        elif "SLOW" in line or "HANG" in line:
+            def late(answer=answer):
+                if held.pop(answer["id"], 0) != 0:
+                    send(answer)
+            held[msg["id"]] = threading.Timer(1.0, late) if "SLOW" in line else None
+            if held[msg["id"]]:
+                held[msg["id"]].start()
+        else:
+            send(answer)
+    elif method == "$/cancelRequest":
+        timer = held.pop(params["id"], 0)
+        if timer != 0:
+            if timer:
+                timer.cancel()
+            send({"id": params["id"], "error": {"code": -32800, "message": "cancelled"}})
+    elif method is None and msg.get("id") in asked:
+        answer = msg.get("result", msg.get("error"))
+        send({"id": asked.pop(msg["id"]), "result": {"contents": json.dumps(answer)}})
+    elif method == "textDocument/definition":
+        at = params["position"]
+        send({"id": msg["id"], "result": [{"uri": params["textDocument"]["uri"],
+                                           "range": {"start": at, "end": at}}]})
+    elif method == "workspace/symbol":
+        at = {"line": 0, "character": 0}
+        send({"id": msg["id"], "result": [
+            {"name": u, "kind": 1, "location": {"uri": u, "range": {"start": at, "end": at}}}
+            for u in sorted(docs)]})
     elif method == "shutdown":
         send({"id": msg["id"], "result": None})
     elif method == "exit":

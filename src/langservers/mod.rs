@@ -33,9 +33,7 @@ use crate::proc::Queue;
 pub use finality::Final;
 pub use registry::{Spec, builtins, origin, parse_spec};
 use server::Inbound;
-pub use server::{Config, Server, Sink, Ticket};
-#[allow(unused_imports)]
-pub use server::{OnAnswer, OnRequest, ServerRequest};
+pub use server::{Config, Server, ServerRequest, Sink, Ticket};
 pub use supervisor::MAX_ITEMS;
 
 /// What happened to a file, for `workspace/didChangeWatchedFiles`.
@@ -94,6 +92,20 @@ impl LangServers {
         self.servers
             .iter()
             .find(|s| registry::covers(&s.patterns, &self.workspaces, path))
+    }
+
+    /// Every configured server, in the order `--lsp` and the built-ins gave them.
+    pub fn all(&self) -> &[Arc<Server>] {
+        &self.servers
+    }
+
+    /// The text of `path` changed without a write (an editor's unsaved buffer came or went):
+    /// a server that has a copy gets `unsaved`, else the disk's text, now rather than at the
+    /// next request. Starts nothing.
+    pub fn retext(&self, path: &Path, unsaved: Option<&str>) {
+        if let Some(s) = self.server(path).filter(|s| s.version(path).is_some()) {
+            let _ = s.touch(path, unsaved);
+        }
     }
 
     /// Whether a server that delivers takes `path`: the batch checker for it can step aside.

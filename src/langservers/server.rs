@@ -93,7 +93,6 @@ pub enum Inbound {
 
 /// A request from the server, handed to an `OnRequest`. Dropped without an answer, it is
 /// answered as ccide answers it alone.
-#[allow(dead_code)]
 pub struct ServerRequest {
     pub method: String,
     pub params: Value,
@@ -107,7 +106,6 @@ struct Reply {
     default: Option<Result<Value, RpcError>>,
 }
 
-#[allow(dead_code)]
 impl ServerRequest {
     pub fn respond(mut self, answer: Result<Value, RpcError>) {
         self.reply.default = None;
@@ -165,7 +163,6 @@ enum Pending {
         id: u64,
     },
     /// Sent on someone's behalf (`Server::request`).
-    #[allow(dead_code)]
     Client(OnAnswer),
 }
 
@@ -1310,8 +1307,6 @@ impl Server {
 /// For clients of a server other than diagnostics (a multiplexer that shares it between
 /// editors and CLI sessions): its capabilities, the documents it holds open, requests on its
 /// behalf and the server's requests it answers.
-// TEMPORARY: not called outside the tests until that client exists.
-#[allow(dead_code)]
 impl Server {
     /// `touch`, for `holder`, who keeps the document open until it `release`s it: a held
     /// document is never closed to make room. The ticket's `version` is the version the
@@ -1327,7 +1322,7 @@ impl Server {
 
     /// `holder` no longer needs `path` open. When the last lets go, it is closed at once if it
     /// was open only because it was held (the bound is exceeded), else when room is needed.
-    pub fn release(&self, path: &Path, holder: u64) {
+    pub fn release(self: &Arc<Self>, path: &Path, holder: u64) {
         let mut st = self.lock();
         let Some(d) = st.docs.get_mut(path) else {
             return;
@@ -1336,6 +1331,13 @@ impl Server {
         if d.holders.is_empty() && st.docs.len() > self.cfg.max_open.max(1) {
             self.close_doc(&mut st, path);
         }
+        // Held, it kept the server from idling out: the idle time counts again.
+        self.advance_and_finish(st, Vec::new(), true);
+    }
+
+    /// The version ccide last sent (or will send) of `path`; None if it has no copy.
+    pub fn version(&self, path: &Path) -> Option<i32> {
+        self.lock().docs.get(path).map(|d| d.version)
     }
 
     /// The server's answer to `initialize` (its `capabilities`, `serverInfo`), starting it if
@@ -1414,7 +1416,6 @@ impl Server {
 
 impl Ticket {
     /// The version of the document this ticket waits for, as the server knows it.
-    #[allow(dead_code)]
     pub fn version(&self) -> i32 {
         self.version
     }

@@ -1022,6 +1022,7 @@ fn clangd_reports_an_undeclared_name() {
 use crate::lsp::connection::{Connection, Received};
 use crate::proc::Queue;
 use crate::rpc::{Message, Notification, Request};
+use server::OnAnswer;
 
 /// ccide's language-server client talking to the test over `Connection::memory()`: the test
 /// reads what ccide sends and answers as the server would, in order, with no process.

@@ -4,7 +4,9 @@
 //! is `ccide lsp`'s link to its editor, `child` a language server's pipes, and
 //! `Connection::memory()` a pair joined in memory, for tests without a process or a socket.
 
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::OwnedFd;
 use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -212,7 +214,10 @@ pub fn child(
             }
         })?;
     }
-    start_trimmed(name, stdout, stdin, limit, trim, deliver)
+    // As files: the threads of `start` then exist once in the binary for pipes and sockets
+    // alike (each instance costs kilobytes).
+    let (r, w) = (OwnedFd::from(stdout), OwnedFd::from(stdin));
+    start_trimmed(name, File::from(r), File::from(w), limit, trim, deliver)
 }
 
 fn read_all(reader: impl Read, trim: Option<Trim>, deliver: &Deliver) {

@@ -125,6 +125,14 @@ impl State {
         self.workspaces.resolve(raw)
     }
 
+    /// The editor's unsaved text of `path` came, changed or went: a language server with a
+    /// copy gets the text ccide now has (that buffer, else the file) at once, so navigation
+    /// through it (ccide-protocol(7) §11.8) sees what the editor shows.
+    pub fn text_changed(&self, path: &Path) {
+        let unsaved = self.editor.document(path);
+        self.diagnostics.lsp.retext(path, unsaved.as_deref());
+    }
+
     /// Sends a notification to every client that can receive one (see `Clients::broadcast`).
     pub fn broadcast(&self, method: &str, params: Value) -> Reach {
         self.clients.broadcast(method, params)

@@ -1,0 +1,547 @@
+//! Serve shares its language servers with LSP clients (ccide-protocol(7) §11.8): clients that
+//! turned a control connection into LSP (`lsp`, as `ccide lsp-bridge` does for a CLI session)
+//! reach the one warm server per language, through the real binary, with the scriptable fake
+//! server of src/langservers standing in for typescript-language-server.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+use serde_json::{Value, json};
+
+const FAKE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/src/langservers/fake_server.py"
+);
+
+/// A serve whose language server for `*.fk` is the fake with `flags`, logging what it got to
+/// `fake.log` in the sandbox.
+fn serve(sb: &Sandbox, flags: &str, extra: &[&str]) -> Server {
+    let lsp = format!(
+        "*.fk={} '{FAKE}' '{flags}' '{}'",
+        python3().display(),
+        sb.root.join("fake.log").display()
+    );
+    let mut args = vec!["--no-default-lsp", "--no-default-checkers", "--lsp", &lsp];
+    args.extend_from_slice(extra);
+    sb.serve(&args)
+}
+
+/// What the fake server received, in order.
+fn received(sb: &Sandbox) -> Vec<Value> {
+    std::fs::read_to_string(sb.root.join("fake.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v.get("got").cloned())
+        .collect()
+}
+
+fn got(sb: &Sandbox, method: &str) -> Vec<Value> {
+    received(sb)
+        .into_iter()
+        .filter(|m| m["method"] == method)
+        .collect()
+}
+
+/// The one language server in `ccide status`.
+fn server_status(sb: &Sandbox) -> Value {
+    let o = sb.run(&["status", "--json"]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    v["language_servers"][0].clone()
+}
+
+fn uri(p: &Path) -> String {
+    format!("file://{}", p.display())
+}
+
+/// An LSP client on serve's control socket, as `ccide lsp-bridge` makes one.
+struct Lsp {
+    stream: UnixStream,
+    rx: mpsc::Receiver<Option<Value>>,
+    backlog: Vec<Value>,
+    next_id: u64,
+    ended: bool,
+}
+
+impl Lsp {
+    fn connect(srv: &Server, root: &Path, client: &str) -> Lsp {
+        let path = srv.lock["ccide"]["control"].as_str().unwrap();
+        let mut stream = UnixStream::connect(path).unwrap();
+        let hello = json!({"id": 1, "cmd": "lsp", "root": root, "client": client,
+                           "pid": std::process::id(), "extensions": [".fk"], "diagnostics": false});
+        stream.write_all(format!("{hello}\n").as_bytes()).unwrap();
+        let mut r = BufReader::new(stream.try_clone().unwrap());
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&line).unwrap(),
+            json!({"id": 1, "ok": true})
+        );
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            loop {
+                let v = read_frame(&mut r);
+                let end = v.is_none();
+                if tx.send(v).is_err() || end {
+                    return;
+                }
+            }
+        });
+        Lsp {
+            stream,
+            rx,
+            backlog: Vec::new(),
+            next_id: 0,
+            ended: false,
+        }
+    }
+
+    fn send(&mut self, v: &Value) {
+        let body = v.to_string();
+        let framed = format!("Content-Length: {}\r\n\r\n{body}", body.len());
+        self.stream.write_all(framed.as_bytes()).unwrap();
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Sends a request with the next id, counting from 0 as the CLI does.
+    fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// The next message `pred` takes; the others stay in the backlog.
+    fn recv_where(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.backlog.iter().position(&pred) {
+            return self.backlog.remove(i);
+        }
+        let end = Instant::now() + DEADLINE;
+        loop {
+            match self
+                .rx
+                .recv_timeout(end.saturating_duration_since(Instant::now()))
+            {
+                Ok(Some(v)) if pred(&v) => return v,
+                Ok(Some(v)) => self.backlog.push(v),
+                Ok(None) => {
+                    self.ended = true;
+                    panic!(
+                        "the connection ended waiting for {what}: {:?}",
+                        self.backlog
+                    )
+                }
+                Err(_) => panic!("no {what} within {DEADLINE:?}: {:?}", self.backlog),
+            }
+        }
+    }
+
+    fn answer(&mut self, id: u64) -> Value {
+        self.recv_where(&format!("the answer to {id}"), |v| {
+            v["id"] == id && v.get("method").is_none()
+        })
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        self.answer(id)
+    }
+
+    /// `initialize` as the CLI sends it (with its own pid), then `initialized`; the result.
+    fn initialize(&mut self, root: &Path) -> Value {
+        let a = self.request(
+            "initialize",
+            json!({"processId": 1, "rootUri": uri(root), "capabilities": {},
+                   "clientInfo": {"name": "Claude Code", "version": "2.1.330"}}),
+        );
+        self.notify("initialized", json!({}));
+        a["result"].clone()
+    }
+
+    fn open(&mut self, file: &Path) {
+        let text = std::fs::read_to_string(file).unwrap();
+        self.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri(file), "languageId": "fk", "version": 1, "text": text}}),
+        );
+    }
+
+    fn hover_params(file: &Path, line: u64) -> Value {
+        json!({"textDocument": {"uri": uri(file)}, "position": {"line": line, "character": 0}})
+    }
+
+    /// The hover's text at the start of `line`.
+    fn hover(&mut self, file: &Path, line: u64) -> Value {
+        let a = self.request("textDocument/hover", Lsp::hover_params(file, line));
+        a.get("result")
+            .map(|r| r["contents"]["value"].clone())
+            .unwrap_or_else(|| a.clone())
+    }
+
+    /// Whether serve ended the connection within `limit`.
+    fn ends_within(&mut self, limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        while !self.ended {
+            match self
+                .rx
+                .recv_timeout(end.saturating_duration_since(Instant::now()))
+            {
+                Ok(Some(v)) => self.backlog.push(v),
+                Ok(None) => self.ended = true,
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+}
+
+impl Drop for Lsp {
+    /// The client goes, as a bridge killed with its CLI does.
+    fn drop(&mut self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+fn read_frame(r: &mut impl BufRead) -> Option<Value> {
+    let mut head = String::new();
+    r.read_line(&mut head).ok().filter(|n| *n > 0)?;
+    let n: usize = head
+        .trim_end()
+        .strip_prefix("Content-Length: ")
+        .unwrap_or_else(|| panic!("bad header {head:?}"))
+        .parse()
+        .unwrap();
+    let mut blank = String::new();
+    r.read_line(&mut blank).ok()?;
+    let mut body = vec![0; n];
+    r.read_exact(&mut body).ok()?;
+    Some(serde_json::from_slice(&body).unwrap())
+}
+
+/// Two clients each count their ids from 0 and send the same id at once: the server gets
+/// ccide's own ids, and each answer goes back to its client under the client's id. One
+/// server process serves both, started by ccide with ccide's pid, never a client's.
+#[test]
+fn two_clients_sending_the_same_ids_each_get_their_own_answer_from_one_server() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.fk", "SLOW a\n");
+    let b = sb.write("b.fk", "fast b\n");
+    let srv = serve(&sb, "", &[]);
+    let (mut ca, mut cb) = (
+        Lsp::connect(&srv, &sb.ws(), "A"),
+        Lsp::connect(&srv, &sb.ws(), "B"),
+    );
+    let caps = json!({"hoverProvider": true, "definitionProvider": true,
+                      "workspaceSymbolProvider": true,
+                      "textDocumentSync": 1});
+    for c in [&mut ca, &mut cb] {
+        let r = c.initialize(&sb.ws());
+        assert_eq!(r["capabilities"], caps);
+        assert_eq!(r["serverInfo"], json!({"name": "fake", "version": "1.0"}));
+    }
+    ca.open(&a);
+    cb.open(&b);
+    // Both send id 1; A's answer takes a second, B's comes at once.
+    let ia = ca.send_request("textDocument/hover", Lsp::hover_params(&a, 0));
+    let ib = cb.send_request("textDocument/hover", Lsp::hover_params(&b, 0));
+    assert_eq!((ia, ib), (1, 1));
+    let hb = cb.answer(1);
+    let ha = ca.answer(1);
+    assert_eq!(hb["result"]["contents"]["value"], "fast b");
+    assert_eq!(ha["result"]["contents"]["value"], "SLOW a");
+    let ids: Vec<Value> = got(&sb, "textDocument/hover")
+        .iter()
+        .map(|m| m["id"].clone())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1], "the server got two different ids: {ids:?}");
+    let init = got(&sb, "initialize");
+    assert_eq!(init.len(), 1, "one server, initialized once");
+    assert_eq!(init[0]["params"]["processId"], json!(srv.pid()));
+    // workspace/symbol names no document: it goes to the client's server, which has both
+    // clients' documents open.
+    let syms = cb.request("workspace/symbol", json!({"query": "x"}));
+    let names: Vec<&str> = syms["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, [uri(&a), uri(&b)]);
+    // What ccide does not pass on is refused, as an unknown method.
+    let r = ca.request(
+        "textDocument/rename",
+        json!({"textDocument": {"uri": uri(&a)}, "position": {"line": 0, "character": 0}, "newName": "x"}),
+    );
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+}
+
+/// The text is ccide's: an editor's unsaved buffer reaches the server as soon as it is sent,
+/// and a client's hover sees it; when the buffer goes (the editor closed), the file's text
+/// comes back.
+#[test]
+fn an_editors_unsaved_buffer_is_what_a_client_sees_until_the_editor_goes() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.fk", "on disk\n");
+    let srv = serve(&sb, "", &[]);
+    let mut c = Lsp::connect(&srv, &sb.ws(), "CLI");
+    c.initialize(&sb.ws());
+    c.open(&a);
+    assert_eq!(c.hover(&a, 0), "on disk");
+    // An editor session (`ccide lsp`) pushes its unsaved buffer.
+    let control = srv.lock["ccide"]["control"].as_str().unwrap();
+    let mut editor = UnixStream::connect(control).unwrap();
+    let mut lines = BufReader::new(editor.try_clone().unwrap());
+    let mut line = String::new();
+    for req in [
+        json!({"id": 1, "cmd": "attach", "pid": 1, "editor": "Neovim"}),
+        json!({"id": 2, "cmd": "buffer", "path": a, "content": "typed in the editor\n"}),
+    ] {
+        editor.write_all(format!("{req}\n").as_bytes()).unwrap();
+        line.clear();
+        lines.read_line(&mut line).unwrap();
+        assert!(line.contains("\"ok\":true"), "{line}");
+    }
+    // The server has it before anyone asks.
+    wait_for("the buffer at the server", DEADLINE, || {
+        got(&sb, "textDocument/didChange")
+            .last()
+            .filter(|m| m["params"]["contentChanges"][0]["text"] == "typed in the editor\n")
+            .map(|_| ())
+    });
+    assert_eq!(c.hover(&a, 0), "typed in the editor");
+    // A second client opening the file (with the disk's text, as the CLI does) sees the same.
+    let mut c2 = Lsp::connect(&srv, &sb.ws(), "CLI 2");
+    c2.initialize(&sb.ws());
+    c2.open(&a);
+    assert_eq!(c2.hover(&a, 0), "typed in the editor");
+    // The editor quits: its buffer is dropped, and the server gets the file again.
+    drop((editor, lines));
+    wait_for("the file's text at the server", DEADLINE, || {
+        got(&sb, "textDocument/didChange")
+            .last()
+            .filter(|m| m["params"]["contentChanges"][0]["text"] == "on disk\n")
+            .map(|_| ())
+    });
+    assert_eq!(c.hover(&a, 0), "on disk");
+}
+
+/// The CLI's Edit writes the file, then sends a full-text didChange with its own next
+/// version: the server gets the new text under ccide's version. A file that Bash wrote, of
+/// which the CLI says nothing, is read again before the next request about it.
+#[test]
+fn an_edit_and_a_write_nobody_announced_are_both_seen() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.fk", "first\n");
+    let srv = serve(&sb, "", &[]);
+    let mut c = Lsp::connect(&srv, &sb.ws(), "CLI");
+    c.initialize(&sb.ws());
+    c.open(&a);
+    assert_eq!(c.hover(&a, 0), "first");
+    std::fs::write(&a, "after the edit\n").unwrap();
+    c.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&a), "version": 2},
+               "contentChanges": [{"text": "after the edit\n"}]}),
+    );
+    c.notify(
+        "textDocument/didSave",
+        json!({"textDocument": {"uri": uri(&a)}}),
+    );
+    assert_eq!(c.hover(&a, 0), "after the edit");
+    let changes = got(&sb, "textDocument/didChange");
+    assert_eq!(changes.len(), 1, "one change for one new text: {changes:?}");
+    let opened = &got(&sb, "textDocument/didOpen")[0]["params"]["textDocument"]["version"];
+    let changed = &changes[0]["params"]["textDocument"]["version"];
+    assert!(
+        changed.as_i64() > opened.as_i64(),
+        "ccide's versions: {opened} then {changed}"
+    );
+    // Bash writes it; nobody says so.
+    std::fs::write(&a, "written by a shell command\n").unwrap();
+    assert_eq!(c.hover(&a, 0), "written by a shell command");
+}
+
+/// A client that goes has its pending requests cancelled at the server; a `$/cancelRequest`
+/// from a client names the server's id of its request.
+#[test]
+fn a_client_that_goes_has_its_pending_requests_cancelled() {
+    let sb = Sandbox::new();
+    let h = sb.write("h.fk", "HANG\n");
+    let srv = serve(&sb, "", &[]);
+    let mut b = Lsp::connect(&srv, &sb.ws(), "B");
+    b.initialize(&sb.ws());
+    b.open(&h);
+    let id = b.send_request("textDocument/hover", Lsp::hover_params(&h, 0));
+    b.notify("$/cancelRequest", json!({"id": id}));
+    let r = b.answer(id);
+    assert_eq!(r["error"]["code"], -32800, "{r}");
+    let mut a = Lsp::connect(&srv, &sb.ws(), "A");
+    a.initialize(&sb.ws());
+    a.open(&h);
+    a.send_request("textDocument/hover", Lsp::hover_params(&h, 0));
+    wait_for("A's hover at the server", DEADLINE, || {
+        (got(&sb, "textDocument/hover").len() == 2).then_some(())
+    });
+    drop(a);
+    let hovers = got(&sb, "textDocument/hover");
+    wait_for("A's hover cancelled", DEADLINE, || {
+        let cancels = got(&sb, "$/cancelRequest");
+        (cancels.len() == 2 && cancels[1]["params"]["id"] == hovers[1]["id"]).then_some(())
+    });
+    assert_eq!(
+        got(&sb, "$/cancelRequest")[0]["params"]["id"],
+        hovers[0]["id"]
+    );
+    let said = format!(
+        "LSP client A (pid {}) disconnected (1 request(s) cancelled, 1 document(s) let go)",
+        std::process::id()
+    );
+    wait_for("the client's end in the log", DEADLINE, || {
+        srv.log().contains(&said).then_some(())
+    });
+}
+
+/// The documents a client has open are held for it: they keep the server from idling out.
+/// The CLI sends no didClose at its end; when its connection goes, they are let go, and the
+/// server stops after --lsp-idle.
+#[test]
+fn a_client_that_goes_lets_go_of_its_documents() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.fk", "hello\n");
+    let srv = serve(&sb, "", &["--lsp-idle", "1"]);
+    let mut c = Lsp::connect(&srv, &sb.ws(), "CLI");
+    c.initialize(&sb.ws());
+    c.open(&a);
+    assert_eq!(c.hover(&a, 0), "hello");
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(server_status(&sb)["state"], "ready");
+    drop(c);
+    wait_for("the server stopped once idle", DEADLINE, || {
+        (server_status(&sb)["state"] == "stopped").then_some(())
+    });
+    assert!(got(&sb, "textDocument/didClose").is_empty());
+}
+
+/// `shutdown` and `exit` end the client that sent them; the server stays for the next.
+#[test]
+fn a_clients_shutdown_and_exit_leave_the_server_running_for_the_next() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.fk", "hello\n");
+    let srv = serve(&sb, "", &[]);
+    let mut c = Lsp::connect(&srv, &sb.ws(), "first");
+    c.initialize(&sb.ws());
+    c.open(&a);
+    assert_eq!(c.hover(&a, 0), "hello");
+    let pid = server_status(&sb)["pid"].clone();
+    assert!(pid.is_u64(), "{pid}");
+    assert_eq!(c.request("shutdown", Value::Null)["result"], Value::Null);
+    c.notify("exit", Value::Null);
+    assert!(c.ends_within(DEADLINE), "serve ends the connection at exit");
+    let mut next = Lsp::connect(&srv, &sb.ws(), "next");
+    next.initialize(&sb.ws());
+    next.open(&a);
+    assert_eq!(next.hover(&a, 0), "hello");
+    let st = server_status(&sb);
+    assert_eq!((&st["pid"], &st["state"]), (&pid, &json!("ready")));
+    assert!(got(&sb, "shutdown").is_empty() && got(&sb, "exit").is_empty());
+    assert_eq!(got(&sb, "initialize").len(), 1);
+}
+
+/// A server's request that ccide does not answer itself goes to the client whose request the
+/// server is working on, and its answer back; with no request pending, ccide answers -32601
+/// as the CLI does.
+#[test]
+fn a_server_request_goes_to_the_client_it_works_for() {
+    let sb = Sandbox::new();
+    let f = sb.write("ask.fk", "ASK which\n");
+    let srv = serve(&sb, "requests", &[]);
+    let (mut a, mut b) = (
+        Lsp::connect(&srv, &sb.ws(), "A"),
+        Lsp::connect(&srv, &sb.ws(), "B"),
+    );
+    for c in [&mut a, &mut b] {
+        c.initialize(&sb.ws());
+        c.open(&f);
+    }
+    let id = a.send_request("textDocument/hover", Lsp::hover_params(&f, 0));
+    let ask = a.recv_where("the server's request", |v| v.get("method").is_some());
+    assert_eq!(ask["method"], "window/showMessageRequest");
+    assert_eq!(ask["params"]["message"], "ASK which");
+    a.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"title": "from A"}}));
+    let r = a.answer(id);
+    assert_eq!(r["result"]["contents"], r#"{"title": "from A"}"#);
+    // B, as the CLI, does not handle it.
+    let id = b.send_request("textDocument/hover", Lsp::hover_params(&f, 0));
+    let ask = b.recv_where("the server's request", |v| v.get("method").is_some());
+    b.send(&json!({"jsonrpc": "2.0", "id": ask["id"],
+                   "error": {"code": -32601, "message": "Unhandled method"}}));
+    let r = b.answer(id);
+    assert_eq!(
+        r["result"]["contents"],
+        r#"{"code": -32601, "message": "Unhandled method"}"#
+    );
+    // Each request went to one client only.
+    assert!(
+        a.backlog.is_empty() && b.backlog.is_empty(),
+        "{:?} {:?}",
+        a.backlog,
+        b.backlog
+    );
+    // custom/unknown came right after `initialized`, when nobody asked anything.
+    let log = std::fs::read_to_string(sb.root.join("fake.log")).unwrap();
+    let unknown = log
+        .lines()
+        .find(|l| l.contains("does not handle custom/unknown"))
+        .unwrap_or_else(|| panic!("no answer to custom/unknown: {log}"));
+    assert!(unknown.contains("-32601"), "{unknown}");
+}
+
+/// The document changed at ccide while the server computed an answer about it: the client
+/// gets ContentModified, which the CLI asks again after, rather than positions in old text.
+#[test]
+fn an_answer_about_text_that_changed_meanwhile_is_content_modified() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.fk", "SLOW\n");
+    let srv = serve(&sb, "", &[]);
+    let mut c = Lsp::connect(&srv, &sb.ws(), "CLI");
+    c.initialize(&sb.ws());
+    c.open(&a);
+    let id = c.send_request("textDocument/hover", Lsp::hover_params(&a, 0));
+    wait_for("the hover at the server", DEADLINE, || {
+        got(&sb, "textDocument/hover").first().map(|_| ())
+    });
+    let r = srv.control(&json!({"cmd": "buffer", "path": a, "content": "SLOW typed\n"}));
+    assert_eq!(r["ok"], true, "{r}");
+    let r = c.answer(id);
+    assert_eq!(r["error"]["code"], -32801, "{r}");
+    assert_eq!(c.hover(&a, 0), "SLOW typed");
+}
+
+/// Diagnostics reach a CLI through getDiagnostics only: the server's publishes are not
+/// forwarded to LSP clients.
+#[test]
+fn publish_diagnostics_never_reach_an_lsp_client() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.fk", "ERR here\n");
+    let srv = serve(&sb, "", &[]);
+    let mut c = Lsp::connect(&srv, &sb.ws(), "CLI");
+    c.initialize(&sb.ws());
+    c.open(&a);
+    assert_eq!(c.hover(&a, 0), "ERR here");
+    // The server published; ccide has it.
+    wait_for("the diagnostic in ccide's store", DEADLINE, || {
+        let v = srv.control(&json!({"cmd": "diagnostics", "paths": [a]}));
+        let file = &v["files"][a.to_str().unwrap()];
+        (file.as_array().is_some_and(|d| !d.is_empty())).then_some(())
+    });
+    assert_eq!(c.hover(&a, 0), "ERR here");
+    assert!(c.backlog.is_empty(), "{:?}", c.backlog);
+}
