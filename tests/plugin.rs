@@ -37,20 +37,33 @@ fn initialize(lsp: &mut LspProcess, root: &Path) -> Value {
     )
 }
 
-/// The placeholder's answers (until serve multiplexes its language servers).
-fn assert_placeholder_answers(lsp: &mut LspProcess, root: &Path) {
+/// The answers of a serve without language servers (the sandbox has none on its PATH): an
+/// initialize that offers nothing but document sync, and requests refused by name.
+fn assert_answers_without_language_servers(lsp: &mut LspProcess, root: &Path) {
     assert_eq!(
         initialize(lsp, root),
-        json!({"jsonrpc": "2.0", "id": 0,
-               "result": {"capabilities": {}, "serverInfo": {"name": "ccide"}}})
+        json!({"jsonrpc": "2.0", "id": 0, "result": {"capabilities": {"textDocumentSync": 1}}})
     );
     lsp.notify("initialized", json!({}));
+    let file = root.join("x.ts");
     let hover = lsp.request(
         "textDocument/hover",
-        json!({"textDocument": {"uri": "file:///x.ts"}, "position": {"line": 0, "character": 0}}),
+        json!({"textDocument": {"uri": format!("file://{}", file.display())},
+               "position": {"line": 0, "character": 0}}),
     );
     assert_eq!(hover["id"], 1);
-    assert_eq!(hover["error"]["code"], -32601, "{hover}");
+    assert_eq!(hover["error"]["code"], -32803, "{hover}");
+    let why = format!(
+        "no language server of ccide serve answers for {}",
+        file.display()
+    );
+    assert!(
+        hover["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&why),
+        "{hover}"
+    );
     assert_eq!(
         lsp.request("shutdown", Value::Null),
         json!({"jsonrpc": "2.0", "id": 2, "result": null})
@@ -100,7 +113,7 @@ fn the_bridge_hands_the_client_to_the_server_of_its_workspace_from_a_subfolder()
             "--no-diagnostics",
         ],
     );
-    assert_placeholder_answers(&mut lsp, &sb.ws());
+    assert_answers_without_language_servers(&mut lsp, &sb.ws());
     let pid = lsp.pid();
     let said = format!(
         "LSP client Claude Code 2.1.330 (pid {pid}) connected for {} (extensions: .ts .tsx; diagnostics off)",
@@ -137,7 +150,7 @@ fn the_bridge_takes_its_root_from_claude_project_dir() {
     cmd.current_dir(sb.root.path())
         .env("CLAUDE_PROJECT_DIR", sb.ws().join("proj"));
     let mut lsp = LspProcess::spawn(&mut cmd, sb.root.join("bridge.log"));
-    assert_placeholder_answers(&mut lsp, &sb.ws());
+    assert_answers_without_language_servers(&mut lsp, &sb.ws());
     let said = format!(
         "LSP client an LSP client (pid {}) connected for {} (extensions: ; diagnostics on)",
         lsp.pid(),
@@ -154,8 +167,8 @@ fn the_bridge_exits_with_1_when_the_server_goes_away() {
     let mut srv = sb.serve(&[]);
     let mut lsp = bridge(&sb, "", &[]);
     assert_eq!(
-        initialize(&mut lsp, &sb.ws())["result"]["serverInfo"]["name"],
-        "ccide"
+        initialize(&mut lsp, &sb.ws())["result"]["capabilities"]["textDocumentSync"],
+        1
     );
     assert_eq!(srv.stop_with("TERM"), Some(0));
     assert_eq!(lsp.wait_exit("the bridge to exit"), Some(1));
@@ -208,7 +221,7 @@ fn without_a_server_two_bridges_start_one_detached_that_outlives_them() {
         (pids.len() == 1).then_some(pids)
     }));
     for r in answers {
-        assert_eq!(r["result"]["serverInfo"]["name"], "ccide", "{r}");
+        assert_eq!(r["result"]["capabilities"]["textDocumentSync"], 1, "{r}");
     }
     let pid = servers.0[0];
     // Detached: a session of its own, not the bridge's child, its log in its state directory.
@@ -239,7 +252,7 @@ fn without_a_server_two_bridges_start_one_detached_that_outlives_them() {
     );
     // The next session's bridge finds it.
     let mut c = bridge(&sb, "", &[]);
-    assert_placeholder_answers(&mut c, &sb.ws());
+    assert_answers_without_language_servers(&mut c, &sb.ws());
     assert_eq!(server_pids(&sb), [pid]);
 }
 
@@ -281,8 +294,7 @@ fn the_lsp_control_command_turns_the_connection_into_framed_lsp() {
     assert_eq!(line, "{\"id\":7,\"ok\":true}\n");
     assert_eq!(
         read_lsp_frame(&mut r).unwrap(),
-        json!({"jsonrpc": "2.0", "id": "a",
-               "result": {"capabilities": {}, "serverInfo": {"name": "ccide"}}})
+        json!({"jsonrpc": "2.0", "id": "a", "result": {"capabilities": {"textDocumentSync": 1}}})
     );
     sock.write_all(&lsp_frame(&json!({"jsonrpc": "2.0", "method": "exit"})))
         .unwrap();

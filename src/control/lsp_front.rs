@@ -201,7 +201,7 @@ fn about(params: &Value) -> Option<PathBuf> {
 pub fn serve(
     state: &Arc<State>,
     hub: &Arc<Hub>,
-    reader: BufReader<UnixStream>,
+    mut reader: BufReader<File>,
     writer: UnixStream,
     client: LspClient,
 ) {
@@ -211,8 +211,10 @@ pub fn serve(
         client.pid.unwrap_or_default()
     );
     crate::log::info!(
-        "LSP client {who} connected for {}",
-        crate::text::visible(&client.root)
+        "LSP client {who} connected for {} (extensions: {}; diagnostics {})",
+        crate::text::visible(&client.root),
+        crate::text::visible(&client.extensions.join(" ")),
+        if client.diagnostics { "on" } else { "off" }
     );
     let inbox: Arc<Queue<Received>> = Arc::default();
     let end = writer.try_clone();
@@ -220,21 +222,19 @@ pub fn serve(
     let deliver: connection::Deliver = Arc::new(move |r| {
         i.push(r);
     });
-    // A client sends LSP only once it has the answer to `lsp`, which may be a refusal after
-    // which the connection stays a control connection: nothing of it is read ahead.
-    if !reader.buffer().is_empty() {
-        crate::log::warn!("LSP client {who} sent LSP before the answer to lsp; dropped");
-        return;
+    // What came with the `lsp` line, read ahead; then the stream, as a language server's
+    // pipes are read (one instance of the connection's threads in the binary).
+    while !reader.buffer().is_empty() {
+        let Ok(Some(body)) = crate::lsp::framing::read_framed(&mut reader) else {
+            return;
+        };
+        if let Ok(Ok(m)) = serde_json::from_slice(&body).map(rpc::classify) {
+            inbox.push(Received::Message(m));
+        }
     }
-    // As files, as a language server's pipes: one instance of the connection's threads.
-    let (r, w) = (OwnedFd::from(reader.into_inner()), OwnedFd::from(writer));
-    let Ok(out) = connection::start(
-        "lsp-client",
-        File::from(r),
-        File::from(w),
-        CLIENT_QUEUE,
-        deliver,
-    ) else {
+    let w = File::from(OwnedFd::from(writer));
+    let Ok(out) = connection::start("lsp-client", reader.into_inner(), w, CLIENT_QUEUE, deliver)
+    else {
         return;
     };
     let mut f = Front {

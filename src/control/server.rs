@@ -54,6 +54,9 @@ fn serve_one(state: &Arc<State>, hub: &Arc<Hub>, stream: UnixStream) {
     let Ok(read_half) = stream.try_clone() else {
         return;
     };
+    // Read as a file: an LSP client's connection is then read by the same code as a language
+    // server's pipe (`lsp_front`).
+    let read_half = std::fs::File::from(std::os::fd::OwnedFd::from(read_half));
     let mut reader = BufReader::with_capacity(64 << 10, read_half);
     let mut writer = stream;
     let mut session = None;

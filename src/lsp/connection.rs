@@ -124,10 +124,14 @@ impl Connection {
     pub fn stdio(limit: usize) -> std::io::Result<Connection> {
         let receiver: Arc<Queue<Received>> = Arc::default();
         let r = receiver.clone();
+        // Copies of fds 0 and 1 as files, as a child's pipes: one instance of the threads.
+        use std::os::fd::AsFd;
+        let input = std::io::stdin().as_fd().try_clone_to_owned()?;
+        let output = std::io::stdout().as_fd().try_clone_to_owned()?;
         let sender = start(
             "stdio",
-            std::io::stdin(),
-            std::io::stdout(),
+            File::from(input),
+            File::from(output),
             limit,
             Arc::new(move |m| {
                 r.push(m);
