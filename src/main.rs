@@ -260,7 +260,7 @@ pub const COMMANDS: &[Command] = &[
         name: "lsp",
         usage: "ccide lsp [OPTIONS]",
         about: "Language server over stdio: the editor's own LSP client drives tabs, buffers, selection and diff review.",
-        details: "Start it from the editor for the file types you choose. Each file goes to the nearest\nserver whose workspace holds it; a file no server holds makes it serve the editor's\nworkspace folder in this process (never beside a server of a folder inside or above it),\nuntil the editor exits or the project's own server runs, which it hands the tabs to.\ndidOpen/didClose open and close tabs, didChange keeps the unsaved content, didSave drops\nit; when the editor exits its tabs and buffers go.\nCode actions (and workspace/executeCommand): ccide.select \"Claude: send selection\",\nccide.mention \"Claude: @-mention\", and for a pending diff ccide.show, ccide.accept,\nccide.acceptEdited, ccide.reject. Arguments: [{\"uri\": ..., \"range\": ...}], both optional.\nThe range of every code action request becomes the selection 100 ms after the last one\n(editors that ask as the cursor moves), unless --no-follow. initializationOptions:\n{\"followSelection\": false, \"diagnostics\": true}. Nothing is written to files.",
+        details: "Start it from the editor for the file types you choose. Each file goes to the nearest\nserver whose workspace holds it; a file no server holds makes it serve the editor's\nworkspace folder in this process (never beside a server of a folder inside or above it),\nuntil the editor exits or the project's own server runs, which it hands the tabs to.\ndidOpen/didClose open and close tabs, didChange keeps the unsaved content, didSave drops\nit; when the editor exits its tabs and buffers go.\nCode actions (and workspace/executeCommand): ccide.select \"Claude: send selection\",\nccide.mention \"Claude: @-mention\", and for a pending diff ccide.show, ccide.accept,\nccide.acceptEdited, ccide.reject. Arguments: [{\"uri\": ..., \"range\": ...}], both optional.\nThe range of every code action request becomes the selection 100 ms after the last one\n(editors that ask as the cursor moves), unless --no-follow. initializationOptions:\n{\"followSelection\": false, \"diagnostics\": true, \"navigation\": true}. Nothing is written\nto files.",
         flags: &[
             flag(
                 "--no-follow",
@@ -273,6 +273,12 @@ pub const COMMANDS: &[Command] = &[
                 None,
                 None,
                 "Publish the diagnostics ccide holds for open files (what Claude Code is told).",
+            ),
+            flag(
+                "--navigation",
+                None,
+                None,
+                "Answer hover, definition, references, symbols and call hierarchy from the language servers ccide serve keeps warm (off: the editor's own servers would answer twice).",
             ),
             flag(
                 "--port",

@@ -545,3 +545,69 @@ fn publish_diagnostics_never_reach_an_lsp_client() {
     assert_eq!(c.hover(&a, 0), "ERR here");
     assert!(c.backlog.is_empty(), "{:?}", c.backlog);
 }
+
+/// `ccide lsp` with navigation on (`initializationOptions.navigation`): the editor's hover and
+/// definition reach the warm server through serve, in the editor's own count of columns
+/// (here UTF-32, where the server counts UTF-16), about the text the editor has, unsaved
+/// included, before its debounced push; a CLI client sees that text too, and the file's text
+/// again once the editor is gone.
+#[test]
+fn an_editor_navigates_through_ccide_lsp_in_its_count_on_the_shared_server() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.fk", "s = \"é🦀\" + target\n");
+    let srv = serve(&sb, "", &[]);
+    let mut ed = LspProcess::spawn(&mut sb.command(&["lsp"]), sb.root.join("ed.log"));
+    let init = ed.request(
+        "initialize",
+        json!({"processId": std::process::id(), "rootUri": uri(&sb.ws()),
+               "capabilities": {"general": {"positionEncodings": ["utf-32"]}},
+               "initializationOptions": {"navigation": true}}),
+    );
+    let caps = &init["result"]["capabilities"];
+    assert_eq!(
+        (&caps["positionEncoding"], &caps["hoverProvider"]),
+        (&json!("utf-32"), &json!(true))
+    );
+    ed.notify("initialized", json!({}));
+    let text = std::fs::read_to_string(&a).unwrap();
+    ed.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": uri(&a), "languageId": "fk", "version": 1, "text": text}}),
+    );
+    // `target` is character 11 in UTF-32, 12 in UTF-16 (🦀 is two UTF-16 units).
+    let at = json!({"textDocument": {"uri": uri(&a)}, "position": {"line": 0, "character": 11}});
+    let def = ed.request("textDocument/definition", at.clone());
+    let got_at = &got(&sb, "textDocument/definition")[0]["params"]["position"];
+    assert_eq!(got_at, &json!({"line": 0, "character": 12}));
+    let here = json!({"line": 0, "character": 11});
+    assert_eq!(
+        def["result"],
+        json!([{"uri": uri(&a), "range": {"start": here, "end": here}}])
+    );
+    // Typed, and asked about at once: the server has the editor's text first.
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&a), "version": 2},
+               "contentChanges": [{"range": {"start": {"line": 0, "character": 0},
+                                             "end": {"line": 0, "character": 0}},
+                                   "text": "typed\n"}]}),
+    );
+    let h = ed.request("textDocument/hover", Lsp::hover_params(&a, 0));
+    assert_eq!(h["result"]["contents"]["value"], "typed", "{h}");
+    // A CLI session shares the server, and the editor's unsaved text.
+    let mut cli = Lsp::connect(&srv, &sb.ws(), "CLI");
+    cli.initialize(&sb.ws());
+    cli.open(&a);
+    assert_eq!(cli.hover(&a, 0), "typed");
+    assert_eq!(got(&sb, "initialize").len(), 1, "one server for both");
+    // The editor goes: the CLI's next answer is about the file.
+    ed.close_stdin();
+    ed.wait_exit("ccide lsp to exit");
+    wait_for("the file's text at the server", DEADLINE, || {
+        got(&sb, "textDocument/didChange")
+            .last()
+            .filter(|m| m["params"]["contentChanges"][0]["text"] == text)
+            .map(|_| ())
+    });
+    assert_eq!(cli.hover(&a, 0), text.trim_end());
+}

@@ -42,8 +42,8 @@ const START_WAIT: Duration = Duration::from_secs(55);
 
 /// The capabilities passed on from a server's `initialize` answer: those of the requests
 /// forwarded (`NAVIGATION`). Diagnostics stay ccide's (getDiagnostics), edits the client's.
-const PASSED: &str = "hoverProvider definitionProvider declarationProvider typeDefinitionProvider implementationProvider referencesProvider documentSymbolProvider workspaceSymbolProvider callHierarchyProvider typeHierarchyProvider documentHighlightProvider";
-const NAVIGATION: &str = "textDocument/hover textDocument/definition textDocument/declaration textDocument/typeDefinition textDocument/implementation textDocument/references textDocument/documentSymbol textDocument/documentHighlight textDocument/prepareCallHierarchy callHierarchy/incomingCalls callHierarchy/outgoingCalls textDocument/prepareTypeHierarchy typeHierarchy/supertypes typeHierarchy/subtypes workspace/symbol";
+pub const PASSED: &str = "hoverProvider definitionProvider declarationProvider typeDefinitionProvider implementationProvider referencesProvider documentSymbolProvider workspaceSymbolProvider callHierarchyProvider typeHierarchyProvider documentHighlightProvider";
+pub const NAVIGATION: &str = "textDocument/hover textDocument/definition textDocument/declaration textDocument/typeDefinition textDocument/implementation textDocument/references textDocument/documentSymbol textDocument/documentHighlight textDocument/prepareCallHierarchy callHierarchy/incomingCalls callHierarchy/outgoingCalls textDocument/prepareTypeHierarchy typeHierarchy/supertypes typeHierarchy/subtypes workspace/symbol";
 
 /// What the clients share: the requests pending at each server, so that a server's own
 /// request reaches the client it is working for, and those requests until they are answered.
@@ -294,17 +294,7 @@ impl Front<'_> {
     }
 
     fn reply(&self, id: &RequestId, r: Result<Value, ResponseError>) {
-        let msg = match r {
-            Ok(v) => rpc::result_response(id, v),
-            // The server's code, whatever it is (ErrorCode names only those ccide uses).
-            Err(e) => {
-                let any = rpc::RpcError::new(ErrorCode::RequestFailed, e.message);
-                let mut m = rpc::error_response(Some(id), &any);
-                m["error"]["code"] = e.code.into();
-                m
-            }
-        };
-        self.send(&msg);
+        self.send(&rpc::passed_on(id, r));
     }
 
     fn fail(&self, id: &RequestId, code: ErrorCode, message: String) {

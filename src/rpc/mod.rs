@@ -337,6 +337,20 @@ pub fn response(id: &RequestId, r: Result<Value, RpcError>) -> Value {
     }
 }
 
+/// A response carrying a peer's answer as it was: its error's code whatever it is (`ErrorCode`
+/// names only those ccide uses), for answers passed on (ccide-protocol(7) §11.8).
+pub fn passed_on(id: &RequestId, r: Result<Value, ResponseError>) -> Value {
+    match r {
+        Ok(v) => result_response(id, v),
+        Err(e) => {
+            let any = RpcError::new(ErrorCode::RequestFailed, e.message);
+            let mut m = error_response(Some(id), &any);
+            m["error"]["code"] = e.code.into();
+            m
+        }
+    }
+}
+
 pub fn request(id: &RequestId, method: &str, params: Option<Value>) -> Value {
     let mut m = Map::new();
     m.insert("jsonrpc".into(), "2.0".into());

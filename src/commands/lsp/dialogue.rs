@@ -16,11 +16,12 @@ use super::link::{Choice, Deliver, Found, Servers, Session, choose, overlapping}
 use super::proposals::{COMMANDS, Proposals, actions};
 use super::quirks::{self, Quirks};
 use crate::cli::{EXIT_FAILURE, EXIT_OK};
-use crate::control::protocol::{Request, Span};
+use crate::control::lsp_front::{NAVIGATION, PASSED};
+use crate::control::protocol::{LspClient, Request, Span};
 use crate::lsp::connection::{Connection, Received, Sender};
-use crate::lsp::text::{Enc, Pos};
+use crate::lsp::text::{Enc, Pos, Text};
 use crate::proc::Queue;
-use crate::rpc::{ErrorCode, Message, Notification, RpcError};
+use crate::rpc::{ErrorCode, Message, Notification, RequestId, ResponseError, RpcError};
 
 /// Editors that request code actions as the cursor moves send one per keystroke: the selection
 /// follows the last one after this pause (claudecode.nvim debounces its selection by 100 ms).
@@ -50,6 +51,8 @@ pub enum In {
     Editor(Received),
     /// From the event stream of link `.0` as attached the `.1`th time; None once it ended.
     Event(usize, u64, Option<Value>),
+    /// From the navigation connection of link `.0` (`--navigation`).
+    Nav(usize, Received),
     /// A termination signal.
     End,
 }
@@ -60,6 +63,8 @@ pub struct Options {
     pub port: Option<u16>,
     pub follow: bool,
     pub diagnostics: bool,
+    /// Navigation requests go to the server's language servers.
+    pub navigation: bool,
 }
 
 /// What the editor said at `initialize`.
@@ -69,6 +74,7 @@ struct Editor {
     quirks: Quirks,
     follow: bool,
     diagnostics: bool,
+    navigation: bool,
     show_document: bool,
     apply_edit: bool,
     /// Name and version, for the server's log.
@@ -97,6 +103,8 @@ struct Link {
     closed: Vec<PathBuf>,
     /// A stand-in that handed over and stopped.
     retired: bool,
+    /// Its LSP connection for navigation, once asked.
+    nav: Option<Sender>,
 }
 
 pub struct Lsp {
@@ -124,6 +132,9 @@ pub struct Lsp {
     /// The last id of a request to the editor (showDocument, applyEdit): their answers change
     /// nothing, so none is kept.
     asked: u64,
+    /// Navigation requests passed on, under the editor's ids: the document each is about (its
+    /// uri; empty for workspace/symbol), and the link.
+    navs: Vec<(RequestId, String, usize)>,
 }
 
 /// The path with its directory made physical (servers compare and store those). The name
@@ -162,6 +173,42 @@ fn wire(p: Pos) -> crate::state::editor::Pos {
     }
 }
 
+/// Calls `f` with each position in `v` (an object of `line` and `character`), the file it is
+/// in (the nearest `uri` or `targetUri` around it, else `uri`; a call's `fromRanges` are in
+/// its `from`'s file, a link's `originSelectionRange` in the request's `asked`) and whether it
+/// ends a range.
+fn positions(
+    v: &mut Value,
+    asked: &str,
+    uri: &str,
+    end: bool,
+    f: &mut dyn FnMut(&mut Value, &str, bool),
+) {
+    match v {
+        Value::Array(a) => a.iter_mut().for_each(|x| positions(x, asked, uri, end, f)),
+        Value::Object(o)
+            if o.len() == 2 && o.contains_key("line") && o.contains_key("character") =>
+        {
+            f(v, uri, end)
+        }
+        Value::Object(o) => {
+            let own = o.get("uri").or(o.get("targetUri")).and_then(Value::as_str);
+            let own = own.unwrap_or(uri).to_string();
+            let from = o.get("from").and_then(|f| f["uri"].as_str());
+            let from = from.unwrap_or(&own).to_string();
+            for (k, x) in o.iter_mut() {
+                let file = match k.as_str() {
+                    "originSelectionRange" => asked,
+                    "fromRanges" => &from,
+                    _ => &own,
+                };
+                positions(x, asked, file, k == "end", f);
+            }
+        }
+        _ => {}
+    }
+}
+
 impl Lsp {
     pub fn new(out: Sender, servers: Box<dyn Servers>, o: Options) -> Lsp {
         let now = Instant::now();
@@ -175,6 +222,7 @@ impl Lsp {
                 quirks: Quirks::default(),
                 follow: o.follow,
                 diagnostics: o.diagnostics,
+                navigation: o.navigation,
                 show_document: false,
                 apply_edit: false,
                 name: String::new(),
@@ -192,6 +240,7 @@ impl Lsp {
             next_look: now,
             warned: Vec::new(),
             asked: 0,
+            navs: Vec::new(),
         }
     }
 
@@ -228,6 +277,10 @@ impl Lsp {
                     }
                     false
                 }
+                Some(In::Nav(i, r)) => {
+                    self.nav_received(i, r);
+                    false
+                }
                 Some(In::End) => true,
                 None => false,
             };
@@ -260,6 +313,11 @@ impl Lsp {
             .stand_ins()
             .filter_map(|i| self.links[i].server.workspaces.first().cloned())
             .collect();
+        for l in &self.links {
+            if let Some(s) = &l.nav {
+                s.close();
+            }
+        }
         self.links.clear();
         for root in served {
             self.servers.stop(&root);
@@ -344,9 +402,23 @@ impl Lsp {
     /// One input from the editor; true when the dialogue is over.
     fn received(&mut self, r: Received) -> bool {
         match r {
+            Received::Message(Message::Request(r))
+                if self.editor.navigation
+                    && self.phase == Phase::Running
+                    && NAVIGATION.split(' ').any(|m| m == r.method) =>
+            {
+                self.navigate(r)
+            }
             Received::Message(Message::Request(r)) => {
                 let result = self.request(&r.method, &r.params);
                 self.send(&crate::rpc::response(&r.id, result));
+            }
+            Received::Message(Message::Notification(n)) if n.method == "$/cancelRequest" => {
+                let id = RequestId::from_value(&n.params["id"]);
+                let nav = self.navs.iter().find(|n| Some(&n.0) == id.as_ref());
+                if let Some(s) = nav.and_then(|n| self.links[n.2].nav.as_ref()) {
+                    let _ = s.send(&crate::rpc::notification("$/cancelRequest", n.params));
+                }
             }
             Received::Message(Message::Notification(n)) if n.method == "exit" => return true,
             Received::Message(Message::Notification(n)) => {
@@ -482,6 +554,7 @@ impl Lsp {
         let o = &p["initializationOptions"];
         e.follow = o["followSelection"].as_bool().unwrap_or(e.follow);
         e.diagnostics = o["diagnostics"].as_bool().unwrap_or(e.diagnostics);
+        e.navigation = o["navigation"].as_bool().unwrap_or(e.navigation);
         let ci = &p["clientInfo"];
         e.name = format!(
             "{} {}",
@@ -503,7 +576,145 @@ impl Lsp {
         let caps = &mut v["capabilities"];
         caps["positionEncoding"] = e.enc.name().into();
         caps["executeCommandProvider"]["commands"] = COMMANDS.iter().map(|c| c.0).collect();
+        if e.navigation {
+            for k in PASSED.split(' ') {
+                caps[k] = true.into();
+            }
+        }
         v
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Navigation (--navigation): the server's language servers answer, over an LSP connection
+    // of their own (ccide-protocol(7) §11.8), about the editor's text.
+
+    /// Passes a navigation request on, under the editor's id, once the server has the
+    /// document's unsaved text; positions are converted from the editor's count.
+    fn navigate(&mut self, mut r: crate::rpc::Request) {
+        let uri = (r.params["textDocument"]["uri"].as_str())
+            .or(r.params["item"]["uri"].as_str())
+            .unwrap_or("")
+            .to_string();
+        // A document the editor does not have (workspace/symbol names none, a call hierarchy
+        // item may be elsewhere): the active one's server answers.
+        let focus = self.focus.as_deref().and_then(|f| self.doc(f));
+        let at = self.doc(&uri).or(focus);
+        let ext = at.and_then(|d| d.path.extension());
+        let ext = ext.map(|e| format!(".{}", e.to_string_lossy()));
+        let link = at.and_then(|d| d.link);
+        let Some(i) = link.filter(|i| self.links[*i].session.is_some()) else {
+            let e = RpcError::new(
+                ErrorCode::RequestFailed,
+                "no ccide server has this document",
+            );
+            return self.send(&crate::rpc::response(&r.id, Err(e)));
+        };
+        if self.doc(&uri).is_some_and(|d| d.push.is_some()) {
+            self.push(&uri);
+        }
+        if self.links[i].nav.is_none() {
+            let (inbox, l) = (self.inbox.clone(), &self.links[i]);
+            let deliver: crate::lsp::connection::Deliver = Arc::new(move |r| {
+                inbox.push(In::Nav(i, r));
+            });
+            let hello = LspClient {
+                root: text_of(l.server.workspaces.first().map_or(Path::new("/"), |w| w)),
+                client: Some(self.editor.name.clone()),
+                pid: Some(std::process::id().into()),
+                extensions: ext.into_iter().collect(),
+                diagnostics: false,
+            };
+            match self.servers.navigate(&l.server.clone(), hello, deliver) {
+                Ok(s) => {
+                    // Its answer comes under an id no editor request has; nothing waits for it,
+                    // and serve reads none of its parameters.
+                    let id = RequestId::number(u64::MAX);
+                    let _ = s.send(&crate::rpc::request(&id, "initialize", None));
+                    self.links[i].nav = Some(s);
+                }
+                Err(e) => {
+                    let e = RpcError::new(ErrorCode::RequestFailed, e);
+                    return self.send(&crate::rpc::response(&r.id, Err(e)));
+                }
+            }
+        }
+        self.convert(&mut r.params, &uri, false);
+        let req = crate::rpc::request(&r.id, &r.method, Some(r.params));
+        if let Some(s) = &self.links[i].nav {
+            let _ = s.send(&req);
+        }
+        self.navs.push((r.id, uri, i));
+    }
+
+    /// What the navigation connection of link `i` brought: an answer for the editor, or the
+    /// connection's end (the server stopped: what was pending fails, the next asks anew).
+    fn nav_received(&mut self, i: usize, r: Received) {
+        let Some(l) = self.links.get_mut(i) else {
+            return;
+        };
+        match r {
+            Received::Message(Message::Response(a)) => {
+                let k = self.navs.iter().position(|n| Some(&n.0) == a.id.as_ref());
+                let Some((id, uri, _)) = k.map(|k| self.navs.remove(k)) else {
+                    return;
+                };
+                let mut result = a.result;
+                if let Ok(v) = &mut result {
+                    self.convert(v, &uri, true);
+                }
+                self.send(&crate::rpc::passed_on(&id, result));
+            }
+            // A server's request for the editor: unanswered, as the CLI leaves them.
+            Received::Message(Message::Request(q)) => {
+                let e = RpcError::new(ErrorCode::MethodNotFound, "ccide lsp passes no requests on");
+                if let Some(s) = &l.nav {
+                    let _ = s.send(&crate::rpc::response(&q.id, Err(e)));
+                }
+            }
+            Received::Closed(_) => {
+                l.nav = None;
+                for (id, ..) in self.navs.iter().filter(|n| n.2 == i) {
+                    let e = ResponseError {
+                        code: ErrorCode::ContentModified as i64,
+                        message: "the ccide server went away; ask again".into(),
+                        data: None,
+                    };
+                    self.send(&crate::rpc::passed_on(id, Err(e)));
+                }
+                self.navs.retain(|n| n.2 != i);
+            }
+            _ => {}
+        }
+    }
+
+    /// Converts each position in `v` between the editor's count and UTF-16 (`to_editor`: to the
+    /// editor's), by the line of its file: the editor's text where it has the file open, else
+    /// the file's.
+    fn convert(&self, v: &mut Value, uri: &str, to_editor: bool) {
+        let enc = self.editor.enc;
+        if enc == Enc::Utf16 {
+            return;
+        }
+        let (from, to) = if to_editor {
+            (Enc::Utf16, enc)
+        } else {
+            (enc, Enc::Utf16)
+        };
+        let mut read: Vec<(String, Text)> = Vec::new();
+        positions(v, uri, uri, false, &mut |p, file, end| {
+            let text = match self.doc(file) {
+                Some(d) => &d.text,
+                None => {
+                    if !read.iter().any(|r| r.0 == file) {
+                        let path = crate::files::uri_path(file, true).unwrap_or_default();
+                        let t = std::fs::read_to_string(path).unwrap_or_default();
+                        read.push((file.to_string(), Text::new(t)));
+                    }
+                    &read.iter().find(|r| r.0 == file).unwrap().1
+                }
+            };
+            *p = text.convert(Pos::from_json(p), from, to, end).to_json();
+        });
     }
 
     // -----------------------------------------------------------------------------------
@@ -616,6 +827,7 @@ impl Lsp {
             retry: now,
             closed: Vec::new(),
             retired: false,
+            nav: None,
         });
         let i = self.links.len() - 1;
         self.connect(i);

@@ -11,7 +11,9 @@ use serde_json::Value;
 
 use crate::cli::{Args, Fail};
 use crate::control::Control;
-use crate::control::protocol::Request;
+use crate::control::protocol::{LspClient, Request};
+use crate::lsp::connection::{self, Sender};
+use std::os::fd::OwnedFd;
 
 /// A running server, as its lock file describes it.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,6 +63,14 @@ pub trait Servers {
         editor: &str,
         deliver: Deliver,
     ) -> Result<(Box<dyn Session>, Value), String>;
+    /// An LSP connection to the server's language servers (ccide-protocol(7) §11.8), for the
+    /// editor's navigation: what it sends goes to `deliver`.
+    fn navigate(
+        &mut self,
+        server: &Found,
+        client: LspClient,
+        deliver: connection::Deliver,
+    ) -> Result<Sender, String>;
     /// Serves `root` in this process until `stop`.
     fn serve(&mut self, root: &Path) -> Result<(), String>;
     fn stop(&mut self, root: &Path);
@@ -201,6 +211,21 @@ impl Servers for Sockets {
         })
         .map_err(|e| format!("cannot start a thread: {e}"))?;
         Ok((Box::new(Attached(session)), answer))
+    }
+
+    fn navigate(
+        &mut self,
+        server: &Found,
+        client: LspClient,
+        deliver: connection::Deliver,
+    ) -> Result<Sender, String> {
+        let c = Control::open(&server.key).map_err(|e| format!("{}: {e}", server.key.display()))?;
+        // serve says nothing before it is asked: nothing was read ahead of the answer.
+        let (socket, _) = c.into_lsp(client)?;
+        let e = |e: std::io::Error| format!("the LSP connection: {e}");
+        let input = std::fs::File::from(OwnedFd::from(socket.try_clone().map_err(e)?));
+        let output = std::fs::File::from(OwnedFd::from(socket));
+        connection::start("lsp-nav", input, output, 64 << 20, deliver).map_err(e)
     }
 
     /// The stand-in keeps its own state directory (beside the one `ccide serve` would use for

@@ -35,6 +35,7 @@ pub fn run(args: &Args) -> Outcome {
         port: args.parsed::<u16>("--port", "a port number from 1 to 65535")?,
         follow: !args.switch("--no-follow")?,
         diagnostics: args.switch("--diagnostics")?,
+        navigation: args.switch("--navigation")?,
     };
     let servers = link::Sockets {
         config: crate::lockfile::config_dir(args.value("--config-dir").as_deref())?,

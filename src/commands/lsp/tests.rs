@@ -178,6 +178,15 @@ impl Servers for InProcess {
         Ok((Box::new(InSession { state, id, alive }), answer))
     }
 
+    fn navigate(
+        &mut self,
+        _: &Found,
+        _: crate::control::protocol::LspClient,
+        _: crate::lsp::connection::Deliver,
+    ) -> Result<crate::lsp::connection::Sender, String> {
+        Err("navigation is tested through the binary (tests/lsp_mux.rs)".into())
+    }
+
     fn serve(&mut self, root: &Path) -> Result<(), String> {
         let mut w = self.0.0.lock().unwrap();
         let s = w
@@ -242,6 +251,7 @@ fn options() -> Options {
         port: None,
         follow: false,
         diagnostics: false,
+        navigation: false,
     }
 }
 
