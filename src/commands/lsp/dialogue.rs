@@ -21,7 +21,7 @@ use crate::control::protocol::{LspClient, Request, Span};
 use crate::lsp::connection::{Connection, Received, Sender};
 use crate::lsp::text::{Enc, Pos, Text};
 use crate::proc::Queue;
-use crate::rpc::{ErrorCode, Message, Notification, RequestId, ResponseError, RpcError};
+use crate::rpc::{ErrorCode, Message, Notification, RequestId, RpcError};
 
 /// Editors that request code actions as the cursor moves send one per keystroke: the selection
 /// follows the last one after this pause (claudecode.nvim debounces its selection by 100 ms).
@@ -674,12 +674,8 @@ impl Lsp {
             Received::Closed(_) => {
                 l.nav = None;
                 for (id, ..) in self.navs.iter().filter(|n| n.2 == i) {
-                    let e = ResponseError {
-                        code: ErrorCode::ContentModified as i64,
-                        message: "the ccide server went away; ask again".into(),
-                        data: None,
-                    };
-                    self.send(&crate::rpc::passed_on(id, Err(e)));
+                    let e = RpcError::new(ErrorCode::ContentModified, "ccide serve went away");
+                    self.send(&crate::rpc::response(id, Err(e)));
                 }
                 self.navs.retain(|n| n.2 != i);
             }
