@@ -2050,8 +2050,252 @@ fn language_rows(rows: &mut Vec<Row>) {
     }
 }
 
+/// Where a new session asks `hover` in the TypeScript project: `CCIDE_BENCH_TS_HOVER`
+/// (`LINE:COL`, 1-based), else the call of an imported function (hono's `compose`, the
+/// generated project's `make38`), as the CLI's `LSP` tool would be asked (ccide-protocol(7)
+/// §13.3); None when there is no such call.
+fn hover_target(p: &Project, text: &str) -> Option<(u64, u64)> {
+    if let Ok(at) = std::env::var("CCIDE_BENCH_TS_HOVER") {
+        let (l, c) = at.split_once(':')?;
+        return Some((l.parse::<u64>().ok()? - 1, c.parse::<u64>().ok()? - 1));
+    }
+    let needle = if p.name == "generated" {
+        "make38(id"
+    } else {
+        "compose([]"
+    };
+    text.lines().enumerate().find_map(|(i, l)| {
+        let c = l.find(needle)?;
+        Some((i as u64, l[..c].encode_utf16().count() as u64))
+    })
+}
+
+/// A new session's first `hover` at `at`, from spawning its LSP command `cmd` (a server of
+/// its own, or `ccide lsp-bridge` to ccide's): the first answer, and the first complete one
+/// (tsserver answers from a partial program until it has loaded the project: `import
+/// compose` where the complete answer is `(alias) compose<...>`), asked again every 100 ms.
+/// The session is returned, still running.
+fn first_hover(cmd: Command, p: &Project, text: &str, at: (u64, u64)) -> (Duration, Duration, Lsp) {
+    let t0 = Instant::now();
+    let mut l = Lsp::start(cmd, &[&p.dir]);
+    let caps = json!({"general": {"positionEncodings": ["utf-16"]}});
+    l.initialize(&p.dir, caps, LSP_LIMIT);
+    l.open(&p.file, p.language_id, text);
+    let params = json!({"textDocument": {"uri": file_uri(&p.file)},
+                        "position": {"line": at.0, "character": at.1}});
+    let mut first = None;
+    loop {
+        let r = l.request("textDocument/hover", params.clone(), LSP_LIMIT);
+        let t = t0.elapsed();
+        first.get_or_insert(t);
+        if r["result"].to_string().contains("(alias)") {
+            return (first.unwrap(), t, l);
+        }
+        assert!(t < LSP_LIMIT, "no complete hover within {LSP_LIMIT:?}: {r}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `n` sessions started at once, each with `cmd()`.
+fn sessions_at_once(
+    n: usize,
+    cmd: &dyn Fn() -> Command,
+    p: &Project,
+    text: &str,
+    at: (u64, u64),
+) -> Vec<(Duration, Duration, Lsp)> {
+    std::thread::scope(|scope| {
+        let started: Vec<_> = (0..n)
+            .map(|_| {
+                let c = cmd();
+                scope.spawn(move || first_hover(c, p, text, at))
+            })
+            .collect();
+        started.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// The RSS of every process in process group `pgid`, summed (a server started in a group of
+/// its own, with the processes it started).
+fn group_rss_kib(pgid: u32) -> f64 {
+    let mut total = 0.0;
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let rest = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+        if rest.split(' ').nth(2) == Some(pgid.to_string().as_str()) {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let rss = status.lines().find(|l| l.starts_with("VmRSS:"));
+            total += rss
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+                .unwrap_or(0.0);
+        }
+    }
+    total
+}
+
+/// A new session's navigation, as Claude Code's own plugin gets it (a server of its own per
+/// session, cold) and through ccide (one warm server for all, reached by `ccide lsp-bridge`):
+/// first answers and memory, for one session and for three started at once.
+struct Navigation {
+    /// (first answer, complete answer) per session.
+    own_1: (Duration, Duration),
+    own_3: Vec<(Duration, Duration)>,
+    ccide_1: (Duration, Duration),
+    ccide_3: Vec<(Duration, Duration)>,
+    /// Its own servers' trees; ccide's: serve, its server's tree and the bridges.
+    rss_own: (f64, f64),
+    rss_ccide: (f64, f64),
+}
+
+fn measure_navigation(p: &Project, at: (u64, u64)) -> Navigation {
+    let text = std::fs::read_to_string(&p.file).unwrap();
+    let settle = Duration::from_secs(3);
+    let own = || {
+        let mut c = Command::new(&p.server[0]);
+        c.args(&p.server[1..]).current_dir(&p.dir);
+        c
+    };
+    eprintln!(
+        "bench: {}: a session with a server of its own, cold",
+        p.lang
+    );
+    let (a, b, l) = first_hover(own(), p, &text, at);
+    std::thread::sleep(settle);
+    let rss_own_1 = group_rss_kib(l.child.id());
+    drop(l);
+    eprintln!(
+        "bench: {}: three sessions, each with its own server",
+        p.lang
+    );
+    let three = sessions_at_once(3, &own, p, &text, at);
+    std::thread::sleep(settle);
+    let rss_own_3: f64 = three.iter().map(|t| group_rss_kib(t.2.child.id())).sum();
+    let own_3 = three.iter().map(|t| (t.0, t.1)).collect();
+    drop(three);
+
+    let sb = Sandbox::new();
+    let spec = format!("{}='{}' --stdio", p.pattern, p.server[0]);
+    let (dir, state) = (p.dir.to_string_lossy(), sb.state());
+    let mut args = vec!["serve", "--workspace", &dir, "--state-dir", s(&state)];
+    args.extend_from_slice(SERVE);
+    args.extend_from_slice(&["--no-default-lsp", "--no-default-checkers", "--lsp", &spec]);
+    let server = Server::spawn(&mut sb.command(&args), &sb.config());
+    let bridge = || {
+        let mut c = sb.command(&["lsp-bridge", "--client", "bench", "--extensions", ".ts"]);
+        c.arg("--no-diagnostics").current_dir(&p.dir);
+        c
+    };
+    eprintln!(
+        "bench: {}: ccide's server warmed by a first session",
+        p.lang
+    );
+    drop(first_hover(bridge(), p, &text, at));
+    let serve_tree = || {
+        let status = server.control(&json!({"cmd": "status"}));
+        let ls = status["status"]["language_servers"][0]["rss_kib"].as_f64();
+        rss_kib(server.pid()) + ls.unwrap_or(0.0)
+    };
+    eprintln!("bench: {}: a new session through ccide, warm", p.lang);
+    let (a2, b2, l) = first_hover(bridge(), p, &text, at);
+    std::thread::sleep(settle);
+    let rss_ccide_1 = serve_tree() + rss_kib(l.child.id());
+    drop(l);
+    eprintln!("bench: {}: three sessions through ccide", p.lang);
+    let three = sessions_at_once(3, &bridge, p, &text, at);
+    std::thread::sleep(settle);
+    let bridges: f64 = three.iter().map(|t| rss_kib(t.2.child.id())).sum();
+    let rss_ccide_3 = serve_tree() + bridges;
+    let ccide_3 = three.iter().map(|t| (t.0, t.1)).collect();
+    drop(three);
+    Navigation {
+        own_1: (a, b),
+        own_3,
+        ccide_1: (a2, b2),
+        ccide_3,
+        rss_own: (rss_own_1, rss_own_3),
+        rss_ccide: (rss_ccide_1, rss_ccide_3),
+    }
+}
+
+/// `first (complete)`, or one figure when they are the same answer.
+fn fmt_first(t: (Duration, Duration)) -> String {
+    if t.0 == t.1 {
+        fmt_d(t.0)
+    } else {
+        format!("{} (complete {})", fmt_d(t.0), fmt_d(t.1))
+    }
+}
+
+/// The rows of the model's navigation: a new session's first answer and the memory, with a
+/// server of its own per session (the CLI's plugin) and through ccide's warm one.
+fn navigation_rows(rows: &mut Vec<Row>) {
+    let Some(lsp_dir) = std::env::var_os("CCIDE_TEST_LSP_DIR").map(PathBuf::from) else {
+        return;
+    };
+    let Some(p) = projects(&lsp_dir)
+        .into_iter()
+        .find(|p| p.lang == "TypeScript")
+    else {
+        return;
+    };
+    let who = format!("{} / {}", p.lang, p.name);
+    let text = std::fs::read_to_string(&p.file).unwrap_or_default();
+    let Some(at) = hover_target(&p, &text).filter(|_| Path::new(&p.server[0]).is_file()) else {
+        rows.push(row(
+            &format!("{who}: navigation"),
+            "not measured: no server, or no call to hover on (CCIDE_BENCH_TS_HOVER)".into(),
+            "",
+            None,
+        ));
+        return;
+    };
+    let n = measure_navigation(&p, at);
+    let all = |v: &[(Duration, Duration)]| {
+        v.iter()
+            .map(|t| fmt_first(*t))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    rows.push(row(
+        &format!(
+            "{who}: a new session's first `hover` ({}:{}), from its LSP command's start: a server of its own, cold (the CLI's plugin) · through ccide, warm",
+            at.0 + 1,
+            at.1 + 1
+        ),
+        format!("{} · {}", fmt_first(n.own_1), fmt_first(n.ccide_1)),
+        "",
+        None,
+    ));
+    rows.push(row(
+        &format!(
+            "{who}: three sessions started at once, the same: each its own server · through ccide"
+        ),
+        format!("{} · {}", all(&n.own_3), all(&n.ccide_3)),
+        "",
+        None,
+    ));
+    rows.push(row(
+        &format!("{who}: RSS for 1 and 3 sessions: servers of their own · ccide (serve, its server, the bridges)"),
+        format!(
+            "{}, {} · {}, {}",
+            fmt_kib(n.rss_own.0),
+            fmt_kib(n.rss_own.1),
+            fmt_kib(n.rss_ccide.0),
+            fmt_kib(n.rss_ccide.1)
+        ),
+        "",
+        None,
+    ));
+}
+
 /// The sections `CCIDE_BENCH_ONLY` names (comma-separated: size, start-up, memory,
-/// round-trips, throughput, notifications, editor, big-diff, diagnostics, churn, languages),
+/// round-trips, throughput, notifications, editor, big-diff, diagnostics, churn, languages,
+/// navigation),
 /// or all of them when it is unset: one row alone while iterating on it.
 fn wanted(section: &str) -> bool {
     std::env::var("CCIDE_BENCH_ONLY")
@@ -2330,6 +2574,10 @@ fn bench() {
 
     if wanted("languages") {
         language_rows(&mut rows);
+    }
+
+    if wanted("navigation") {
+        navigation_rows(&mut rows);
     }
 
     println!();
