@@ -1,7 +1,8 @@
 //! The LSP front of the control socket: a connection that sent `lsp` (ccide-protocol(7) §9.2)
 //! carries Content-Length framed LSP both ways from then on, one client per connection (a CLI
-//! session through `ccide lsp-bridge`). Every client shares the language servers `serve` keeps
-//! warm for getDiagnostics, and ccide stays their one client (ccide-protocol(7) §11.8):
+//! session through `ccide lsp-bridge`, an editor through `ccide lsp --navigation`). Every
+//! client shares the language servers `serve` keeps warm for getDiagnostics, and ccide stays
+//! their one client (ccide-protocol(7) §11.8):
 //!
 //! - `initialize` is answered from the servers' own answer, cut to what is passed through
 //!   (navigation); the servers were initialized by ccide, with ccide's pid and capabilities;
@@ -14,8 +15,10 @@
 //! - a server's request ccide does not answer goes to the client whose request is pending;
 //! - `shutdown` and `exit` end the client, never the server.
 //!
-//! Each client is one loop over its inbox: what it sent, the answers to its requests and the
-//! servers' requests for it, all in order, so its bookkeeping (`Book`) needs no lock.
+//! Each client is one loop over its inbox, what it sent and the answers to its requests in
+//! order, so its bookkeeping (`Book`) needs no lock. What the clients share is the `Hub`: which
+//! requests are pending at which server, and the servers' requests sent to a client (the hub
+//! sends them from the server's thread, and keeps each until its answer comes).
 
 use std::fs::File;
 use std::io::BufReader;

@@ -3,7 +3,9 @@
 //! ServerNotInitialized, as LSP says), dispatches the editor's requests and notifications to
 //! the document mirror (`docs`), the proposals (`proposals`) and the servers (`link`), and
 //! does what is due: the selection following the cursor, unsaved content, servers to find
-//! again, a stand-in to hand over, files the CLI wrote, diagnostics.
+//! again, a stand-in to hand over, files the CLI wrote, diagnostics. Navigation requests
+//! (`--navigation`) go to a server's language servers and their answers back to the editor,
+//! in its count of columns.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

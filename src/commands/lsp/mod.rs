@@ -4,7 +4,9 @@
 //! didOpen and didClose are tabs, didChange is unsaved content, code action requests carry the
 //! selection, and pending diffs become code actions. It never writes a file; the editor
 //! session it attaches on each server's control socket (ccide-protocol(7) §9.2 `attach`) makes
-//! the server drop its tabs when it ends.
+//! the server drop its tabs when it ends. With `--navigation`, the editor's navigation
+//! requests are answered by the server's warm language servers (ccide-protocol(7) §11.8),
+//! over an `lsp` connection per server.
 //!
 //! The parts: `dialogue` (the loop: `initialize`, dispatch, what is due), `docs` (the document
 //! mirror), `proposals` (pending diffs as code actions), `link` (which server a file belongs
