@@ -49,8 +49,6 @@ mod langservers;
 mod lockfile;
 
 mod log;
-// TEMPORARY: parts not used until the language-server client and `ccide lsp` move onto it.
-#[allow(dead_code)]
 mod lsp;
 mod pattern;
 mod proc;

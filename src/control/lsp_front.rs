@@ -34,6 +34,7 @@ use serde_json::{Map, Value};
 use super::protocol::LspClient;
 use crate::langservers::{LangServers, Server, ServerRequest};
 use crate::lsp::connection::{self, Received, Sender};
+use crate::lsp::queue::Incoming;
 use crate::proc::Queue;
 use crate::rpc::{self, ErrorCode, Message, RequestId, Response, ResponseError};
 use crate::state::State;
@@ -105,10 +106,9 @@ impl Hub {
     }
 }
 
-/// One request sent on: the client's id, and where it went.
+/// One request sent on (kept under the client's id): where it went.
 struct Pend<S> {
     token: u64,
-    id: RequestId,
     server: S,
     sid: u64,
     path: PathBuf,
@@ -116,12 +116,12 @@ struct Pend<S> {
     version: i32,
 }
 
-/// A client's bookkeeping: its requests under way, by the token their answer comes back
-/// with, and the documents held for it. Its own version numbers are not kept: the server
-/// sees ccide's.
+/// A client's bookkeeping: its requests under way, by its ids (their answers come back
+/// under a token of ccide's), and the documents held for it. Its own version numbers are not
+/// kept: the server sees ccide's.
 struct Book<S> {
     next: u64,
-    pending: Vec<Pend<S>>,
+    pending: Incoming<Pend<S>>,
     docs: Vec<PathBuf>,
 }
 
@@ -129,7 +129,7 @@ impl<S> Book<S> {
     fn new() -> Book<S> {
         Book {
             next: 0,
-            pending: Vec::new(),
+            pending: Incoming::default(),
             docs: Vec::new(),
         }
     }
@@ -139,14 +139,9 @@ impl<S> Book<S> {
         self.next
     }
 
-    fn answered(&mut self, token: u64) -> Option<Pend<S>> {
-        let i = self.pending.iter().position(|p| p.token == token)?;
-        Some(self.pending.swap_remove(i))
-    }
-
-    /// Where the client's request `id` went, if it is pending.
-    fn find(&self, id: &RequestId) -> Option<&Pend<S>> {
-        self.pending.iter().find(|p| p.id == *id)
+    /// The request the answer under `token` is for: the client's id, and where it went.
+    fn answered(&mut self, token: u64) -> Option<(RequestId, Pend<S>)> {
+        self.pending.take(|p| p.token == token)
     }
 
     /// `path` is held for the client (it opened it, or asked about it).
@@ -328,11 +323,11 @@ impl Front<'_> {
                 match n.as_i64() {
                     // An answer from a server, to the request sent under this token.
                     Some(t) if t < 0 => {
-                        if let Some(p) = self.book.answered(t.unsigned_abs()) {
+                        if let Some((id, p)) = self.book.answered(t.unsigned_abs()) {
                             let (k, sid) = (key(&p.server), p.sid);
                             self.hub.lock().pending.retain(|h| h.0 != k || h.1 != sid);
                             let now = p.server.version(&p.path);
-                            self.reply(&p.id, outcome(r.result, p.version, now));
+                            self.reply(&id, outcome(r.result, p.version, now));
                         }
                     }
                     // The client's answer to a server's request.
@@ -410,7 +405,7 @@ impl Front<'_> {
             "exit" => return false,
             "$/cancelRequest" => {
                 let id = RequestId::from_value(&params["id"]);
-                if let Some(p) = id.and_then(|id| self.book.find(&id)) {
+                if let Some(p) = id.and_then(|id| self.book.pending.get(&id)) {
                     p.server.cancel(p.sid);
                 }
                 return true;
@@ -439,6 +434,10 @@ impl Front<'_> {
     }
 
     fn forward(&mut self, r: rpc::Request) {
+        if self.book.pending.get(&r.id).is_some() {
+            let e = format!("request id {} is already pending", r.id.to_value());
+            return self.fail(&r.id, ErrorCode::InvalidRequest, e);
+        }
         let path = match about(&r.params) {
             Some(p) => self.path(&p),
             // workspace/symbol: a document of the client's in its first server, which a
@@ -480,14 +479,16 @@ impl Front<'_> {
             Ok(sid) => {
                 routes.pending.push((k, sid, self.me, self.out.clone()));
                 drop(routes);
-                self.book.pending.push(Pend {
-                    token,
-                    id: r.id,
-                    server: s,
-                    sid,
-                    path,
-                    version,
-                });
+                self.book.pending.register(
+                    r.id,
+                    Pend {
+                        token,
+                        server: s,
+                        sid,
+                        path,
+                        version,
+                    },
+                );
             }
             // It stopped or restarts: the CLI asks again after ContentModified.
             Err(e) => self.fail(&r.id, ErrorCode::ContentModified, e),
@@ -504,10 +505,11 @@ impl Front<'_> {
         // Dropped, they get ccide's answer.
         routes.asks.retain(|a| a.0 != me);
         drop(routes);
-        let cancelled = self.book.pending.len();
-        for p in self.book.pending.drain(..) {
+        let pending = self.book.pending.drain();
+        for (_, p) in &pending {
             p.server.cancel(p.sid);
         }
+        let cancelled = pending.len();
         for path in &self.book.docs {
             if let Some(s) = self.lsp.server(path) {
                 s.release(path, me);
@@ -534,22 +536,27 @@ mod tests {
         let (mut a, mut b): (Book<&str>, Book<&str>) = (Book::new(), Book::new());
         for (book, sid) in [(&mut a, 7), (&mut b, 8)] {
             let token = book.token();
-            book.pending.push(Pend {
-                token,
-                id: id(json!(1)),
-                server: "ts",
-                sid,
-                path: "/w/a.ts".into(),
-                version: 3,
-            });
+            book.pending.register(
+                id(json!(1)),
+                Pend {
+                    token,
+                    server: "ts",
+                    sid,
+                    path: "/w/a.ts".into(),
+                    version: 3,
+                },
+            );
         }
-        assert_eq!(a.find(&id(json!(1))).map(|p| p.sid), Some(7));
-        assert_eq!(b.find(&id(json!(1))).map(|p| p.sid), Some(8));
-        assert!(a.find(&id(json!("1"))).is_none(), "\"1\" is another id");
-        let p = b.answered(1).unwrap();
-        assert_eq!((p.id, p.sid), (id(json!(1)), 8));
+        assert_eq!(a.pending.get(&id(json!(1))).map(|p| p.sid), Some(7));
+        assert_eq!(b.pending.get(&id(json!(1))).map(|p| p.sid), Some(8));
+        assert!(
+            a.pending.get(&id(json!("1"))).is_none(),
+            "\"1\" is another id"
+        );
+        let (rid, p) = b.answered(1).unwrap();
+        assert_eq!((rid, p.sid), (id(json!(1)), 8));
         assert!(b.answered(1).is_none(), "answered once");
-        assert!(b.find(&id(json!(1))).is_none());
+        assert!(b.pending.get(&id(json!(1))).is_none());
         // Tokens also name the servers' requests sent to the client: never reused.
         assert_eq!((a.token(), a.token()), (2, 3));
     }

@@ -49,6 +49,7 @@ enum Outbound {
         queued: AtomicUsize,
         limit: usize,
     },
+    #[cfg(test)]
     Memory(Arc<Queue<Received>>),
 }
 
@@ -73,6 +74,7 @@ impl Sender {
                 }
                 Ok(())
             }
+            #[cfg(test)]
             Outbound::Memory(peer) => {
                 let r = match rpc::classify(v.clone()) {
                     Ok(m) => Received::Message(m),
@@ -91,6 +93,7 @@ impl Sender {
     pub fn queued(&self) -> usize {
         match &*self.0 {
             Outbound::Stream { queued, .. } => queued.load(Ordering::SeqCst),
+            #[cfg(test)]
             Outbound::Memory(_) => 0,
         }
     }
@@ -100,6 +103,7 @@ impl Sender {
     pub fn close(&self) {
         match &*self.0 {
             Outbound::Stream { queue, .. } => queue.close(),
+            #[cfg(test)]
             Outbound::Memory(peer) => {
                 peer.push(Received::Closed(None));
                 peer.close();
@@ -141,6 +145,7 @@ impl Connection {
     }
 
     /// Two connections joined in memory: what one sends, the other receives.
+    #[cfg(test)]
     pub fn memory() -> (Connection, Connection) {
         let (a, b): (Arc<Queue<Received>>, Arc<Queue<Received>>) = Default::default();
         (
@@ -251,6 +256,7 @@ fn read_all(reader: impl Read, trim: Option<Trim>, deliver: &Deliver) {
 }
 
 fn write_all(out: &Outbound, mut w: impl Write) {
+    #[cfg_attr(not(test), allow(irrefutable_let_patterns))]
     let Outbound::Stream { queue, queued, .. } = out else {
         return;
     };

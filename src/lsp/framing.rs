@@ -66,12 +66,6 @@ pub fn read_framed(r: &mut impl std::io::BufRead) -> std::io::Result<Option<Vec<
     Ok(Some(body))
 }
 
-/// Writes one message with its `Content-Length` header, in one write, and flushes.
-pub fn write_framed(w: &mut impl std::io::Write, v: &Value) -> std::io::Result<()> {
-    w.write_all(&encode(v))?;
-    w.flush()
-}
-
 /// One message with its header, as written on the wire.
 pub fn encode(v: &Value) -> Vec<u8> {
     let body = v.to_string();
@@ -87,8 +81,7 @@ mod tests {
 
     #[test]
     fn framed_messages_round_trip_and_reject_bad_headers() {
-        let mut buf = Vec::new();
-        write_framed(&mut buf, &json!({"jsonrpc": "2.0", "method": "é"})).unwrap();
+        let mut buf = encode(&json!({"jsonrpc": "2.0", "method": "é"}));
         let body = r#"{"jsonrpc":"2.0","method":"é"}"#;
         assert_eq!(
             buf,

@@ -39,14 +39,6 @@ impl<T> Outgoing<T> {
         self.pending.drain().collect()
     }
 
-    pub fn len(&self) -> usize {
-        self.pending.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
-    }
-
     pub fn iter(&self) -> impl Iterator<Item = (&u64, &T)> {
         self.pending.iter()
     }
@@ -77,40 +69,20 @@ impl<T> Incoming<T> {
         true
     }
 
-    /// The request is answered (or cancelled): what was kept for it, once.
-    pub fn complete(&mut self, id: &RequestId) -> Option<T> {
-        self.pending.remove(id)
-    }
-
     pub fn get(&self, id: &RequestId) -> Option<&T> {
         self.pending.get(id)
     }
 
+    /// The request whose kept data `f` picks (an answer coming back under the receiver's
+    /// own token, say), taken out.
+    pub fn take(&mut self, f: impl Fn(&T) -> bool) -> Option<(RequestId, T)> {
+        let id = self.pending.iter().find(|(_, v)| f(v))?.0.clone();
+        let v = self.pending.remove(&id)?;
+        Some((id, v))
+    }
+
     pub fn drain(&mut self) -> Vec<(RequestId, T)> {
         self.pending.drain().collect()
-    }
-
-    pub fn len(&self) -> usize {
-        self.pending.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
-    }
-}
-
-/// Both directions of one connection.
-pub struct ReqQueue<I, O> {
-    pub incoming: Incoming<I>,
-    pub outgoing: Outgoing<O>,
-}
-
-impl<I, O> Default for ReqQueue<I, O> {
-    fn default() -> ReqQueue<I, O> {
-        ReqQueue {
-            incoming: Incoming::default(),
-            outgoing: Outgoing::default(),
-        }
     }
 }
 
@@ -121,15 +93,15 @@ mod tests {
 
     #[test]
     fn outgoing_ids_count_and_complete_once() {
-        let mut q: ReqQueue<(), &str> = ReqQueue::default();
-        let a = q.outgoing.register("a");
-        let b = q.outgoing.register("b");
+        let mut q: Outgoing<&str> = Outgoing::default();
+        let a = q.register("a");
+        let b = q.register("b");
         assert_eq!((a.to_value(), b.to_value()), (json!(1), json!(2)));
-        assert_eq!(q.outgoing.complete(&b), Some("b"));
-        assert_eq!(q.outgoing.complete(&b), None);
+        assert_eq!(q.complete(&b), Some("b"));
+        assert_eq!(q.complete(&b), None);
         let s = RequestId::from_value(&json!("1")).unwrap();
-        assert_eq!(q.outgoing.complete(&s), None, "a string id is not ours");
-        assert_eq!(q.outgoing.drain(), vec![(1, "a")]);
+        assert_eq!(q.complete(&s), None, "a string id is not ours");
+        assert_eq!(q.drain(), vec![(1, "a")]);
     }
 
     #[test]
@@ -146,8 +118,10 @@ mod tests {
             !q.register(one.clone(), 30),
             "a duplicate pending id is refused"
         );
-        assert_eq!(q.complete(&one_s), Some(20));
+        assert_eq!(q.take(|v| *v == 20), Some((one_s, 20)));
         assert_eq!(q.get(&one), Some(&10));
-        assert_eq!(q.len(), 1);
+        assert_eq!(q.take(|v| *v == 20), None, "answered once");
+        assert_eq!(q.take(|v| *v == 10), Some((one, 10)));
+        assert_eq!(q.drain(), vec![]);
     }
 }

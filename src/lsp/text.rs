@@ -220,10 +220,6 @@ impl Text {
         self.chunks.iter().map(|c| c.text.len()).sum()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Lines, counting the (possibly empty) one after the last `\n`.
     pub fn line_count(&self) -> u32 {
         self.chunks.iter().map(|c| c.newlines).sum::<u32>() + 1
