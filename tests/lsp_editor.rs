@@ -3,13 +3,15 @@
 //! receive exactly what VS Code would send it.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::util::{DEADLINE, Sandbox, Server, list_locks, stdout, wait_for};
+use crate::util::{
+    DEADLINE, Sandbox, Server, list_locks, lsp_frame, read_lsp_frame, stdout, wait_for,
+};
 use serde_json::{Value, json};
 
 /// An LSP client speaking to `ccide lsp` over its standard streams.
@@ -20,29 +22,6 @@ struct Editor {
     backlog: VecDeque<Value>,
     next_id: u64,
     log: PathBuf,
-}
-
-/// Reads one framed message, checking the header is exactly what the base protocol says.
-fn read_message(r: &mut impl BufRead) -> Option<Value> {
-    let mut head = String::new();
-    r.read_line(&mut head).ok().filter(|n| *n > 0)?;
-    let n: usize = head
-        .strip_prefix("Content-Length: ")
-        .and_then(|h| h.strip_suffix("\r\n"))
-        .unwrap_or_else(|| panic!("bad header line {head:?}"))
-        .parse()
-        .unwrap();
-    let mut blank = String::new();
-    r.read_line(&mut blank).unwrap();
-    assert_eq!(blank, "\r\n");
-    let mut body = vec![0; n];
-    r.read_exact(&mut body).unwrap();
-    Some(serde_json::from_slice(&body).expect("ccide lsp sent JSON"))
-}
-
-fn frame(v: &Value) -> Vec<u8> {
-    let body = v.to_string();
-    format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
 }
 
 impl Editor {
@@ -62,7 +41,7 @@ impl Editor {
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
-            while let Some(v) = read_message(&mut out) {
+            while let Some(v) = read_lsp_frame(&mut out) {
                 if tx.send(v).is_err() {
                     return;
                 }
@@ -80,7 +59,7 @@ impl Editor {
 
     fn send(&mut self, v: &Value) {
         let s = self.stdin.as_mut().unwrap();
-        s.write_all(&frame(v)).unwrap();
+        s.write_all(&lsp_frame(v)).unwrap();
         s.flush().unwrap();
     }
 

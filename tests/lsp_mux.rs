@@ -84,7 +84,7 @@ impl Lsp {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             loop {
-                let v = read_frame(&mut r);
+                let v = read_lsp_frame(&mut r);
                 let end = v.is_none();
                 if tx.send(v).is_err() || end {
                     return;
@@ -101,9 +101,7 @@ impl Lsp {
     }
 
     fn send(&mut self, v: &Value) {
-        let body = v.to_string();
-        let framed = format!("Content-Length: {}\r\n\r\n{body}", body.len());
-        self.stream.write_all(framed.as_bytes()).unwrap();
+        self.stream.write_all(&lsp_frame(v)).unwrap();
     }
 
     fn notify(&mut self, method: &str, params: Value) {
@@ -207,22 +205,6 @@ impl Drop for Lsp {
     fn drop(&mut self) {
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
     }
-}
-
-fn read_frame(r: &mut impl BufRead) -> Option<Value> {
-    let mut head = String::new();
-    r.read_line(&mut head).ok().filter(|n| *n > 0)?;
-    let n: usize = head
-        .trim_end()
-        .strip_prefix("Content-Length: ")
-        .unwrap_or_else(|| panic!("bad header {head:?}"))
-        .parse()
-        .unwrap();
-    let mut blank = String::new();
-    r.read_line(&mut blank).ok()?;
-    let mut body = vec![0; n];
-    r.read_exact(&mut body).ok()?;
-    Some(serde_json::from_slice(&body).unwrap())
 }
 
 /// Two clients each count their ids from 0 and send the same id at once: the server gets

@@ -914,10 +914,7 @@ impl Lsp {
         let wait = if now - lost < GRACE { 250 } else { 1000 };
         self.links[i].retry = now + Duration::from_millis(wait);
         for uri in self.docs_of(i) {
-            let Some(dir) = self
-                .doc(&uri)
-                .and_then(|d| d.path.parent().map(Path::to_path_buf))
-            else {
+            let Some(dir) = self.doc_dir(&uri) else {
                 continue;
             };
             let moved = match choose(&servers, self.port, &dir, None) {
@@ -929,6 +926,11 @@ impl Lsp {
                 self.move_doc(&uri, j);
             }
         }
+    }
+
+    /// The folder of an open document, where the server it belongs to is looked for.
+    fn doc_dir(&self, uri: &str) -> Option<PathBuf> {
+        self.doc(uri)?.path.parent().map(Path::to_path_buf)
     }
 
     fn docs_of(&self, i: usize) -> Vec<String> {
@@ -978,10 +980,7 @@ impl Lsp {
             );
             let foreign: Vec<Found> = servers.iter().filter(|s| !s.own).cloned().collect();
             for uri in self.docs_of(i) {
-                let Some(dir) = self
-                    .doc(&uri)
-                    .and_then(|d| d.path.parent().map(Path::to_path_buf))
-                else {
+                let Some(dir) = self.doc_dir(&uri) else {
                     continue;
                 };
                 match choose(&foreign, self.port, &dir, None) {
