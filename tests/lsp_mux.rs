@@ -596,3 +596,18 @@ fn an_editor_navigates_through_ccide_lsp_in_its_count_on_the_shared_server() {
     });
     assert_eq!(cli.hover(&a, 0), text.trim_end());
 }
+
+/// A server still loading its project answers from what it has (tsserver: `import compose`,
+/// the import line); the CLI takes the first answer as final. A request waits until the
+/// server has loaded (its first diagnostics), and gets the complete answer.
+#[test]
+fn a_request_waits_for_the_server_to_load_its_project() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.fk", "fn compose\n");
+    let srv = serve(&sb, "unloaded=1.5", &[]);
+    let mut c = Lsp::connect(&srv, &sb.ws(), "CLI");
+    c.initialize(&sb.ws());
+    c.open(&a);
+    assert_eq!(c.hover(&a, 0), "fn compose");
+    assert_eq!(server_status(&sb)["state"], "ready");
+}

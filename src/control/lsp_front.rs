@@ -13,6 +13,8 @@
 //!   tell of files its Bash or hooks wrote); the documents a client has open are held for it
 //!   and let go when it goes;
 //! - a server's request ccide does not answer goes to the client whose request is pending;
+//! - a request waits for its server to have loaded the project (its first diagnostics), so
+//!   that the first answer is complete;
 //! - `shutdown` and `exit` end the client, never the server.
 //!
 //! Each client is one loop over its inbox, what it sent and the answers to its requests in
@@ -43,6 +45,9 @@ use crate::state::State;
 const CLIENT_QUEUE: usize = 64 << 20;
 /// How long a request waits for its server to start (the CLI gives a request 60 s).
 const START_WAIT: Duration = Duration::from_secs(55);
+/// How long a request waits for its server to load the project (its first diagnostics), so
+/// that the first answer is the complete one; after that it is asked anyway.
+const LOAD_WAIT: Duration = Duration::from_secs(30);
 
 /// The capabilities passed on from a server's `initialize` answer: those of the requests
 /// forwarded (`NAVIGATION`). Diagnostics stay ccide's (getDiagnostics), edits the client's.
@@ -462,6 +467,15 @@ impl Front<'_> {
             );
             return self.fail(&r.id, ErrorCode::RequestFailed, e);
         };
+        // Asked before the project is loaded, a server answers from what it has (tsserver:
+        // the import line, not the definition); the CLI takes the first answer as final.
+        if !s.loaded(Instant::now() + LOAD_WAIT) {
+            crate::log::info!(
+                "language server for {} has not loaded its project after {} s: asking it anyway",
+                crate::text::visible(&path.to_string_lossy()),
+                LOAD_WAIT.as_secs()
+            );
+        }
         let token = self.book.token();
         let inbox = self.inbox.clone();
         let on_answer = Box::new(move |result| {

@@ -5,6 +5,8 @@
 #   noversion    publish without a version (as typescript-language-server does)
 #   stale        publish a bogus old version after each change
 #   loading=S    report progress for S seconds after `initialized`; results meanwhile are empty
+#   unloaded=S   load the project for S seconds after `initialized`: nothing published and
+#                hovers partial ("partial: " and the line) meanwhile, as tsserver's are
 #   pull         answer textDocument/diagnostic (static capability); pull=dynamic registers it
 #   requests     send the client requests real servers send, log the answers
 #   watch        register for workspace/didChangeWatchedFiles
@@ -36,7 +38,7 @@ flags = dict(f.split("=", 1) if "=" in f else (f, "") for f in sys.argv[1].split
 log = open(sys.argv[2], "a", buffering=1)
 lock = threading.Lock()
 docs = {}  # uri -> (text, version)
-state = {"loading": "loading" in flags, "next_id": 1000}
+state = {"loading": "loading" in flags, "unloaded": "unloaded" in flags, "next_id": 1000}
 held = {}  # id of a hover not answered yet -> its timer (SLOW) or None (HANG)
 asked = {}  # id of a request to the client -> id of the hover waiting for its answer
 
@@ -113,6 +115,8 @@ def flood(uri, version, n):
 
 def changed(uri):
     text, version = docs[uri]
+    if state["unloaded"]:
+        return
     if "flood" in flags:
         return flood(uri, version, int(flags["flood"]))
     if "crash" in flags and "CRASH" in text and os.path.exists(flags["crash"]):
@@ -137,6 +141,12 @@ def changed(uri):
         publish(uri, version - 1, [{"range": {"start": {"line": 0, "character": 0},
                                               "end": {"line": 0, "character": 1}},
                                     "message": "stale"}])
+
+
+def end_unloaded():
+    state["unloaded"] = False
+    for uri in list(docs):
+        changed(uri)
 
 
 def end_loading():
@@ -185,6 +195,8 @@ while True:
             request("workspace/configuration", {"items": [{"section": "a"}, {"section": "b"}]})
             request("workspace/workspaceFolders", None)
             request("custom/unknown", {})
+        if "unloaded" in flags:
+            threading.Timer(float(flags["unloaded"]), end_unloaded).start()
         if "loading" in flags:
             request("window/workDoneProgress/create", {"token": "load"})
             send({"method": "$/progress", "params": {"token": "load",
@@ -218,6 +230,8 @@ while True:
     elif method == "textDocument/hover":
         text, _ = docs[params["textDocument"]["uri"]]
         line = text.split("\n")[params["position"]["line"]]
+        if state["unloaded"]:
+            line = "partial: " + line
         answer = {"id": msg["id"], "result": {"contents": {"kind": "plaintext", "value": line}}}
         if "ASK" in line:
             request("window/showMessageRequest", {"type": 3, "message": line, "actions": []})

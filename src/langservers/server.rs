@@ -830,6 +830,10 @@ impl Server {
             Phase::Running => {
                 let step = st.fin.tick(now);
                 if !step.finals.is_empty() {
+                    if !st.delivered {
+                        // Those waiting in `loaded`.
+                        self.cv.notify_all();
+                    }
                     st.delivered = true;
                     st.life.delivering = true;
                 }
@@ -1356,6 +1360,28 @@ impl Server {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return None;
+            }
+            st = self
+                .cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Waits until the server has delivered its first diagnostics or `deadline` passes; true
+    /// if it has. Its first result is the sign that it has loaded the project: until then
+    /// tsserver answers from a partial program (a hover says `import compose`, a definition
+    /// goes to the import line). A server that is not running does not wait.
+    pub fn loaded(&self, deadline: Instant) -> bool {
+        let mut st = self.lock();
+        loop {
+            if st.delivered || st.life.phase != Phase::Running {
+                return st.delivered;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
             }
             st = self
                 .cv
