@@ -698,11 +698,21 @@ impl Server {
 
     /// Waits until the process is gone, at most until `deadline`; true if it is.
     pub fn wait_gone(&self, deadline: Instant) -> bool {
+        self.wait_for(deadline, |st| st.process.is_none().then_some(()))
+            .is_some()
+    }
+
+    /// Waits until `done` has an answer about the state, at most until `deadline`; None if
+    /// it had none by then. Every change of state that a waiter may want notifies `cv`.
+    fn wait_for<R>(&self, deadline: Instant, done: impl Fn(&State) -> Option<R>) -> Option<R> {
         let mut st = self.lock();
-        while st.process.is_some() {
+        loop {
+            if let Some(r) = done(&st) {
+                return Some(r);
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return false;
+                return None;
             }
             st = self
                 .cv
@@ -710,7 +720,6 @@ impl Server {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
-        true
     }
 
     pub fn kill_now(&self) {
@@ -1349,24 +1358,13 @@ impl Server {
     /// crashed server comes back when a document wants it: `hold` one.)
     pub fn initialize_result(self: &Arc<Self>, deadline: Instant) -> Option<Value> {
         self.warm();
-        let mut st = self.lock();
-        loop {
+        self.wait_for(deadline, |st| {
             if st.closed || st.life.phase == Phase::Failed {
-                return None;
+                return Some(None);
             }
-            if st.life.phase == Phase::Running {
-                return st.init.clone();
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            st = self
-                .cv
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+            (st.life.phase == Phase::Running).then(|| st.init.clone())
+        })
+        .flatten()
     }
 
     /// Waits until the server has delivered its first diagnostics or `deadline` passes; true
@@ -1374,21 +1372,10 @@ impl Server {
     /// tsserver answers from a partial program (a hover says `import compose`, a definition
     /// goes to the import line). A server that is not running does not wait.
     pub fn loaded(&self, deadline: Instant) -> bool {
-        let mut st = self.lock();
-        loop {
-            if st.delivered || st.life.phase != Phase::Running {
-                return st.delivered;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            st = self
-                .cv
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        self.wait_for(deadline, |st| {
+            (st.delivered || st.life.phase != Phase::Running).then_some(st.delivered)
+        })
+        .unwrap_or(false)
     }
 
     /// Sends `method` with `params` to the running server about `path`, a document it has
