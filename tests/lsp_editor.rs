@@ -2,26 +2,26 @@
 //! real `ccide serve`, and a real WebSocket client in the place of Claude Code, which must
 //! receive exactly what VS Code would send it.
 
-use std::collections::VecDeque;
-use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::util::{
-    DEADLINE, Sandbox, Server, list_locks, lsp_frame, read_lsp_frame, stdout, wait_for,
-};
+use crate::util::{DEADLINE, LspProcess, Sandbox, Server, list_locks, stdout, wait_for};
 use serde_json::{Value, json};
 
 /// An LSP client speaking to `ccide lsp` over its standard streams.
-struct Editor {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    rx: mpsc::Receiver<Value>,
-    backlog: VecDeque<Value>,
-    next_id: u64,
-    log: PathBuf,
+struct Editor(LspProcess);
+
+impl std::ops::Deref for Editor {
+    type Target = LspProcess;
+    fn deref(&self) -> &LspProcess {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Editor {
+    fn deref_mut(&mut self) -> &mut LspProcess {
+        &mut self.0
+    }
 }
 
 impl Editor {
@@ -31,75 +31,7 @@ impl Editor {
             .join(format!("lsp-{}.log", sb.root.0.read_dir().unwrap().count()));
         let mut args = vec!["lsp"];
         args.extend_from_slice(extra);
-        let mut child = sb
-            .command(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            while let Some(v) = read_lsp_frame(&mut out) {
-                if tx.send(v).is_err() {
-                    return;
-                }
-            }
-        });
-        Editor {
-            stdin: child.stdin.take(),
-            child,
-            rx,
-            backlog: VecDeque::new(),
-            next_id: 1,
-            log,
-        }
-    }
-
-    fn send(&mut self, v: &Value) {
-        let s = self.stdin.as_mut().unwrap();
-        s.write_all(&lsp_frame(v)).unwrap();
-        s.flush().unwrap();
-    }
-
-    fn notify(&mut self, method: &str, params: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
-    }
-
-    fn send_request(&mut self, method: &str, params: Value) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        id
-    }
-
-    /// The next message satisfying `pred`; the others are kept for later.
-    fn recv_where(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        if let Some(i) = self.backlog.iter().position(&pred) {
-            return self.backlog.remove(i).unwrap();
-        }
-        let end = Instant::now() + DEADLINE;
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(v) if pred(&v) => return v,
-                Ok(v) => self.backlog.push_back(v),
-                Err(_) => panic!(
-                    "no message matching {what} within {DEADLINE:?}; backlog {:?}; log:\n{}",
-                    self.backlog,
-                    std::fs::read_to_string(&self.log).unwrap_or_default()
-                ),
-            }
-        }
-    }
-
-    /// The whole response to a request.
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.send_request(method, params);
-        self.recv_where(&format!("the response to {method}"), |v| {
-            v["id"] == id && v.get("method").is_none()
-        })
+        Editor(LspProcess::spawn(&mut sb.command(&args), log))
     }
 
     fn result(&mut self, method: &str, params: Value) -> Value {
@@ -157,13 +89,6 @@ impl Editor {
         let child = &mut self.child;
         let status = wait_for("ccide lsp to exit", DEADLINE, || child.try_wait().unwrap());
         status.code().unwrap()
-    }
-}
-
-impl Drop for Editor {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
