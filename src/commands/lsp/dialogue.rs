@@ -315,10 +315,8 @@ impl Lsp {
             .stand_ins()
             .filter_map(|i| self.links[i].server.workspaces.first().cloned())
             .collect();
-        for l in &self.links {
-            if let Some(s) = &l.nav {
-                s.close();
-            }
+        for i in 0..self.links.len() {
+            self.end_nav(i, "ccide lsp is shutting down");
         }
         self.links.clear();
         for root in served {
@@ -418,7 +416,7 @@ impl Lsp {
             Received::Message(Message::Notification(n)) if n.method == "$/cancelRequest" => {
                 let id = RequestId::from_value(&n.params["id"]);
                 let nav = self.navs.iter().find(|n| Some(&n.0) == id.as_ref());
-                if let Some(s) = nav.and_then(|n| self.links[n.2].nav.as_ref()) {
+                if let Some(s) = nav.and_then(|n| self.links.get(n.2)?.nav.as_ref()) {
                     let _ = s.send(&crate::rpc::notification("$/cancelRequest", n.params));
                 }
             }
@@ -651,12 +649,12 @@ impl Lsp {
     /// What the navigation connection of link `i` brought: an answer for the editor, or the
     /// connection's end (the server stopped: what was pending fails, the next asks anew).
     fn nav_received(&mut self, i: usize, r: Received) {
-        let Some(l) = self.links.get_mut(i) else {
+        let Some(l) = self.links.get(i) else {
             return;
         };
         match r {
             Received::Message(Message::Response(a)) => {
-                let k = self.navs.iter().position(|n| Some(&n.0) == a.id.as_ref());
+                let k = (self.navs.iter()).position(|n| n.2 == i && Some(&n.0) == a.id.as_ref());
                 let Some((id, uri, _)) = k.map(|k| self.navs.remove(k)) else {
                     return;
                 };
@@ -666,23 +664,30 @@ impl Lsp {
                 }
                 self.send(&crate::rpc::passed_on(&id, result));
             }
-            // A server's request for the editor: unanswered, as the CLI leaves them.
+            // A server's request for the editor: refused, as the CLI refuses those it does
+            // not know (the editor's own would not match ccide's documents).
             Received::Message(Message::Request(q)) => {
                 let e = RpcError::new(ErrorCode::MethodNotFound, "ccide lsp passes no requests on");
                 if let Some(s) = &l.nav {
                     let _ = s.send(&crate::rpc::response(&q.id, Err(e)));
                 }
             }
-            Received::Closed(_) => {
-                l.nav = None;
-                for (id, ..) in self.navs.iter().filter(|n| n.2 == i) {
-                    let e = RpcError::new(ErrorCode::ContentModified, "ccide serve went away");
-                    self.send(&crate::rpc::response(id, Err(e)));
-                }
-                self.navs.retain(|n| n.2 != i);
-            }
+            Received::Closed(_) => self.end_nav(i, "ccide serve went away"),
             _ => {}
         }
+    }
+
+    /// Ends the navigation connection of link `i`: what was pending on it fails (ContentModified,
+    /// which editors and the CLI ask again after), and the next request connects anew.
+    fn end_nav(&mut self, i: usize, why: &str) {
+        if let Some(s) = self.links.get_mut(i).and_then(|l| l.nav.take()) {
+            s.close();
+        }
+        for (id, ..) in self.navs.iter().filter(|n| n.2 == i) {
+            let e = RpcError::new(ErrorCode::ContentModified, why);
+            self.send(&crate::rpc::response(id, Err(e)));
+        }
+        self.navs.retain(|n| n.2 != i);
     }
 
     /// Converts each position in `v` between the editor's count and UTF-16 (`to_editor`: to the
@@ -995,6 +1000,7 @@ impl Lsp {
                     }
                 }
             }
+            self.end_nav(i, "this editor's documents moved to another ccide server");
             let l = &mut self.links[i];
             l.retired = true;
             l.session = None;

@@ -17,6 +17,7 @@ use crate::control::editors;
 use crate::control::handler::handle;
 use crate::control::protocol::Request;
 use crate::lsp::connection::{Connection, Received};
+use crate::proc::Queue;
 use crate::rpc::Message;
 use crate::rpc::clients::Client;
 use crate::state::State;
@@ -35,6 +36,8 @@ struct Srv {
     stand_in: bool,
     own: bool,
     sessions: Vec<(u64, Arc<AtomicBool>, Deliver)>,
+    /// The serve side of each navigation connection an editor opened (`Servers::navigate`).
+    navs: Vec<Connection>,
 }
 
 /// The servers an editor can reach: test states, each running or not, some served by the
@@ -63,6 +66,7 @@ impl World {
             stand_in,
             own: false,
             sessions: Vec::new(),
+            navs: Vec::new(),
         });
         w.len() - 1
     }
@@ -96,6 +100,15 @@ impl World {
 
     fn start(&self, k: usize) {
         self.0.lock().unwrap()[k].running = true;
+    }
+
+    /// The serve side of the `n`th navigation connection to server `k`, once opened.
+    fn nav(&self, k: usize, n: usize) -> (crate::lsp::connection::Sender, Arc<Queue<Received>>) {
+        wait_for("the navigation connection", || {
+            (self.0.lock().unwrap()[k].navs.len() > n).then_some(())
+        });
+        let w = self.0.lock().unwrap();
+        (w[k].navs[n].sender.clone(), w[k].navs[n].receiver.clone())
     }
 
     /// A client of Claude Code connected to server `k`, its setup finished.
@@ -178,13 +191,33 @@ impl Servers for InProcess {
         Ok((Box::new(InSession { state, id, alive }), answer))
     }
 
+    /// A connection in memory whose serve side the test reads (`World::nav`); what serve's
+    /// language servers answer is tested through the binary (tests/lsp_mux.rs).
     fn navigate(
         &mut self,
-        _: &Found,
+        server: &Found,
         _: crate::control::protocol::LspClient,
-        _: crate::lsp::connection::Deliver,
+        deliver: crate::lsp::connection::Deliver,
     ) -> Result<crate::lsp::connection::Sender, String> {
-        Err("navigation is tested through the binary (tests/lsp_mux.rs)".into())
+        let mut w = self.0.0.lock().unwrap();
+        let s = w
+            .iter_mut()
+            .find(|s| s.running && key(&s.ts) == server.key)
+            .ok_or("no such server")?;
+        let (ours, theirs) = Connection::memory();
+        // What serve sends reaches the dialogue's inbox, as the connection's reader would.
+        let from_serve = ours.receiver.clone();
+        std::thread::spawn(move || {
+            while let Some(r) = from_serve.pop(None) {
+                let end = matches!(r, Received::Closed(_));
+                deliver(r);
+                if end {
+                    return;
+                }
+            }
+        });
+        s.navs.push(theirs);
+        Ok(ours.sender)
     }
 
     fn serve(&mut self, root: &Path) -> Result<(), String> {
@@ -1313,4 +1346,56 @@ fn a_stand_in_for_a_home_stops_when_a_project_inside_it_is_served() {
     // The file outside the project has no server now.
     let r = ed.run_action(&notes, range(0, 0, 0, 1), "Claude: send selection");
     assert_eq!(r["error"]["message"], "no ccide server serves this file");
+}
+
+/// The next request serve's side of a navigation connection gets.
+fn nav_request(q: &Queue<Received>) -> crate::rpc::Request {
+    match q.pop(Some(Instant::now() + DEADLINE)) {
+        Some(Received::Message(Message::Request(r))) => r,
+        other => panic!("expected a request on the navigation connection, got {other:?}"),
+    }
+}
+
+/// Navigation goes over a connection of its own: the editor's request under its id, the
+/// answer back to it. A request still pending at `shutdown` is answered then, and a cancel
+/// that comes after (the editor gave up on it) finds nothing to cancel and harms nothing.
+#[test]
+fn navigation_answers_come_back_and_shutdown_answers_what_is_pending() {
+    let ts = state();
+    let f = ts.write("a.py", "x = 1\n");
+    let o = Options {
+        navigation: true,
+        ..options()
+    };
+    let (world, k, mut ed) = editor_on(ts, o, json!({}));
+    ed.open(&f, "x = 1\n");
+    let at = json!({"textDocument": {"uri": uri(&f)}, "position": {"line": 0, "character": 0}});
+    let first = ed.send_request("textDocument/hover", at.clone());
+    let (serve, from_editor) = world.nav(k, 0);
+    assert_eq!(nav_request(&from_editor).method, "initialize");
+    let hover = nav_request(&from_editor);
+    assert_eq!(
+        (hover.id.to_value(), hover.params),
+        (json!(first), at.clone())
+    );
+    serve
+        .send(&crate::rpc::response(
+            &hover.id,
+            Ok(json!({"contents": "x: int"})),
+        ))
+        .unwrap();
+    let a = ed.recv_where("the hover's answer", |v| v["id"] == first);
+    assert_eq!(a["result"], json!({"contents": "x: int"}));
+    // Pending at shutdown.
+    let second = ed.send_request("textDocument/hover", at);
+    assert_eq!(nav_request(&from_editor).id.to_value(), json!(second));
+    assert_eq!(ed.result("shutdown", Value::Null), Value::Null);
+    let a = ed.recv_where("the pending hover's answer", |v| v["id"] == second);
+    assert_eq!(
+        a["error"],
+        json!({"code": -32801, "message": "ccide lsp is shutting down"})
+    );
+    ed.notify("$/cancelRequest", json!({"id": second}));
+    ed.notify("exit", Value::Null);
+    assert_eq!(ed.exit_status(), 0);
 }
