@@ -611,3 +611,28 @@ fn a_request_waits_for_the_server_to_load_its_project() {
     assert_eq!(c.hover(&a, 0), "fn compose");
     assert_eq!(server_status(&sb)["state"], "ready");
 }
+
+/// A server's answer reaches the client under the client's id, whatever the client sends
+/// meanwhile: a response of its own under any id (a negative one too) answers nothing of
+/// serve's, and a request id still pending is refused (-32600), not sent twice.
+#[test]
+fn a_clients_own_responses_and_reused_ids_do_not_answer_its_requests() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.fk", "SLOW a\n");
+    let srv = serve(&sb, "", &[]);
+    let mut c = Lsp::connect(&srv, &sb.ws(), "CLI");
+    c.initialize(&sb.ws());
+    c.open(&a);
+    let id = c.send_request("textDocument/hover", Lsp::hover_params(&a, 0));
+    for forged in [-1, 0, 1, 1000] {
+        c.send(&json!({"jsonrpc": "2.0", "id": forged, "result": {"contents": "forged"}}));
+    }
+    let again = json!({"jsonrpc": "2.0", "id": id, "method": "textDocument/hover",
+                       "params": Lsp::hover_params(&a, 0)});
+    c.send(&again);
+    let refused = c.answer(id);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let answer = c.answer(id);
+    assert_eq!(answer["result"]["contents"]["value"], "SLOW a", "{answer}");
+    assert_eq!(got(&sb, "textDocument/hover").len(), 1);
+}

@@ -38,7 +38,7 @@ use crate::langservers::{LangServers, Server, ServerRequest};
 use crate::lsp::connection::{self, Received, Sender};
 use crate::lsp::queue::Incoming;
 use crate::proc::Queue;
-use crate::rpc::{self, ErrorCode, Message, RequestId, Response, ResponseError};
+use crate::rpc::{self, ErrorCode, Message, RequestId, ResponseError};
 use crate::state::State;
 
 /// What may wait to be written to a client that does not read.
@@ -79,8 +79,21 @@ fn key(s: &Arc<Server>) -> usize {
 }
 
 impl Hub {
+    /// The hub of a serve: each of its servers' own requests goes through it (`route`).
+    pub fn new(lsp: &LangServers) -> Arc<Hub> {
+        let hub: Arc<Hub> = Arc::default();
+        for s in lsp.all() {
+            let (h, k) = (Arc::downgrade(&hub), key(s));
+            s.on_request(Some(Arc::new(move |req| match h.upgrade() {
+                Some(hub) => hub.route(k, req),
+                None => Some(req),
+            })));
+        }
+        hub
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Routes> {
-        self.routes.lock().unwrap_or_else(|e| e.into_inner())
+        crate::proc::lock(&self.routes)
     }
 
     /// To the client that sent the server's latest pending request; with none, the request is
@@ -204,7 +217,7 @@ fn about(params: &Value) -> Option<PathBuf> {
 pub fn serve(
     state: &Arc<State>,
     hub: &Arc<Hub>,
-    mut reader: BufReader<File>,
+    reader: BufReader<File>,
     writer: UnixStream,
     client: LspClient,
 ) {
@@ -219,25 +232,15 @@ pub fn serve(
         crate::text::visible(&client.extensions.join(" ")),
         if client.diagnostics { "on" } else { "off" }
     );
-    let inbox: Arc<Queue<Received>> = Arc::default();
+    let inbox: Arc<Queue<In>> = Arc::default();
     let end = writer.try_clone();
     let i = inbox.clone();
     let deliver: connection::Deliver = Arc::new(move |r| {
-        i.push(r);
+        i.push(In::Client(r));
     });
-    // What came with the `lsp` line, read ahead; then the stream, as a language server's
-    // pipes are read (one instance of the connection's threads in the binary).
-    while !reader.buffer().is_empty() {
-        let Ok(Some(body)) = crate::lsp::framing::read_framed(&mut reader) else {
-            return;
-        };
-        if let Ok(Ok(m)) = serde_json::from_slice(&body).map(rpc::classify) {
-            inbox.push(Received::Message(m));
-        }
-    }
+    // What came with the `lsp` line is in `reader`'s buffer, read first.
     let w = File::from(OwnedFd::from(writer));
-    let Ok(out) = connection::start("lsp-client", reader.into_inner(), w, CLIENT_QUEUE, deliver)
-    else {
+    let Ok(out) = connection::start("lsp-client", reader, w, CLIENT_QUEUE, deliver) else {
         return;
     };
     let mut f = Front {
@@ -254,13 +257,17 @@ pub fn serve(
     };
     while let Some(r) = f.inbox.pop(None) {
         let more = match r {
-            Received::Message(m) => f.handle(m),
-            Received::Malformed(answer) => {
+            In::Client(Received::Message(m)) => f.handle(m),
+            In::Client(Received::Malformed(answer)) => {
                 f.send(&answer);
                 true
             }
-            Received::Stderr(_) => true,
-            Received::Closed(_) => false,
+            In::Client(Received::Stderr(_)) => true,
+            In::Client(Received::Closed(_)) => false,
+            In::Answer(token, result) => {
+                f.answered(token, result);
+                true
+            }
         };
         if !more {
             break;
@@ -268,11 +275,19 @@ pub fn serve(
     }
     let (cancelled, released) = f.end();
     if let Ok(s) = end {
-        let _ = s.shutdown(std::net::Shutdown::Both);
+        // Its reading ends; the writer writes what is queued, then its end closes the socket.
+        let _ = s.shutdown(std::net::Shutdown::Read);
     }
     crate::log::info!(
         "LSP client {who} disconnected ({cancelled} request(s) cancelled, {released} document(s) let go)"
     );
+}
+
+/// What a client's loop takes in turn: what the client sent, and the servers' answers to
+/// its requests (under the token each was sent with).
+enum In {
+    Client(Received),
+    Answer(u64, Result<Value, ResponseError>),
 }
 
 struct Front<'a> {
@@ -282,8 +297,7 @@ struct Front<'a> {
     /// The client's number: the holder of its documents in the servers.
     me: u64,
     out: Sender,
-    /// What it sent, and the answers to its requests (under negated tokens as ids).
-    inbox: Arc<Queue<Received>>,
+    inbox: Arc<Queue<In>>,
     root: PathBuf,
     extensions: Vec<String>,
     /// The servers its `initialize` was answered for; the first answers `workspace/symbol`.
@@ -323,43 +337,38 @@ impl Front<'_> {
                 ),
             },
             Message::Notification(n) => return self.notified(&n.method, &n.params),
+            // The client's answer to a server's request.
             Message::Response(r) => {
-                let n = r.id.map_or(Value::Null, |id| id.to_value());
-                match n.as_i64() {
-                    // An answer from a server, to the request sent under this token.
-                    Some(t) if t < 0 => {
-                        if let Some((id, p)) = self.book.answered(t.unsigned_abs()) {
-                            let (k, sid) = (key(&p.server), p.sid);
-                            self.hub.lock().pending.retain(|h| h.0 != k || h.1 != sid);
-                            let now = p.server.version(&p.path);
-                            self.reply(&id, outcome(r.result, p.version, now));
-                        }
-                    }
-                    // The client's answer to a server's request.
-                    Some(id) => {
-                        let mut routes = self.hub.lock();
-                        let me = self.me;
-                        let i = routes
-                            .asks
-                            .iter()
-                            .position(|a| a.0 == me && a.1 as i64 == id);
-                        let Some(i) = i else { return true };
-                        let (_, _, req) = routes.asks.swap_remove(i);
-                        drop(routes);
-                        req.respond(r.result.map_err(|e| {
-                            let code = if e.code == ErrorCode::MethodNotFound as i64 {
-                                ErrorCode::MethodNotFound
-                            } else {
-                                ErrorCode::RequestFailed
-                            };
-                            rpc::RpcError::new(code, e.message)
-                        }));
-                    }
-                    None => {}
-                }
+                let Some(id) = r.id.and_then(|id| id.as_u64()) else {
+                    return true;
+                };
+                let mut routes = self.hub.lock();
+                let me = self.me;
+                let i = routes.asks.iter().position(|a| a.0 == me && a.1 == id);
+                let Some(i) = i else { return true };
+                let (_, _, req) = routes.asks.swap_remove(i);
+                drop(routes);
+                req.respond(r.result.map_err(|e| {
+                    let code = if e.code == ErrorCode::MethodNotFound as i64 {
+                        ErrorCode::MethodNotFound
+                    } else {
+                        ErrorCode::RequestFailed
+                    };
+                    rpc::RpcError::new(code, e.message)
+                }));
             }
         }
         true
+    }
+
+    /// A server's answer to the client's request sent under `token`.
+    fn answered(&mut self, token: u64, result: Result<Value, ResponseError>) {
+        if let Some((id, p)) = self.book.answered(token) {
+            let (k, sid) = (key(&p.server), p.sid);
+            self.hub.lock().pending.retain(|h| h.0 != k || h.1 != sid);
+            let now = p.server.version(&p.path);
+            self.reply(&id, outcome(result, p.version, now));
+        }
     }
 
     /// The servers for the extensions the client named, else every one; each started if
@@ -375,6 +384,10 @@ impl Front<'_> {
         }
         if self.extensions.is_empty() {
             servers = self.lsp.all().to_vec();
+        }
+        // All started at once: the answer waits for the slowest, not for their sum.
+        for s in &servers {
+            s.warm();
         }
         let deadline = Instant::now() + START_WAIT;
         let answers: Vec<Value> = servers
@@ -479,14 +492,9 @@ impl Front<'_> {
         let token = self.book.token();
         let inbox = self.inbox.clone();
         let on_answer = Box::new(move |result| {
-            let id = RequestId::from_value(&Value::from(-(token as i64)));
-            inbox.push(Received::Message(Message::Response(Response {
-                id,
-                result,
-            })));
+            inbox.push(In::Answer(token, result));
         });
-        let (hub, k) = (self.hub.clone(), key(&s));
-        s.on_request(Some(Arc::new(move |req| hub.route(k, req))));
+        let k = key(&s);
         // Held until the request is in the hub: the server may ask something at once.
         let mut routes = self.hub.lock();
         match s.request(&path, &r.method, r.params, on_answer) {

@@ -134,7 +134,7 @@ impl Connection {
         let output = std::io::stdout().as_fd().try_clone_to_owned()?;
         let sender = start(
             "stdio",
-            File::from(input),
+            reader(File::from(input)),
             File::from(output),
             limit,
             Arc::new(move |m| {
@@ -161,13 +161,20 @@ impl Connection {
     }
 }
 
+/// A stream to read messages from, buffered as `start` wants it.
+pub fn reader(f: File) -> BufReader<File> {
+    BufReader::with_capacity(1 << 16, f)
+}
+
 /// Starts the threads of a connection over a stream pair: one reads framed messages and
 /// delivers them, one writes what the returned sender queues. The reader delivers
-/// `Closed` last.
+/// `Closed` last. What `reader` has buffered already (bytes that came with a handshake) is
+/// read first. Files, pipes and sockets alike: the threads exist once in the binary (each
+/// instance costs kilobytes).
 pub fn start(
     name: &str,
-    reader: impl Read + Send + 'static,
-    writer: impl Write + Send + 'static,
+    reader: BufReader<File>,
+    writer: File,
     limit: usize,
     deliver: Deliver,
 ) -> std::io::Result<Sender> {
@@ -176,8 +183,8 @@ pub fn start(
 
 fn start_trimmed(
     name: &str,
-    reader: impl Read + Send + 'static,
-    writer: impl Write + Send + 'static,
+    reader: BufReader<File>,
+    writer: File,
     limit: usize,
     trim: Option<Trim>,
     deliver: Deliver,
@@ -223,14 +230,18 @@ pub fn child(
             }
         })?;
     }
-    // As files: the threads of `start` then exist once in the binary for pipes and sockets
-    // alike (each instance costs kilobytes).
     let (r, w) = (OwnedFd::from(stdout), OwnedFd::from(stdin));
-    start_trimmed(name, File::from(r), File::from(w), limit, trim, deliver)
+    start_trimmed(
+        name,
+        reader(File::from(r)),
+        File::from(w),
+        limit,
+        trim,
+        deliver,
+    )
 }
 
-fn read_all(reader: impl Read, trim: Option<Trim>, deliver: &Deliver) {
-    let mut r = BufReader::with_capacity(1 << 16, reader);
+fn read_all(mut r: BufReader<File>, trim: Option<Trim>, deliver: &Deliver) {
     let end = loop {
         match framing::read_framed(&mut r) {
             Ok(Some(mut body)) => {
@@ -255,18 +266,21 @@ fn read_all(reader: impl Read, trim: Option<Trim>, deliver: &Deliver) {
     deliver(Received::Closed(end));
 }
 
-fn write_all(out: &Outbound, mut w: impl Write) {
+fn write_all(out: &Outbound, mut w: File) {
     #[cfg_attr(not(test), allow(irrefutable_let_patterns))]
     let Outbound::Stream { queue, queued, .. } = out else {
         return;
     };
     while let Some(bytes) = queue.pop(None) {
-        queued.fetch_sub(bytes.len(), Ordering::SeqCst);
         if w.write_all(&bytes).and_then(|()| w.flush()).is_err() {
-            // The peer stopped reading for good; senders now get `Closed`.
+            // The peer stopped reading for good; senders now get `Closed`, and nothing
+            // waits to be written any more.
             queue.close();
+            queued.store(0, Ordering::SeqCst);
             break;
         }
+        // Counted until written: `queued() == 0` after `close` means all of it is out.
+        queued.fetch_sub(bytes.len(), Ordering::SeqCst);
     }
 }
 
@@ -297,6 +311,38 @@ mod tests {
         a.sender.close();
         assert!(matches!(next(&b.receiver), Received::Closed(None)));
         assert_eq!(a.sender.send(&json!({})), Err(SendError::Closed));
+    }
+
+    /// `queued()` counts what is not written yet, the message being written included: zero
+    /// after `close` means the peer has all of it (`ccide lsp` waits for that before it exits).
+    #[test]
+    fn what_is_being_written_still_counts_as_queued() {
+        let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (r, w) = (ours.try_clone().unwrap(), ours);
+        let r = reader(File::from(OwnedFd::from(r)));
+        let w = File::from(OwnedFd::from(w));
+        let tx = start("t", r, w, 16 << 20, Arc::new(|_| {})).unwrap();
+        // Far above what the socket buffers: the writer blocks inside this message.
+        let big = json!({"jsonrpc": "2.0", "method": "x", "params": "a".repeat(4 << 20)});
+        tx.send(&big).unwrap();
+        tx.close();
+        let n = framing::encode(&big).len();
+        let end = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < end {
+            assert_eq!(tx.queued(), n, "nothing was read: all of it still waits");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut got = vec![0; n];
+        theirs.read_exact(&mut got).unwrap();
+        let end = Instant::now() + Duration::from_secs(10);
+        while tx.queued() > 0 {
+            assert!(
+                Instant::now() < end,
+                "all was read, yet {} still queued",
+                tx.queued()
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// A real pipe through `cat`: framing both ways, stderr lines, a body that is not JSON,

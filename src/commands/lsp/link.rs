@@ -225,7 +225,14 @@ impl Servers for Sockets {
         let e = |e: std::io::Error| format!("the LSP connection: {e}");
         let input = std::fs::File::from(OwnedFd::from(socket.try_clone().map_err(e)?));
         let output = std::fs::File::from(OwnedFd::from(socket));
-        connection::start("lsp-nav", input, output, 64 << 20, deliver).map_err(e)
+        connection::start(
+            "lsp-nav",
+            connection::reader(input),
+            output,
+            64 << 20,
+            deliver,
+        )
+        .map_err(e)
     }
 
     /// The stand-in keeps its own state directory (beside the one `ccide serve` would use for
