@@ -159,7 +159,7 @@ impl<S> Book<S> {
 
     /// The request the answer under `token` is for: the client's id, and where it went.
     fn answered(&mut self, token: u64) -> Option<(RequestId, Pend<S>)> {
-        self.pending.take(|p| p.token == token)
+        self.pending.take(|_, p| p.token == token)
     }
 
     /// `path` is held for the client (it opened it, or asked about it).
@@ -527,7 +527,7 @@ impl Front<'_> {
         // Dropped, they get ccide's answer.
         routes.asks.retain(|a| a.0 != me);
         drop(routes);
-        let pending = self.book.pending.drain();
+        let pending = self.book.pending.take_all(|_, _| true);
         for (_, p) in &pending {
             p.server.cancel(p.sid);
         }

@@ -45,15 +45,16 @@ impl<T> Outgoing<T> {
 }
 
 /// Requests received and not answered yet, by the peer's id, each with what the receiver keeps
-/// for it (where it was forwarded, for `$/cancelRequest` and routing the answer).
+/// for it (where it was forwarded, for `$/cancelRequest` and routing the answer). A peer has a
+/// handful pending at a time: a list, looked through.
 pub struct Incoming<T> {
-    pending: HashMap<RequestId, T>,
+    pending: Vec<(RequestId, T)>,
 }
 
 impl<T> Default for Incoming<T> {
     fn default() -> Incoming<T> {
         Incoming {
-            pending: HashMap::new(),
+            pending: Vec::new(),
         }
     }
 }
@@ -62,27 +63,31 @@ impl<T> Incoming<T> {
     /// Records a request; false if one with that id is still pending (ids must be unique
     /// among a peer's unanswered requests).
     pub fn register(&mut self, id: RequestId, data: T) -> bool {
-        if self.pending.contains_key(&id) {
+        if self.get(&id).is_some() {
             return false;
         }
-        self.pending.insert(id, data);
+        self.pending.push((id, data));
         true
     }
 
     pub fn get(&self, id: &RequestId) -> Option<&T> {
-        self.pending.get(id)
+        self.pending.iter().find(|p| p.0 == *id).map(|p| &p.1)
     }
 
-    /// The request whose kept data `f` picks (an answer coming back under the receiver's
-    /// own token, say), taken out.
-    pub fn take(&mut self, f: impl Fn(&T) -> bool) -> Option<(RequestId, T)> {
-        let id = self.pending.iter().find(|(_, v)| f(v))?.0.clone();
-        let v = self.pending.remove(&id)?;
-        Some((id, v))
+    /// The request `f` picks (by its id, or an answer coming back under the receiver's own
+    /// token), taken out: it is answered.
+    pub fn take(&mut self, f: impl Fn(&RequestId, &T) -> bool) -> Option<(RequestId, T)> {
+        let i = self.pending.iter().position(|p| f(&p.0, &p.1))?;
+        Some(self.pending.swap_remove(i))
     }
 
-    pub fn drain(&mut self) -> Vec<(RequestId, T)> {
-        self.pending.drain().collect()
+    /// Every request `f` picks, taken out (those of a connection that went, or all).
+    pub fn take_all(&mut self, f: impl Fn(&RequestId, &T) -> bool) -> Vec<(RequestId, T)> {
+        let (out, keep) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|p| f(&p.0, &p.1));
+        self.pending = keep;
+        out
     }
 }
 
@@ -118,10 +123,12 @@ mod tests {
             !q.register(one.clone(), 30),
             "a duplicate pending id is refused"
         );
-        assert_eq!(q.take(|v| *v == 20), Some((one_s, 20)));
+        assert_eq!(q.take(|_, v| *v == 20), Some((one_s, 20)));
         assert_eq!(q.get(&one), Some(&10));
-        assert_eq!(q.take(|v| *v == 20), None, "answered once");
-        assert_eq!(q.take(|v| *v == 10), Some((one, 10)));
-        assert_eq!(q.drain(), vec![]);
+        assert_eq!(q.take(|_, v| *v == 20), None, "answered once");
+        assert!(q.register(RequestId::number(2), 40));
+        assert_eq!(q.take_all(|id, _| *id == one), vec![(one.clone(), 10)]);
+        assert_eq!(q.take_all(|_, _| true), vec![(RequestId::number(2), 40)]);
+        assert_eq!(q.get(&one), None);
     }
 }

@@ -34,22 +34,6 @@ impl RequestId {
     }
 }
 
-impl Eq for RequestId {}
-
-/// Hashes the wire form, so `1` and `"1"` are different keys (as they are different ids).
-impl std::hash::Hash for RequestId {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        match &self.0 {
-            Value::Number(n) => n.to_string().hash(h),
-            Value::String(s) => {
-                h.write_u8(b'"');
-                s.hash(h)
-            }
-            _ => {}
-        }
-    }
-}
-
 impl std::fmt::Display for RequestId {
     /// Strings print quoted, so `1` and `"1"` never look alike in a log line.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

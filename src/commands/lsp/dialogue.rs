@@ -21,6 +21,7 @@ use crate::cli::{EXIT_FAILURE, EXIT_OK};
 use crate::control::lsp_front::{NAVIGATION, PASSED};
 use crate::control::protocol::{LspClient, Request, Span};
 use crate::lsp::connection::{Connection, Received, Sender};
+use crate::lsp::queue::Incoming;
 use crate::lsp::text::{Enc, Pos, Text};
 use crate::proc::Queue;
 use crate::rpc::{ErrorCode, Message, Notification, RequestId, RpcError};
@@ -136,7 +137,7 @@ pub struct Lsp {
     asked: u64,
     /// Navigation requests passed on, under the editor's ids: the document each is about (its
     /// uri; empty for workspace/symbol), and the link.
-    navs: Vec<(RequestId, String, usize)>,
+    navs: Incoming<(String, usize)>,
 }
 
 /// The path with its directory made physical (servers compare and store those). The name
@@ -242,7 +243,7 @@ impl Lsp {
             next_look: now,
             warned: Vec::new(),
             asked: 0,
-            navs: Vec::new(),
+            navs: Incoming::default(),
         }
     }
 
@@ -415,8 +416,8 @@ impl Lsp {
             }
             Received::Message(Message::Notification(n)) if n.method == "$/cancelRequest" => {
                 let id = RequestId::from_value(&n.params["id"]);
-                let nav = self.navs.iter().find(|n| Some(&n.0) == id.as_ref());
-                if let Some(s) = nav.and_then(|n| self.links.get(n.2)?.nav.as_ref()) {
+                let nav = id.and_then(|id| self.navs.get(&id));
+                if let Some(s) = nav.and_then(|n| self.links.get(n.1)?.nav.as_ref()) {
                     let _ = s.send(&crate::rpc::notification("$/cancelRequest", n.params));
                 }
             }
@@ -591,6 +592,13 @@ impl Lsp {
     /// Passes a navigation request on, under the editor's id, once the server has the
     /// document's unsaved text; positions are converted from the editor's count.
     fn navigate(&mut self, mut r: crate::rpc::Request) {
+        if self.navs.get(&r.id).is_some() {
+            let e = RpcError::new(
+                ErrorCode::InvalidRequest,
+                "this request id is already pending",
+            );
+            return self.send(&crate::rpc::response(&r.id, Err(e)));
+        }
         let uri = (r.params["textDocument"]["uri"].as_str())
             .or(r.params["item"]["uri"].as_str())
             .unwrap_or("")
@@ -643,7 +651,7 @@ impl Lsp {
         if let Some(s) = &self.links[i].nav {
             let _ = s.send(&req);
         }
-        self.navs.push((r.id, uri, i));
+        self.navs.register(r.id, (uri, i));
     }
 
     /// What the navigation connection of link `i` brought: an answer for the editor, or the
@@ -654,8 +662,9 @@ impl Lsp {
         };
         match r {
             Received::Message(Message::Response(a)) => {
-                let k = (self.navs.iter()).position(|n| n.2 == i && Some(&n.0) == a.id.as_ref());
-                let Some((id, uri, _)) = k.map(|k| self.navs.remove(k)) else {
+                let mine =
+                    |id: &RequestId, n: &(String, usize)| n.1 == i && a.id.as_ref() == Some(id);
+                let Some((id, (uri, _))) = self.navs.take(mine) else {
                     return;
                 };
                 let mut result = a.result;
@@ -683,11 +692,10 @@ impl Lsp {
         if let Some(s) = self.links.get_mut(i).and_then(|l| l.nav.take()) {
             s.close();
         }
-        for (id, ..) in self.navs.iter().filter(|n| n.2 == i) {
+        for (id, _) in self.navs.take_all(|_, n| n.1 == i) {
             let e = RpcError::new(ErrorCode::ContentModified, why);
-            self.send(&crate::rpc::response(id, Err(e)));
+            self.send(&crate::rpc::response(&id, Err(e)));
         }
-        self.navs.retain(|n| n.2 != i);
     }
 
     /// Converts each position in `v` between the editor's count and UTF-16 (`to_editor`: to the

@@ -1387,8 +1387,12 @@ fn navigation_answers_come_back_and_shutdown_answers_what_is_pending() {
     let a = ed.recv_where("the hover's answer", |v| v["id"] == first);
     assert_eq!(a["result"], json!({"contents": "x: int"}));
     // Pending at shutdown.
-    let second = ed.send_request("textDocument/hover", at);
+    let second = ed.send_request("textDocument/hover", at.clone());
     assert_eq!(nav_request(&from_editor).id.to_value(), json!(second));
+    // Its id again, while it is pending: refused, not passed on.
+    ed.send(json!({"jsonrpc": "2.0", "id": second, "method": "textDocument/hover", "params": at}));
+    let refused = ed.recv_where("the refusal", |v| v["id"] == second);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
     assert_eq!(ed.result("shutdown", Value::Null), Value::Null);
     let a = ed.recv_where("the pending hover's answer", |v| v["id"] == second);
     assert_eq!(
