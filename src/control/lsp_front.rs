@@ -579,7 +579,7 @@ mod tests {
         assert_eq!((rid, p.sid), (id(json!(1)), 8));
         assert!(b.answered(1).is_none(), "answered once");
         assert!(b.pending.get(&id(json!(1))).is_none());
-        // Tokens also name the servers' requests sent to the client: never reused.
+        // Tokens are never reused: a late answer cannot reach a newer request.
         assert_eq!((a.token(), a.token()), (2, 3));
     }
 

@@ -191,12 +191,6 @@ impl Default for Text {
     }
 }
 
-impl PartialEq for Text {
-    fn eq(&self, other: &Text) -> bool {
-        self.len() == other.len() && self.to_string() == other.to_string()
-    }
-}
-
 impl Text {
     pub fn new(s: String) -> Text {
         let mut t = Text {

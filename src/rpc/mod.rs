@@ -1,6 +1,7 @@
-//! JSON-RPC 2.0: typed messages with ids kept in their wire form, Content-Length framing for
-//! stdio peers, the per-call context of a request answered now or later (`call`), and the
-//! connected clients with broadcast (`clients`). Knows nothing of MCP tools or the editor.
+//! JSON-RPC 2.0: typed messages with ids kept in their wire form, the per-call context of a
+//! request answered now or later (`call`, which also knows the shape MCP gives a tool's
+//! result), and the connected clients with broadcast (`clients`). Knows nothing of the tools
+//! themselves or the editor; LSP's framing is `lsp`'s.
 
 pub mod call;
 pub mod clients;
@@ -43,7 +44,6 @@ impl std::fmt::Display for RequestId {
 
 /// JSON-RPC's error codes and the ones LSP adds (ccide-protocol(7) §3.5, §10): the whole
 /// table, named once, also where ccide only ever receives a code.
-#[allow(dead_code)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorCode {
     ParseError = -32700,
