@@ -179,11 +179,10 @@ fn outcome(
     now: Option<i32>,
 ) -> Result<Value, ResponseError> {
     match answer {
-        Ok(_) if now != Some(sent) => Err(ResponseError {
-            code: ErrorCode::ContentModified as i64,
-            message: "the document changed while the language server answered".into(),
-            data: None,
-        }),
+        Ok(_) if now != Some(sent) => Err(ResponseError::new(
+            ErrorCode::ContentModified,
+            "the document changed while the language server answered",
+        )),
         a => a,
     }
 }
@@ -315,12 +314,7 @@ impl Front<'_> {
     }
 
     fn fail(&self, id: &RequestId, code: ErrorCode, message: String) {
-        let e = ResponseError {
-            code: code as i64,
-            message,
-            data: None,
-        };
-        self.reply(id, Err(e));
+        self.reply(id, Err(ResponseError::new(code, message)));
     }
 
     /// False when the client is done.

@@ -72,6 +72,14 @@ pub struct ResponseError {
 }
 
 impl ResponseError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ResponseError {
+        ResponseError {
+            code: code as i64,
+            message: message.into(),
+            data: None,
+        }
+    }
+
     fn from_value(mut v: Value) -> ResponseError {
         ResponseError {
             code: v["code"].as_i64().unwrap_or(0),
@@ -327,10 +335,11 @@ pub fn passed_on(id: &RequestId, r: Result<Value, ResponseError>) -> Value {
     match r {
         Ok(v) => result_response(id, v),
         Err(e) => {
-            let any = RpcError::new(ErrorCode::RequestFailed, e.message);
-            let mut m = error_response(Some(id), &any);
-            m["error"]["code"] = e.code.into();
-            m
+            let mut error = obj! {"code": e.code, "message": e.message};
+            if let Some(data) = e.data {
+                error["data"] = data;
+            }
+            obj! {"jsonrpc": "2.0", "id": id.to_value(), "error": error}
         }
     }
 }
@@ -354,6 +363,30 @@ pub fn notification(method: &str, params: Value) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_answer_passed_on_keeps_its_code_message_and_data() {
+        let id = RequestId::from_value(&json!("a")).unwrap();
+        let e = ResponseError {
+            code: -32099,
+            message: "busy".into(),
+            data: Some(json!({"retry": 2})),
+        };
+        assert_eq!(
+            passed_on(&id, Err(e)),
+            json!({"jsonrpc": "2.0", "id": "a",
+                   "error": {"code": -32099, "message": "busy", "data": {"retry": 2}}})
+        );
+        let e = ResponseError::new(ErrorCode::ContentModified, "changed");
+        assert_eq!(
+            passed_on(&id, Err(e))["error"],
+            json!({"code": -32801, "message": "changed"})
+        );
+        assert_eq!(
+            passed_on(&id, Ok(json!(null))),
+            json!({"jsonrpc": "2.0", "id": "a", "result": null})
+        );
+    }
 
     #[test]
     fn id_zero_and_string_ids_are_requests() {
