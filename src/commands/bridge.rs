@@ -11,6 +11,8 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::cli::{Args, CONFIG_DIR, Command, EXIT_OK, Fail, Outcome, flag};
@@ -164,20 +166,19 @@ fn serve_detached(config: &Path, root: &Path) -> Result<LockEntry, Fail> {
         .stderr(log);
     crate::sys::new_session(&mut cmd);
     let mut child = cmd.spawn().map_err(failed)?;
+    // Reaped whenever it ends: at once when it lost the start to another bridge's, else when
+    // it stops, however long this bridge lives.
+    let ended = Arc::new(AtomicBool::new(false));
+    let e = ended.clone();
+    crate::proc::spawn_thread("serve-reaper", move || {
+        let _ = child.wait();
+        e.store(true, Ordering::SeqCst);
+    })
+    .map_err(failed)?;
     let mut deadline = Instant::now() + START_LIMIT;
     loop {
         match crate::control::find_server(config, None, root) {
-            Ok(lock) => {
-                // Ours lost the start to another bridge's and ends at once: reap it.
-                while lock.pid != i64::from(child.id()) && Instant::now() < deadline {
-                    if exited(&child) {
-                        let _ = child.wait();
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                return Ok(lock);
-            }
+            Ok(lock) => return Ok(lock),
             Err(FindError::Several(m)) => return Err(Fail::Failed(m)),
             Err(FindError::None(_)) if Instant::now() > deadline => {
                 return Err(Fail::Failed(format!(
@@ -189,12 +190,8 @@ fn serve_detached(config: &Path, root: &Path) -> Result<LockEntry, Fail> {
             Err(FindError::None(_)) => std::thread::sleep(Duration::from_millis(10)),
         }
         // Ended without a lock file: another bridge's may yet show, not after long.
-        if exited(&child) {
+        if ended.load(Ordering::SeqCst) {
             deadline = deadline.min(Instant::now() + Duration::from_secs(2));
         }
     }
-}
-
-fn exited(child: &std::process::Child) -> bool {
-    crate::sys::exited_unreaped(child.id()).unwrap_or(true)
 }
