@@ -16,7 +16,10 @@ use crate::state::State;
 pub fn attach(state: &State, pid: Option<u64>, editor: Option<&str>) -> (u64, Value) {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    crate::log::info!("editor session {id} attached: {}", who(editor, pid));
+    crate::log::info!(
+        "editor session {id} attached: {}",
+        who(editor, pid, "an editor")
+    );
     let answer = obj! {"ok": true, "session": id, "diffs": state.diffs.list()};
     (id, answer)
 }
@@ -34,12 +37,12 @@ pub fn detach(state: &State, id: u64) {
     );
 }
 
-/// The editor as the log names it: the name (and version) it sent with its spacing tidied,
-/// since `ccide lsp` joins a missing version with a space, or "an editor".
-pub fn who(editor: Option<&str>, pid: Option<u64>) -> String {
-    let words: Vec<&str> = editor.unwrap_or("").split_whitespace().collect();
+/// A client as the log names it: the name (and version) it sent with its spacing tidied (an
+/// older `ccide lsp` joined a missing version with a space), or `nobody` ("an editor").
+pub fn who(client: Option<&str>, pid: Option<u64>, nobody: &str) -> String {
+    let words: Vec<&str> = client.unwrap_or("").split_whitespace().collect();
     let name = match words.join(" ") {
-        n if n.is_empty() => "an editor".to_string(),
+        n if n.is_empty() => nobody.to_string(),
         n => n,
     };
     match pid {

@@ -220,11 +220,7 @@ pub fn serve(
     writer: UnixStream,
     client: LspClient,
 ) {
-    let who = format!(
-        "{} (pid {})",
-        crate::text::visible(client.client.as_deref().unwrap_or("an LSP client")),
-        client.pid.unwrap_or_default()
-    );
+    let who = super::editors::who(client.client.as_deref(), client.pid, "an LSP client");
     crate::log::info!(
         "LSP client {who} connected for {} (extensions: {}; diagnostics {})",
         crate::text::visible(&client.root),

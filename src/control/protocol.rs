@@ -87,25 +87,28 @@ pub enum Request {
     },
     /// Makes the connection the event stream (§9.3); it has no answer.
     Events,
-    /// Makes the connection an LSP stream for one LSP client (`ccide lsp-bridge`): after the
-    /// answer, both directions carry Content-Length framed LSP messages.
+    /// Makes the connection an LSP stream for one LSP client (a CLI session through
+    /// `ccide lsp-bridge`, or `ccide lsp --navigation`): after the answer, both directions
+    /// carry Content-Length framed LSP messages.
     Lsp(LspClient),
 }
 
 /// What an LSP client says of itself when it turns a connection into an LSP stream (`lsp`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LspClient {
-    /// Its root folder (the CLI's project directory), absolute; in a workspace folder.
+    /// Its root folder (the CLI's project directory; for `ccide lsp`, the server's first
+    /// workspace folder), absolute; in a workspace folder.
     pub root: String,
     /// Its name and version as it gave them (`clientInfo` of its `initialize`), for the log.
     pub client: Option<String>,
-    /// The process on the other end (the bridge).
+    /// The process on the other end (the bridge, or `ccide lsp`).
     pub pid: Option<u64>,
     /// The file extensions it will ask about (`.ts`): the server that covers them answers
     /// its `initialize`. Empty: not said.
     pub extensions: Vec<String>,
-    /// false: it wants no `textDocument/publishDiagnostics` (the CLI's own diagnostics stay
-    /// off; `getDiagnostics` is the one source).
+    /// Whether it said it wants `textDocument/publishDiagnostics` (the bridge's
+    /// `--no-diagnostics` says not). Logged only: serve publishes to no LSP client whatever
+    /// it says, `getDiagnostics` being the one source (ccide-protocol(7) §11.8).
     pub diagnostics: bool,
 }
 

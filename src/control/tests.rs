@@ -1586,12 +1586,18 @@ fn attach_and_events_need_a_connection_of_their_own() {
 #[test]
 fn the_log_names_an_editor_without_stray_spaces() {
     use super::editors::who;
-    // `ccide lsp` joins name and version with a space, the version may be missing.
-    assert_eq!(who(Some("an editor "), Some(7)), "an editor (pid 7)");
-    assert_eq!(who(Some("Neovim 0.11.0"), Some(7)), "Neovim 0.11.0 (pid 7)");
-    assert_eq!(who(Some(" Emacs\t 30 "), None), "Emacs 30 (no pid given)");
-    assert_eq!(who(Some(""), Some(1)), "an editor (pid 1)");
-    assert_eq!(who(None, Some(1)), "an editor (pid 1)");
+    // An older `ccide lsp` joined name and version with a space, the version missing.
+    assert_eq!(who(Some("an editor "), Some(7), "x"), "an editor (pid 7)");
+    assert_eq!(
+        who(Some("Neovim 0.11.0"), Some(7), "x"),
+        "Neovim 0.11.0 (pid 7)"
+    );
+    assert_eq!(
+        who(Some(" Emacs\t 30 "), None, "x"),
+        "Emacs 30 (no pid given)"
+    );
+    assert_eq!(who(Some(""), Some(1), "an editor"), "an editor (pid 1)");
+    assert_eq!(who(None, Some(1), "an LSP client"), "an LSP client (pid 1)");
 }
 
 // ---------------------------------------------------------------------------

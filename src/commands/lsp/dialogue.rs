@@ -557,11 +557,11 @@ impl Lsp {
         e.diagnostics = o["diagnostics"].as_bool().unwrap_or(e.diagnostics);
         e.navigation = o["navigation"].as_bool().unwrap_or(e.navigation);
         let ci = &p["clientInfo"];
-        e.name = format!(
-            "{} {}",
-            ci["name"].as_str().unwrap_or("an editor"),
-            ci["version"].as_str().unwrap_or("")
-        );
+        e.name = match (ci["name"].as_str(), ci["version"].as_str()) {
+            (Some(n), Some(v)) => format!("{n} {v}"),
+            (Some(n), None) => n.to_string(),
+            (None, _) => "an editor".to_string(),
+        };
         e.roots = folders(&p["workspaceFolders"]);
         if e.roots.is_empty() {
             let root = p["rootUri"]

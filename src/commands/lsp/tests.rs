@@ -36,8 +36,9 @@ struct Srv {
     stand_in: bool,
     own: bool,
     sessions: Vec<(u64, Arc<AtomicBool>, Deliver)>,
-    /// The serve side of each navigation connection an editor opened (`Servers::navigate`).
-    navs: Vec<Connection>,
+    /// Each navigation connection an editor opened (`Servers::navigate`): what it said of
+    /// itself, and the serve side.
+    navs: Vec<(crate::control::protocol::LspClient, Connection)>,
 }
 
 /// The servers an editor can reach: test states, each running or not, some served by the
@@ -102,13 +103,27 @@ impl World {
         self.0.lock().unwrap()[k].running = true;
     }
 
-    /// The serve side of the `n`th navigation connection to server `k`, once opened.
-    fn nav(&self, k: usize, n: usize) -> (crate::lsp::connection::Sender, Arc<Queue<Received>>) {
+    /// The `n`th navigation connection to server `k`, once opened: the client's name as it
+    /// was given, and the serve side.
+    fn nav(
+        &self,
+        k: usize,
+        n: usize,
+    ) -> (
+        Option<String>,
+        crate::lsp::connection::Sender,
+        Arc<Queue<Received>>,
+    ) {
         wait_for("the navigation connection", || {
             (self.0.lock().unwrap()[k].navs.len() > n).then_some(())
         });
         let w = self.0.lock().unwrap();
-        (w[k].navs[n].sender.clone(), w[k].navs[n].receiver.clone())
+        let (client, conn) = &w[k].navs[n];
+        (
+            client.client.clone(),
+            conn.sender.clone(),
+            conn.receiver.clone(),
+        )
     }
 
     /// A client of Claude Code connected to server `k`, its setup finished.
@@ -196,7 +211,7 @@ impl Servers for InProcess {
     fn navigate(
         &mut self,
         server: &Found,
-        _: crate::control::protocol::LspClient,
+        client: crate::control::protocol::LspClient,
         deliver: crate::lsp::connection::Deliver,
     ) -> Result<crate::lsp::connection::Sender, String> {
         let mut w = self.0.0.lock().unwrap();
@@ -216,7 +231,7 @@ impl Servers for InProcess {
                 }
             }
         });
-        s.navs.push(theirs);
+        s.navs.push((client, theirs));
         Ok(ours.sender)
     }
 
@@ -1367,11 +1382,13 @@ fn navigation_answers_come_back_and_shutdown_answers_what_is_pending() {
         navigation: true,
         ..options()
     };
-    let (world, k, mut ed) = editor_on(ts, o, json!({}));
+    // No version in its clientInfo: the name alone.
+    let (world, k, mut ed) = editor_on(ts, o, json!({"clientInfo": {"name": "ed"}}));
     ed.open(&f, "x = 1\n");
     let at = json!({"textDocument": {"uri": uri(&f)}, "position": {"line": 0, "character": 0}});
     let first = ed.send_request("textDocument/hover", at.clone());
-    let (serve, from_editor) = world.nav(k, 0);
+    let (name, serve, from_editor) = world.nav(k, 0);
+    assert_eq!(name.as_deref(), Some("ed"));
     assert_eq!(nav_request(&from_editor).method, "initialize");
     let hover = nav_request(&from_editor);
     assert_eq!(
