@@ -86,13 +86,16 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
             }
             persisted(state, r)
         }
+        // Sent as the editor types (debounced): the path is resolved once.
         Request::Buffer { path, content } => {
             let r = state.resolve(&path).map(|p| {
                 state.editor.set_document(&p, content);
                 state.text_changed(&p);
+                if let Some(id) = session {
+                    state.editor.hold(id, &p, true);
+                }
                 obj! {"ok": true, "path": json::path(&p)}
             });
-            hold(state, session, std::slice::from_ref(&path), true, &r);
             persisted(state, r)
         }
         Request::Diagnostics { paths } => {
