@@ -711,20 +711,28 @@ impl Lsp {
         } else {
             (enc, Enc::Utf16)
         };
-        let mut read: Vec<(String, Text)> = Vec::new();
+        // Per file named, once: the editor's document (by its uri, else by its path: servers
+        // and editors encode uris differently), else the file's text.
+        let mut seen: Vec<(String, Option<usize>, Option<Text>)> = Vec::new();
         positions(v, uri, uri, false, &mut |p, file, end| {
-            let text = match self.doc(file) {
-                Some(d) => &d.text,
-                None => {
-                    if !read.iter().any(|r| r.0 == file) {
-                        let path = crate::files::uri_path(file, true).unwrap_or_default();
-                        let t = std::fs::read_to_string(path).unwrap_or_default();
-                        read.push((file.to_string(), Text::new(t)));
-                    }
-                    &read.iter().find(|r| r.0 == file).unwrap().1
-                }
-            };
-            *p = text.convert(Pos::from_json(p), from, to, end).to_json();
+            if !seen.iter().any(|s| s.0 == file) {
+                let path = crate::files::uri_path(file, true);
+                let doc = self.docs.iter().position(|d| d.uri == file).or_else(|| {
+                    let path = canon(path.as_deref()?);
+                    self.docs.iter().position(|d| d.path == path)
+                });
+                let text = match doc {
+                    Some(_) => None,
+                    None => path.and_then(|p| std::fs::read_to_string(p).ok()),
+                };
+                seen.push((file.to_string(), doc, text.map(Text::new)));
+            }
+            let (_, doc, read) = seen.iter().find(|s| s.0 == file).unwrap();
+            // A file that cannot be read (gone, not text, not a file): its positions pass as
+            // they are, rather than all at its start.
+            if let Some(text) = doc.map(|i| &self.docs[i].text).or(read.as_ref()) {
+                *p = text.convert(Pos::from_json(p), from, to, end).to_json();
+            }
         });
     }
 

@@ -1420,3 +1420,52 @@ fn navigation_answers_come_back_and_shutdown_answers_what_is_pending() {
     ed.notify("exit", Value::Null);
     assert_eq!(ed.exit_status(), 0);
 }
+
+/// Positions in a navigation answer are converted to the editor's count by the line they are
+/// on: an open document's (found by its path when the server spells its uri otherwise), a
+/// file's, and, for a file that cannot be read, left as they are.
+#[test]
+fn navigation_positions_follow_the_editors_count_by_the_file_they_are_in() {
+    let ts = state();
+    // `@` is left as it is in the editor's uri and percent-encoded in the server's; the
+    // editor's buffer is not what is on disk.
+    let f = ts.write("a@b.py", "saved\n");
+    let o = Options {
+        navigation: true,
+        ..options()
+    };
+    let caps = json!({"general": {"positionEncodings": ["utf-8"]}});
+    let (world, k, mut ed) = editor_on(ts, o, json!({"capabilities": caps}));
+    let editor_uri = format!("file://{}", f.display());
+    ed.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": editor_uri, "languageId": "python", "version": 1, "text": WIDE}}),
+    );
+    let at = json!({"textDocument": {"uri": editor_uri}, "position": {"line": 1, "character": 19}});
+    let id = ed.send_request("textDocument/definition", at);
+    let (_, serve, from_editor) = world.nav(k, 0);
+    assert_eq!(nav_request(&from_editor).method, "initialize");
+    let asked = nav_request(&from_editor);
+    // UTF-8's 19 is after `😀` and `x`: 14 in UTF-16.
+    assert_eq!(
+        asked.params["position"],
+        json!({"line": 1, "character": 14})
+    );
+    let server_uri = editor_uri.replace('@', "%40");
+    let pos = |l: u32, c: u32| json!({"start": {"line": l, "character": c}, "end": {"line": l, "character": c}});
+    let answer = json!([
+        {"uri": server_uri, "range": pos(1, 14)},
+        {"uri": "file:///nonexistent/gone.py", "range": pos(3, 7)},
+    ]);
+    serve
+        .send(&crate::rpc::response(&asked.id, Ok(answer)))
+        .unwrap();
+    let got = ed.recv_where("the definition", |v| v["id"] == id);
+    assert_eq!(
+        got["result"],
+        json!([
+            {"uri": server_uri, "range": pos(1, 19)},
+            {"uri": "file:///nonexistent/gone.py", "range": pos(3, 7)},
+        ])
+    );
+}
