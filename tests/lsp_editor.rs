@@ -446,6 +446,44 @@ fn files_outside_the_workspace_are_left_alone_and_said_so_in_the_log() {
     });
 }
 
+/// The threads of `ccide lsp` named `name`.
+fn threads_named(pid: u32, name: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .filter(|c| c.trim_end() == name)
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// A server that stops answering (here: stopped by SIGSTOP) is lost after the request's
+/// time limit and found again when it answers; the lost session's event stream ends with it,
+/// so reconnecting leaves one stream, not one more each time.
+#[test]
+fn a_server_that_hung_is_found_again_with_one_event_stream() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let a = sb.write("a.py", "a\n");
+    let mut ed = Editor::start(&sb, &["--no-follow"]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&a, "a\n");
+    status_where(&sb, "a.py open", |s| s["tabs"] == tabs(&[(&a, true)]));
+    assert_eq!(threads_named(ed.pid(), "lsp-events"), 1);
+    server.signal("STOP");
+    // Answered once the request's time is up (5 s): the server is lost.
+    let r = ed.run_action(&a, range(0, 0, 0, 1), "Claude: send selection");
+    server.signal("CONT");
+    assert!(r.get("error").is_some(), "{r}");
+    wait_for("the editor's second session", DEADLINE, || {
+        (server.log().matches("attached: test-editor 1").count() == 2).then_some(())
+    });
+    wait_for("one event stream", DEADLINE, || {
+        (threads_named(ed.pid(), "lsp-events") == 1).then_some(())
+    });
+}
+
 #[test]
 fn a_restarted_server_is_found_again_without_restarting_the_editor() {
     let sb = Sandbox::new();

@@ -184,6 +184,12 @@ impl Events {
         String::from_utf8(line).map_err(|e| format!("bad event from the server: {e}"))
     }
 
+    /// A handle that ends the stream from another thread (`shutdown`): its reader then sees
+    /// the end.
+    pub fn closer(&self) -> std::io::Result<UnixStream> {
+        self.control.writer.try_clone()
+    }
+
     /// The next event.
     pub fn next(&mut self) -> Result<Value, String> {
         let line = self.next_line()?;

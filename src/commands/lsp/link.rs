@@ -164,11 +164,21 @@ pub struct Sockets {
 /// How long a request to the server may take: the editor waits on it.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-struct Attached(Control);
+/// An editor session: its request connection, and the way to end its event stream (serve
+/// never reads that connection, so only this end can close it).
+struct Attached(Control, std::os::unix::net::UnixStream);
 
 impl Session for Attached {
     fn call(&mut self, req: &Request) -> Result<Value, String> {
         self.0.call(req)
+    }
+}
+
+impl Drop for Attached {
+    /// The session is over (lost, handed over, released): its event stream and the thread
+    /// reading it end too, rather than one more of each per reconnection.
+    fn drop(&mut self) {
+        let _ = self.1.shutdown(std::net::Shutdown::Both);
     }
 }
 
@@ -203,6 +213,7 @@ impl Servers for Sockets {
         let mut session = Control::open(&server.key).map_err(err)?;
         session.set_timeout(Some(TIMEOUT))?;
         let answer = session.attach(editor)?;
+        let closer = events.closer().map_err(err)?;
         crate::proc::spawn_thread("lsp-events", move || {
             while let Ok(v) = events.next() {
                 deliver(Some(v));
@@ -210,7 +221,7 @@ impl Servers for Sockets {
             deliver(None);
         })
         .map_err(|e| format!("cannot start a thread: {e}"))?;
-        Ok((Box::new(Attached(session)), answer))
+        Ok((Box::new(Attached(session, closer)), answer))
     }
 
     fn navigate(
