@@ -12,6 +12,7 @@ pub mod parse;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -318,9 +319,18 @@ impl Diagnostics {
 /// replaces only its own earlier one, so imported CI findings and a linter's live ones coexist.
 type Files = BTreeMap<PathBuf, BTreeMap<String, Vec<Diagnostic>>>;
 
+/// Every change is on disk before the call that made it returns, yet no disk write happens
+/// under `files`: getDiagnostics answers from it within the CLI's 500 ms while a language
+/// server's results keep coming. A change takes a snapshot of everything under `files`,
+/// numbered in that order, and writes it under `saved` after; a snapshot older than one
+/// already written is skipped, since that one holds this change too.
 pub struct Store {
     file: PathBuf,
     files: Mutex<Files>,
+    /// The number of the last snapshot taken (under `files`).
+    taken: AtomicU64,
+    /// The number of the last snapshot written.
+    saved: Mutex<u64>,
 }
 
 /// At most `MAX_ITEMS` diagnostics per file and origin: the first ones, and first of all one
@@ -405,15 +415,20 @@ impl Store {
         Store {
             file,
             files: Mutex::new(files),
+            taken: AtomicU64::new(0),
+            saved: Mutex::new(0),
         }
     }
 
     /// Writes `diagnostics.json` from memory (after the state directory was deleted).
     pub fn save_now(&self) {
-        self.save(&self.files.lock().unwrap());
+        let snapshot = self.snapshot(&self.files.lock().unwrap());
+        self.save(snapshot);
     }
 
-    fn save(&self, files: &Files) {
+    /// What `diagnostics.json` holds for `files`, numbered: called under the `files` lock, so
+    /// the numbers follow the order of the changes.
+    fn snapshot(&self, files: &Files) -> (u64, Vec<u8>) {
         let mut all = Vec::new();
         for (p, origins) in files {
             for (origin, ds) in origins {
@@ -422,10 +437,19 @@ impl Store {
                 all.push(e);
             }
         }
-        if let Err(e) =
-            crate::files::write_atomic(&self.file, Value::Array(all).to_string().as_bytes(), 0o600)
-        {
-            crate::log::error!("cannot save diagnostics to {}: {e}", self.file.display());
+        let n = self.taken.fetch_add(1, Ordering::Relaxed) + 1;
+        (n, Value::Array(all).to_string().into_bytes())
+    }
+
+    /// Writes a snapshot, without the `files` lock held, unless a newer one is written already.
+    fn save(&self, (n, bytes): (u64, Vec<u8>)) {
+        let mut saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
+        if *saved >= n {
+            return;
+        }
+        match crate::files::write_atomic(&self.file, &bytes, 0o600) {
+            Ok(()) => *saved = n,
+            Err(e) => crate::log::error!("cannot save diagnostics to {}: {e}", self.file.display()),
         }
     }
 
@@ -454,8 +478,10 @@ impl Store {
                 changed.push((p, after));
             }
         }
-        if !changed.is_empty() {
-            self.save(&files);
+        let snapshot = (!changed.is_empty()).then(|| self.snapshot(&files));
+        drop(files);
+        if let Some(s) = snapshot {
+            self.save(s);
         }
         changed
     }
@@ -488,8 +514,10 @@ impl Store {
                 .unwrap_or_default(),
             None => std::mem::take(&mut *files).into_keys().collect(),
         };
-        if !cleared.is_empty() {
-            self.save(&files);
+        let snapshot = (!cleared.is_empty()).then(|| self.snapshot(&files));
+        drop(files);
+        if let Some(s) = snapshot {
+            self.save(s);
         }
         cleared
     }
@@ -570,4 +598,91 @@ pub fn describe(p: &Path, d: &Diagnostic) -> String {
         d.message,
         d.source
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(label: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("ccide-store-{}-{label}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn error(p: &Path, message: &str) -> Vec<Diagnostic> {
+        vec![Diagnostic {
+            path: p.to_path_buf(),
+            start_line: 1,
+            start_char: 2,
+            end_line: 1,
+            end_char: 5,
+            severity: Severity::Error,
+            message: message.into(),
+            source: "x".into(),
+            code: None,
+        }]
+    }
+
+    fn messages(ds: &[Diagnostic]) -> Vec<&str> {
+        ds.iter().map(|d| d.message.as_str()).collect()
+    }
+
+    /// getDiagnostics answers from the store within the CLI's 500 ms: a result being written
+    /// to disk (a slow disk, here the write held back) never holds up an answer, and the
+    /// result is on disk once `replace` returns.
+    #[test]
+    fn answers_never_wait_for_the_disk() {
+        let dir = temp_dir("slow-disk");
+        let store = Arc::new(Store::open(&dir));
+        let p = PathBuf::from("/w/a.py");
+        let writing = store.saved.lock().unwrap();
+        let (s, q) = (store.clone(), p.clone());
+        let replacing = std::thread::spawn(move || {
+            s.replace("lsp:x", BTreeMap::from([(q.clone(), error(&q, "new"))]))
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (s, q) = (store.clone(), p.clone());
+        std::thread::spawn(move || {
+            // Until the result is in, then what the answer holds.
+            loop {
+                let ds = s.get(&q);
+                if !ds.is_empty() {
+                    let _ = tx.send(ds);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let answered = rx.recv_timeout(Duration::from_secs(10));
+        drop(writing);
+        assert_eq!(
+            messages(&answered.expect("answered while the write waits")),
+            ["new"]
+        );
+        assert_eq!(replacing.join().unwrap().len(), 1);
+        assert_eq!(messages(&Store::open(&dir).get(&p)), ["new"], "on disk");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Two results written by two threads: the older snapshot, written last, is skipped, so
+    /// the file holds the newer.
+    #[test]
+    fn an_older_snapshot_never_replaces_a_newer_one_on_disk() {
+        let dir = temp_dir("order");
+        let store = Store::open(&dir);
+        let p = PathBuf::from("/w/a.py");
+        store.replace("lsp:x", BTreeMap::from([(p.clone(), error(&p, "old"))]));
+        let older = store.snapshot(&store.files.lock().unwrap());
+        store.replace("lsp:x", BTreeMap::from([(p.clone(), error(&p, "new"))]));
+        store.save(older);
+        assert_eq!(messages(&Store::open(&dir).get(&p)), ["new"]);
+        // A snapshot of now is written (after the state directory was deleted).
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        store.save_now();
+        assert_eq!(messages(&Store::open(&dir).get(&p)), ["new"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

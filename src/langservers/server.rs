@@ -5,9 +5,12 @@
 //!
 //! All state sits behind one mutex. The driver thread (`LangServers`) hands in what the process
 //! said (`handle`) and runs time-driven transitions (`tick_if_due`); callers take the lock
-//! briefly for their own requests. Nothing blocks under it: messages go to the process's write
-//! queue. What the lock decided to hand out (final results, answers, the server's requests for
-//! someone else) is handed out after it is released (`finish`).
+//! briefly for their own requests. Nothing waits on a process or a file under it: messages go
+//! to the process's write queue, files are read before it is taken. What the lock decided to
+//! hand out (final results, answers, the server's requests for someone else) is handed out
+//! after it is released (`finish`); to keep final results in order, `finish` takes
+//! `delivering` before it lets go, so it may wait there for another thread's sink (the store
+//! writes each result to disk, outside the lock getDiagnostics answers from).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
