@@ -226,6 +226,13 @@ pub struct Server {
     /// Held while handing results to the sink, taken before the state lock is released, so
     /// two threads cannot deliver one file's results out of order.
     delivering: Mutex<()>,
+    /// Held by `update` from reading a file's state until it is applied: two updates of one
+    /// file (an editor's buffer and getDiagnostics reading the disk) would otherwise apply an
+    /// older text as the newer version. Taken before `st`, never under it.
+    updating: Mutex<()>,
+    /// Tests: called in `update` between reading the file and applying what was read.
+    #[cfg(test)]
+    pub between_read_and_apply: Mutex<Option<Box<dyn FnOnce() + Send>>>,
     /// Tests: each start connects to a new in-memory server instead of running `words`.
     #[cfg(test)]
     pub memory: Mutex<Option<Arc<dyn Fn() -> crate::lsp::connection::Connection + Send + Sync>>>,
@@ -299,6 +306,9 @@ impl Server {
             on_request: Mutex::new(None),
             cv: Condvar::new(),
             delivering: Mutex::new(()),
+            updating: Mutex::new(()),
+            #[cfg(test)]
+            between_read_and_apply: Mutex::new(None),
             #[cfg(test)]
             memory: Mutex::new(None),
         }
@@ -366,6 +376,7 @@ impl Server {
         holder: Option<u64>,
         want: bool,
     ) -> Option<Ticket> {
+        let _updating = self.updating.lock().unwrap_or_else(|e| e.into_inner());
         let known = {
             let st = self.lock();
             if st.life.phase == Phase::Failed || st.closed {
@@ -389,6 +400,13 @@ impl Server {
                 },
             },
         };
+        #[cfg(test)]
+        {
+            let hook = self.between_read_and_apply.lock().unwrap().take();
+            if let Some(f) = hook {
+                f();
+            }
+        }
         let now = Instant::now();
         let mut st = self.lock();
         if st.life.phase == Phase::Failed || st.closed {
@@ -541,7 +559,8 @@ impl Server {
         Some(d)
     }
 
-    /// The file is gone: close it, and its diagnostics are now none.
+    /// The file is gone: close it, and its diagnostics are now none. Called by `update`,
+    /// under `updating`.
     fn forget(self: &Arc<Self>, path: &Path) -> Option<Ticket> {
         let mut st = self.lock();
         let d = self.close_doc(&mut st, path);

@@ -1379,6 +1379,39 @@ fn held_documents_keep_one_increasing_version_and_stay_open() {
     assert!(v3 > v2);
 }
 
+/// getDiagnostics reads a file from disk while the editor's newer buffer comes in: the
+/// update that read first applies first, so the server ends with the buffer as the newest
+/// version, never the text read earlier as a version after it.
+#[test]
+fn an_update_reading_the_disk_never_applies_older_text_after_a_newer_one() {
+    let mut s = Script::start("update-race", test_cfg());
+    let a = s.dir.write("a.fk", "saved\n");
+    let server = s.server().clone();
+    let typed: Arc<Queue<i32>> = Arc::default();
+    let applied: Arc<Queue<()>> = Arc::default();
+    let (t, done, buffer, p) = (typed.clone(), applied.clone(), server.clone(), a.clone());
+    // Between reading "saved" and applying it, the editor's buffer arrives. With updates
+    // serialized it waits for this one, and the wait here gives up after a while.
+    *server.between_read_and_apply.lock().unwrap() = Some(Box::new(move || {
+        let d = done.clone();
+        std::thread::spawn(move || {
+            t.push(buffer.touch(&p, Some("typed\n")).unwrap().version());
+            d.push(());
+        });
+        let _ = done.pop(Some(Instant::now() + Duration::from_millis(300)));
+    }));
+    let from_disk = server.touch(&a, None).unwrap().version();
+    let from_buffer = typed
+        .pop(Some(Instant::now() + WITHIN))
+        .expect("the buffer applied");
+    assert!(from_buffer > from_disk, "{from_buffer} after {from_disk}");
+    assert_eq!(server.version(&a), Some(from_buffer));
+    s.initialize(caps());
+    let open = s.notification("textDocument/didOpen").params;
+    assert_eq!(open["textDocument"]["text"], "typed\n");
+    assert_eq!(open["textDocument"]["version"], from_buffer);
+}
+
 /// Issue 20: a server known to publish each version's whole result (clangd) has its result
 /// final at the publish, not after a quiet period; another server's waits for it.
 #[test]
