@@ -427,6 +427,11 @@ impl Finality {
             ..Step::default()
         };
         let mut due = |t: Instant| step.next = Some(step.next.map_or(t, |n| n.min(t)));
+        // A progress the server never ended is forgotten at the gate: status stops saying
+        // "indexing", and the tokens do not pile up. It does not count as an end that the
+        // quiet period waits for: it no longer holds anything back (ccide-protocol(7) §11.5).
+        self.progress
+            .retain(|_, begun| *begun + PROGRESS_GATE_MAX > now);
         let busy = self.busy_until(now);
         if let Some(t) = busy {
             due(t);
@@ -629,6 +634,31 @@ mod tests {
             finals(&f.tick(ms(t0, 2000) + PROGRESS_GATE_MAX)),
             [(2, vec![])]
         );
+    }
+
+    /// A server that begins a progress and never ends it: at the gate it is forgotten, so
+    /// status no longer says "indexing" and the tokens do not pile up; one ended later counts
+    /// as an end again.
+    #[test]
+    fn a_progress_never_ended_is_forgotten_at_the_gate() {
+        let (mut f, p, t0) = pushing(Pushes::MayBePartial);
+        let late = ms(t0, 1000) + PROGRESS_GATE_MAX;
+        f.progress("a".into(), true, t0);
+        f.progress("b".into(), true, ms(t0, 1000));
+        assert_eq!(f.tick(t0).next, Some(late));
+        f.tick(t0 + PROGRESS_GATE_MAX);
+        assert!(f.progressing(), "b is younger");
+        assert_eq!(f.progress.len(), 1);
+        f.tick(late);
+        assert!(!f.progressing());
+        assert!(f.progress.is_empty());
+        assert_eq!(f.settled_at, None, "no end the quiet period waits for");
+        f.progress("c".into(), true, ms(late, 100));
+        f.progress("c".into(), false, ms(late, 200));
+        assert_eq!(f.settled_at, Some(ms(late, 200)));
+        f.pushed(&p, Some(1), vec![item(1)], ms(late, 100));
+        assert_eq!(finals(&f.tick(ms(late, 499))), []);
+        assert_eq!(finals(&f.tick(ms(late, 500))), [(1, vec![1])]);
     }
 
     fn pulling(source: Source) -> (Finality, PathBuf, Instant) {
