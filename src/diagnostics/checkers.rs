@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use super::parse::{self, Diagnostic, Format};
 use crate::proc::on_path;
@@ -104,21 +104,6 @@ pub fn defaults(workspace: &Path, trusted: bool) -> Vec<Checker> {
 /// Syntax errors only, printed as compiler lines, when ruff is not installed.
 const PY_COMPILE: &str = include_str!("py_compile.py");
 
-/// What a file looked like when it was last checked.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct FileState {
-    size: u64,
-    mtime: Option<SystemTime>,
-}
-
-fn state_of(p: &Path) -> Option<FileState> {
-    let m = std::fs::metadata(p).ok()?;
-    Some(FileState {
-        size: m.len(),
-        mtime: m.modified().ok(),
-    })
-}
-
 /// A check in progress; waiters block on the condvar until `done`.
 pub struct Running {
     done: Mutex<bool>,
@@ -131,8 +116,9 @@ pub struct Checks {
     pub checkers: Vec<Checker>,
     pub wait: Duration,
     pub timeout: Duration,
-    /// The state each tracked file had when its last check started.
-    checked: Mutex<HashMap<PathBuf, Option<FileState>>>,
+    /// The stamp each tracked file had when its last check started (None: missing, or not a
+    /// regular file).
+    checked: Mutex<HashMap<PathBuf, Option<crate::files::Stamp>>>,
     /// Per check key (a file, or a project checker's index): the check running now.
     running: Mutex<HashMap<String, Arc<Running>>>,
     /// Files each project checker reported last time, so fixed ones are cleared.
@@ -212,7 +198,7 @@ impl Checks {
         if self.checkers[index].builtin && covered {
             return None;
         }
-        let now = state_of(file);
+        let now = crate::files::stamp(file);
         let key = self.key(index, file);
         let mut running = self.running.lock().unwrap();
         {
