@@ -561,7 +561,8 @@ fn tools(o: &mut Options) -> (Checks, Vec<langservers::Spec>) {
     )
 }
 
-/// Opens the state and starts the acceptor, control, imports and timer threads.
+/// Opens the state and starts the acceptor, control, imports and timer threads, and with
+/// `--lsp-warm` the language servers (on a thread of their own, after the acceptor).
 fn run_threads(
     mut o: Options,
     port: u16,
@@ -596,9 +597,6 @@ fn run_threads(
         },
         clients.clone(),
     )?);
-    if o.lsp_warm {
-        state.diagnostics.lsp.warm();
-    }
     let sessions = Arc::new(Sessions::new(state.clone(), clients, o.session));
     let gate = Gate {
         token,
@@ -619,6 +617,13 @@ fn run_threads(
         "acceptor",
         Box::new(move || transport::run_acceptor(listener, gate, on_open)),
     )?;
+    if o.lsp_warm {
+        // On its own thread, the acceptor running: finding each server's first file (a walk,
+        // tsconfig.json) and starting it takes a while, which a CLI that connects as soon as
+        // the lock file is out must not wait for.
+        let lsp = state.diagnostics.lsp.clone();
+        spawn("lsp-warm", Box::new(move || lsp.warm()))?;
+    }
     // The control thread accepts on this descriptor for good; the watch puts a new socket
     // behind it when the old one's path is deleted.
     let mut watch = Watch {
@@ -815,7 +820,7 @@ impl Watch {
     }
 }
 
-/// Boxed, so that the four threads share one instance of the spawning code.
+/// Boxed, so that the threads share one instance of the spawning code.
 fn spawn(name: &str, f: Box<dyn FnOnce() + Send>) -> Result<(), Fail> {
     crate::proc::spawn_thread(name, f)
         .map(|_| ())
