@@ -1,4 +1,4 @@
-//! How ccide writes files (never in place), names them (`file://` URIs) and normalises paths.
+//! How ccide reads files (regular ones, bounded) and writes them (never in place), names them (`file://` URIs) and normalises paths.
 //! Which paths it may touch is `workspaces`.
 
 use std::fmt::Write as _;
@@ -237,6 +237,48 @@ pub fn raw_uri_path(uri: &str) -> &str {
     uri.strip_prefix("file://").unwrap_or(uri)
 }
 
+/// The bytes of `path`, a regular file of at most `limit` bytes. Anything else is refused
+/// before it is opened (a FIFO or a device would block the reader), and a file that grows
+/// beyond `limit` between the stat and the read is refused too, never read whole. The errors
+/// of ours say what the file is, to follow its name: `IsADirectory` ("is a directory"),
+/// `Unsupported` ("is not a regular file"), `FileTooLarge` ("is N bytes, above the M MiB
+/// limit for reading"); the system's keep their kind (`NotFound` ...).
+pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let too_large = |len: u64| {
+        io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!(
+                "is {len} bytes, above the {} MiB limit for reading",
+                limit >> 20
+            ),
+        )
+    };
+    let m = fs::metadata(path)?;
+    if m.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "is a directory",
+        ));
+    }
+    if !m.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "is not a regular file",
+        ));
+    }
+    if m.len() > limit {
+        return Err(too_large(m.len()));
+    }
+    let mut file = File::open(path)?;
+    let mut bytes = Vec::with_capacity(m.len() as usize);
+    io::Read::read_to_end(&mut io::Read::take(&mut file, limit + 1), &mut bytes)?;
+    if bytes.len() as u64 > limit {
+        let now = file.metadata().map_or(0, |m| m.len());
+        return Err(too_large(now.max(bytes.len() as u64)));
+    }
+    Ok(bytes)
+}
+
 /// Size and modification time of a regular file: how ccide tells that a file changed without
 /// reading it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -390,6 +432,50 @@ pub fn language_id(path: &Path) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// Regular files up to the limit; a FIFO refused without blocking; a file longer than its
+    /// stat said (a /proc file says 0 bytes, as a file growing after the stat would) refused
+    /// rather than read whole.
+    #[test]
+    fn only_regular_files_up_to_the_limit_are_read() {
+        let dir = std::env::temp_dir().join(format!("ccide-read-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("f");
+        fs::write(&f, "12345").unwrap();
+        assert_eq!(read_regular(&f, 5).unwrap(), b"12345");
+        let e = read_regular(&f, 4).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::FileTooLarge);
+        assert_eq!(
+            e.to_string(),
+            "is 5 bytes, above the 0 MiB limit for reading"
+        );
+        let e = read_regular(&dir, 5).unwrap_err();
+        assert_eq!(
+            (e.kind(), e.to_string()),
+            (io::ErrorKind::IsADirectory, "is a directory".into())
+        );
+        let fifo = dir.join("fifo");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let e = read_regular(&fifo, 5).unwrap_err();
+        assert_eq!(e.to_string(), "is not a regular file");
+        let e = read_regular(&dir.join("missing"), 5).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        let status = Path::new("/proc/self/status");
+        assert_eq!(fs::metadata(status).unwrap().len(), 0);
+        let e = read_regular(status, 16).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::FileTooLarge);
+        assert!(read_regular(status, 1 << 20).unwrap().starts_with(b"Name:"));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn uris_round_trip_spaces_and_non_ascii() {
         let p = Path::new("/tmp/a dir/é ü/日本 🦀/x#1%.ts");
@@ -419,8 +505,6 @@ mod tests {
             Path::new("/bad%zz%4")
         );
     }
-
-    use super::*;
 
     #[test]
     fn languages_by_name() {

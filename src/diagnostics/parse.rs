@@ -14,7 +14,6 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -166,16 +165,7 @@ const MAX_SOURCE: u64 = 16 << 20;
 /// The text of a file a tool reported on, as `parse` wants it: `None` for anything but a
 /// regular file (never a FIFO, which would block) of at most `MAX_SOURCE` bytes.
 pub fn read_source(p: &Path) -> Option<String> {
-    let m = std::fs::metadata(p).ok()?;
-    if !m.is_file() || m.len() > MAX_SOURCE {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(p)
-        .ok()?
-        .take(MAX_SOURCE)
-        .read_to_end(&mut bytes)
-        .ok()?;
+    let bytes = crate::files::read_regular(p, MAX_SOURCE).ok()?;
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 

@@ -389,13 +389,13 @@ impl Server {
             Some(t) => Some((t.to_string(), None)),
             None => match crate::files::stamp(path) {
                 None => return self.forget(path),
-                Some(s) if s.len > MAX_DOC_BYTES => {
-                    crate::log::debug!("{}: {} is too large to send", self.name, path.display());
-                    return None;
-                }
                 Some(s) if known == Some(Some(s)) => None,
-                Some(s) => match std::fs::read(path) {
+                Some(s) => match crate::files::read_regular(path, MAX_DOC_BYTES) {
                     Ok(b) => Some((String::from_utf8_lossy(&b).into_owned(), Some(s))),
+                    Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+                        crate::log::debug!("{}: {} {e}; not sent", self.name, path.display());
+                        return None;
+                    }
                     Err(_) => return self.forget(path),
                 },
             },

@@ -356,18 +356,11 @@ fn open_regular(path: &Path) -> Result<std::fs::File, String> {
 
 /// A workspace file as text, refusing what would block (a FIFO) or is above `limit` bytes.
 pub fn read_text(path: &Path, limit: u64) -> Result<String, String> {
-    let file = open_regular(path)?;
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    if len > limit {
-        return Err(format!(
-            "{} is {len} bytes, above the {} MiB limit for reading",
-            path.display(),
-            limit >> 20
-        ));
-    }
-    let mut bytes = Vec::with_capacity(len as usize);
-    std::io::Read::read_to_end(&mut std::io::Read::take(file, limit + 1), &mut bytes)
-        .map_err(|e| not_found_or(path, e))?;
+    use std::io::ErrorKind::{FileTooLarge, IsADirectory, Unsupported};
+    let bytes = crate::files::read_regular(path, limit).map_err(|e| match e.kind() {
+        IsADirectory | Unsupported | FileTooLarge => format!("{} {e}", path.display()),
+        _ => not_found_or(path, e),
+    })?;
     String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", path.display()))
 }
 
