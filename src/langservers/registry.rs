@@ -72,6 +72,10 @@ pub fn first_file(workspaces: &[PathBuf], patterns: &[String]) -> Option<PathBuf
     walk(workspaces, &ok)
 }
 
+/// The configuration files read here (tsconfig.json, package.json) are far smaller; one
+/// larger, or not a regular file (a FIFO would block), is not read.
+const MAX_CONFIG: u64 = 1 << 20;
+
 /// A file of the project `config` (a tsconfig.json) describes: in its `files`, else under the
 /// directories its `include` patterns start with (the whole directory without either list) and
 /// not matching its `exclude`, else in one of the projects it references (a solution-style
@@ -79,8 +83,9 @@ pub fn first_file(workspaces: &[PathBuf], patterns: &[String]) -> Option<PathBuf
 /// files live in, not an inferred one for a file at the root that no project includes (hono's
 /// vitest.config.ts). `extends` is not followed.
 fn project_file(config: &Path, ok: &dyn Fn(&Path) -> bool, depth: u8) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(config).ok()?;
-    let v: Value = serde_json::from_str(&without_comments(&text)).ok()?;
+    let bytes = crate::files::read_regular(config, MAX_CONFIG).ok()?;
+    let v: Value =
+        serde_json::from_str(&without_comments(std::str::from_utf8(&bytes).ok()?)).ok()?;
     let base = config.parent()?;
     let list = |k: &str| v[k].as_array().cloned().unwrap_or_default();
     for f in list("files") {
@@ -290,7 +295,8 @@ pub fn builtins(
 fn typescript_major(tsc: &Path) -> Option<u32> {
     let real = std::fs::canonicalize(tsc).ok()?;
     let pkg = real.parent()?.parent()?.join("package.json");
-    let v: Value = serde_json::from_slice(&std::fs::read(pkg).ok()?).ok()?;
+    let v: Value =
+        serde_json::from_slice(&crate::files::read_regular(&pkg, MAX_CONFIG).ok()?).ok()?;
     v["version"].as_str()?.split('.').next()?.parse().ok()
 }
 

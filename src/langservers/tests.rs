@@ -334,6 +334,26 @@ fn builtins_follow_what_is_found_and_the_project() {
     assert_eq!(builtins(&ws, &|_| None, true).len(), TS_PATTERNS.len());
 }
 
+/// A tsconfig.json that is not a regular file (a FIFO would block its reader for good, and
+/// `--lsp-warm` with it) is not read: the first file is found by the walk.
+#[test]
+fn a_tsconfig_that_is_a_fifo_never_blocks_finding_the_first_file() {
+    let dir = TempDir::new("fifo-tsconfig");
+    let a = dir.write("src/a.ts", "");
+    let ws = dir.path().to_path_buf();
+    let fifo = ws.join("tsconfig.json");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(registry::first_file(&[ws], &["*.ts".into()])));
+    assert_eq!(rx.recv_timeout(WITHIN).expect("not blocked"), Some(a));
+}
+
 #[test]
 fn a_rustup_proxy_without_the_component_is_not_rust_analyzer() {
     let dir = TempDir::new("rustup");
