@@ -23,7 +23,7 @@ use super::finality::{Final, Finality, Pushes, Source};
 use super::supervisor::{self, Event, Life, Phase, Process};
 use crate::lsp::connection::{Received, SendError, Sender};
 use crate::lsp::queue::Outgoing;
-use crate::lsp::text::{Enc, Pos, convert_column};
+use crate::lsp::text::{Enc, Pos, Text, convert_column};
 use crate::proc::Queue;
 use crate::rpc::{self, ErrorCode, RequestId, ResponseError, RpcError};
 
@@ -1522,17 +1522,19 @@ fn fail_requests(st: &mut State, effects: &mut Effects) {
 /// Converts the ranges of LSP diagnostics about `text` (the document as sent) from the
 /// server's position encoding to UTF-16, what the store and the CLI count.
 fn to_utf16(items: &mut [Value], text: &str, enc: Enc) {
-    if enc == Enc::Utf16 {
+    if enc == Enc::Utf16 || items.is_empty() {
         return;
     }
+    // Lines indexed once: splitting the text for each position would cost the document's size
+    // per item, under the state lock.
+    let text = Text::new(text.to_string());
     for d in items {
         let Some(r) = d.get_mut("range").filter(|r| r.is_object()) else {
             continue;
         };
         for (k, round_up) in [("start", false), ("end", true)] {
             let p = Pos::from_json(&r[k]);
-            if let Some(line) = text.split('\n').nth(p.line as usize) {
-                let line = line.strip_suffix('\r').unwrap_or(line);
+            if let Some(line) = text.line(p.line) {
                 let c = convert_column(line, p.character, enc, Enc::Utf16, round_up);
                 r[k]["character"] = c.into();
             }

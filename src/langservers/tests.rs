@@ -1500,14 +1500,14 @@ fn a_server_republishing_the_same_result_reaches_final() {
 fn a_server_counting_in_another_encoding_is_converted_to_utf16() {
     let mut s = Script::start("utf32", test_cfg());
     let line = r#"s = "é🦀" + foo"#;
-    let a = s.dir.write("a.fk", &format!("{line}\n"));
+    let a = s.dir.write("a.fk", &format!("é🦀\r\n{line}\n"));
     let t = s.ls.touch(&a, None).unwrap();
     let mut init = caps();
     init["capabilities"]["positionEncoding"] = "utf-32".into();
     s.initialize(init);
     s.notification("textDocument/didOpen");
-    // `foo` is character 11 in UTF-32, 12 in UTF-16.
-    s.publish(&a, Some(t.version()), &[(0, 11)]);
+    // `foo` is character 11 in UTF-32, 12 in UTF-16, on the second line.
+    s.publish(&a, Some(t.version()), &[(1, 11)]);
     assert!(LangServers::wait(&[t], Duration::from_secs(10)));
     let d = &last(&s.got, &a)[0];
     assert_eq!((d.start_char, d.end_char), (12, 15));
