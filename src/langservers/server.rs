@@ -183,8 +183,6 @@ struct State {
     /// Which process the events belong to: bumped at every start.
     run: u64,
     process: Option<Process>,
-    /// The process's pid, while it is not known to be reaped.
-    pid: Option<u32>,
     /// The answer to `initialize`, once there is one.
     init: Option<Value>,
     server_info: String,
@@ -284,7 +282,6 @@ impl Server {
                 life: Life::new(now),
                 run: 0,
                 process: None,
-                pid: None,
                 init: None,
                 server_info: String::new(),
                 enc: Enc::Utf16,
@@ -651,7 +648,6 @@ impl Server {
                     p.pid().unwrap_or_default(),
                     self.words.join(" ")
                 );
-                st.pid = p.pid();
                 st.process = Some(p);
                 st.life.starting(Instant::now());
                 st.init = None;
@@ -861,10 +857,7 @@ impl Server {
             Phase::Running => {
                 let step = st.fin.tick(now);
                 if !step.finals.is_empty() {
-                    if !st.delivered {
-                        // Those waiting in `loaded`.
-                        self.cv.notify_all();
-                    }
+                    // Those waiting in `loaded` are woken by `finish`, which always follows.
                     st.delivered = true;
                     st.life.delivering = true;
                 }
@@ -1282,7 +1275,6 @@ impl Server {
 
     fn process_exited(&self, st: &mut State, how: &str, effects: &mut Effects) {
         st.process = None;
-        st.pid = None;
         st.life.exited(
             &self.name,
             how,
@@ -1310,7 +1302,8 @@ impl Server {
             Phase::Crashed => "crashed",
             Phase::Failed => "failed",
         };
-        let pid = st.pid;
+        // The process's, while it is not known to be reaped.
+        let pid = st.process.as_ref().and_then(Process::pid);
         // Built field by field: smaller in the binary than `json!` (no serializer per type).
         let mut v = Value::Object(Default::default());
         v["name"] = self.name.clone().into();
