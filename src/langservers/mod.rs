@@ -134,10 +134,15 @@ impl LangServers {
     }
 
     /// Waits until every ticket's result is final (or will never be: its server stopped),
-    /// at most `budget` in all. True if all are final.
+    /// at most `budget` in all. True if all are final. A ticket that gets no result (its
+    /// document was closed first) stops no wait for the others.
     pub fn wait(tickets: &[Ticket], budget: Duration) -> bool {
         let deadline = Instant::now() + budget;
-        tickets.iter().all(|t| t.wait_until(deadline))
+        let mut all = true;
+        for t in tickets {
+            all &= t.wait_until(deadline);
+        }
+        all
     }
 
     /// Tells running servers that registered for watched files about changes ccide saw.

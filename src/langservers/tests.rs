@@ -1399,6 +1399,30 @@ fn held_documents_keep_one_increasing_version_and_stay_open() {
     assert!(v3 > v2);
 }
 
+/// getDiagnostics {} waits for every file's result: one whose document was closed before its
+/// result came (no result will) does not end the wait for the others.
+#[test]
+fn a_ticket_that_gets_no_result_does_not_end_the_wait_for_the_others() {
+    let cfg = Config {
+        max_open: 1,
+        ..test_cfg()
+    };
+    let mut s = Script::start("wait-each", cfg);
+    let [a, b] = ["a.fk", "b.fk"].map(|n| s.dir.write(n, "ERR\n"));
+    let ta = s.ls.touch(&a, None).unwrap();
+    s.initialize(caps());
+    s.notification("textDocument/didOpen");
+    let tb = s.ls.touch(&b, None).unwrap();
+    s.notification("textDocument/didOpen");
+    s.notification("textDocument/didClose");
+    // b's result is final a quiet period after this publish; a's never comes.
+    s.publish(&b, Some(tb.version()), &[(0, 0)]);
+    let all = LangServers::wait(&[ta, tb], WITHIN);
+    assert!(!all, "a's document was closed first");
+    assert_eq!(results(&s.got, &b).len(), 1, "b's result waited for");
+    assert!(results(&s.got, &a).is_empty());
+}
+
 /// getDiagnostics reads a file from disk while the editor's newer buffer comes in: the
 /// update that read first applies first, so the server ends with the buffer as the newest
 /// version, never the text read earlier as a version after it.
