@@ -802,7 +802,8 @@ impl Server {
     }
 
     /// Runs the transitions due now, hands out what was decided, and records when to look
-    /// again (waking the driver if the caller is not the driver).
+    /// again (waking the driver if the caller is not the driver and that is sooner than the
+    /// driver would look: it looks at `due` at the latest, and a later one it finds then).
     fn advance_and_finish(
         self: &Arc<Self>,
         mut st: MutexGuard<'_, State>,
@@ -810,8 +811,9 @@ impl Server {
         wake: bool,
     ) -> Option<Instant> {
         let next = self.advance(&mut st, &mut effects);
+        let sooner = next.is_some_and(|n| st.due.is_none_or(|d| n < d));
         st.due = next;
-        if wake && next.is_some() {
+        if wake && sooner {
             self.inbox.push(Inbound::Wake);
         }
         self.finish(st, effects);
