@@ -111,7 +111,7 @@ impl Diagnostics {
                 );
             })
         };
-        let lsp = LangServers::new(servers.0, workspaces.list(), servers.1, sink);
+        let lsp = LangServers::new(servers.0, workspaces.clone(), servers.1, sink);
         Diagnostics {
             store,
             checks,

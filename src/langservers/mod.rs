@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::proc::Queue;
+use crate::workspaces::Workspaces;
 pub use finality::Final;
 pub use registry::{Spec, builtins, origin, parse_spec};
 use server::Inbound;
@@ -45,7 +46,8 @@ pub enum Change {
 
 pub struct LangServers {
     servers: Vec<Arc<Server>>,
-    workspaces: Vec<PathBuf>,
+    /// Shared with `ccide workspace add/remove`, so a file in a folder added later is covered.
+    workspaces: Arc<Workspaces>,
     /// The driver's: every process's events, and wake-ups.
     inbox: Arc<Queue<Inbound>>,
 }
@@ -53,7 +55,7 @@ pub struct LangServers {
 impl LangServers {
     pub fn new(
         specs: Vec<Spec>,
-        workspaces: Vec<PathBuf>,
+        workspaces: Arc<Workspaces>,
         cfg: Config,
         sink: Sink,
     ) -> Arc<LangServers> {

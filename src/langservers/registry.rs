@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::workspaces::Workspaces;
+
 /// One `--lsp 'PATTERN=COMMAND'`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Spec {
@@ -42,15 +44,13 @@ pub fn group(specs: Vec<Spec>) -> Vec<(Vec<String>, Vec<String>)> {
     groups
 }
 
-/// Whether a server with `patterns` covers `path`, a file inside one of `workspaces`.
-pub fn covers(patterns: &[String], workspaces: &[PathBuf], path: &Path) -> bool {
-    let Some(root) = workspaces.iter().find(|w| path.starts_with(w)) else {
+/// Whether a server with `patterns` covers `path`, a file inside one of `workspaces`: its
+/// patterns match the path relative to the folder holding it (the deepest, as everywhere).
+pub fn covers(patterns: &[String], workspaces: &Workspaces, path: &Path) -> bool {
+    let Some(root) = workspaces.holder(path) else {
         return false;
     };
-    let Ok(rel) = path.strip_prefix(root) else {
-        return false;
-    };
-    let rel = rel.to_string_lossy();
+    let rel = path.strip_prefix(&root).unwrap_or(path).to_string_lossy();
     patterns
         .iter()
         .any(|p| crate::pattern::file_pattern_match(p, &rel))
@@ -59,17 +59,18 @@ pub fn covers(patterns: &[String], workspaces: &[PathBuf], path: &Path) -> bool 
 /// A workspace file that `patterns` cover, to open first: for a TypeScript server, one of the
 /// project that the workspace's tsconfig.json puts its files in (`project_file`); else the
 /// first found by a bounded walk that skips hidden, vendored and build directories.
-pub fn first_file(workspaces: &[PathBuf], patterns: &[String]) -> Option<PathBuf> {
+pub fn first_file(workspaces: &Workspaces, patterns: &[String]) -> Option<PathBuf> {
     let ok = |p: &Path| covers(patterns, workspaces, p);
+    let folders = workspaces.list();
     if patterns.iter().any(|p| p == "*.ts") {
-        let found = workspaces
+        let found = folders
             .iter()
             .find_map(|w| project_file(&w.join("tsconfig.json"), &ok, 0));
         if found.is_some() {
             return found;
         }
     }
-    walk(workspaces, &ok)
+    walk(&folders, &ok)
 }
 
 /// The configuration files read here (tsconfig.json, package.json) are far smaller; one

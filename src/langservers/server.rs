@@ -26,6 +26,7 @@ use crate::lsp::queue::Outgoing;
 use crate::lsp::text::{Enc, Pos, Text, convert_column};
 use crate::proc::Queue;
 use crate::rpc::{self, ErrorCode, RequestId, ResponseError, RpcError};
+use crate::workspaces::Workspaces;
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -213,7 +214,9 @@ pub struct Server {
     pub patterns: Vec<String>,
     /// Its place in the driver's list.
     index: usize,
-    workspaces: Vec<PathBuf>,
+    /// What a start announces (the folders of that moment) and `workspace/workspaceFolders`
+    /// answers.
+    workspaces: Arc<Workspaces>,
     cfg: Config,
     sink: Sink,
     inbox: Arc<Queue<Inbound>>,
@@ -266,7 +269,7 @@ impl Server {
         index: usize,
         words: Vec<String>,
         patterns: Vec<String>,
-        workspaces: Vec<PathBuf>,
+        workspaces: Arc<Workspaces>,
         cfg: Config,
         sink: Sink,
         inbox: Arc<Queue<Inbound>>,
@@ -605,10 +608,11 @@ impl Server {
         st.run += 1;
         // The previous process's requests will never be answered.
         fail_requests(st, effects);
+        let folders = self.workspaces.list();
         let options = match super::registry::initialization_options(
             &self.name,
             &self.words[0],
-            &self.workspaces,
+            &folders,
             self.cfg.trust_workspace,
         ) {
             Ok(o) => o,
@@ -619,10 +623,7 @@ impl Server {
                 return;
             }
         };
-        let cwd = self
-            .workspaces
-            .first()
-            .map_or(Path::new("/"), |w| w.as_path());
+        let cwd = folders.first().map_or(Path::new("/"), |w| w.as_path());
         let (inbox, server, run) = (self.inbox.clone(), self.index, st.run);
         let deliver: supervisor::Deliver = Arc::new(move |event| {
             inbox.push(Inbound::Event { server, run, event });
@@ -663,17 +664,12 @@ impl Server {
                 let mut params: Value = serde_json::from_str(INITIALIZE).unwrap_or_default();
                 params["processId"] = std::process::id().into();
                 params["clientInfo"]["version"] = env!("CARGO_PKG_VERSION").into();
-                params["rootUri"] = self
-                    .workspaces
-                    .first()
-                    .map(|w| crate::files::file_uri(w))
-                    .into();
-                params["rootPath"] = self
-                    .workspaces
+                params["rootUri"] = folders.first().map(|w| crate::files::file_uri(w)).into();
+                params["rootPath"] = folders
                     .first()
                     .map(|w| w.to_string_lossy().into_owned())
                     .into();
-                params["workspaceFolders"] = self.workspaces.iter().map(|w| folder(w)).collect();
+                params["workspaceFolders"] = folders.iter().map(|w| folder(w)).collect();
                 if let Some(o) = options {
                     params["initializationOptions"] = o;
                 }
@@ -1193,7 +1189,7 @@ impl Server {
                 Ok(Value::Null)
             }
             "workspace/workspaceFolders" => Ok(Value::Array(
-                self.workspaces.iter().map(|w| folder(w)).collect(),
+                self.workspaces.list().iter().map(|w| folder(w)).collect(),
             )),
             "workspace/diagnostic/refresh" => {
                 st.fin.refresh();

@@ -10,6 +10,8 @@ use registry::{TS_PATTERNS, rust_analyzer_present};
 use serde_json::json;
 use std::sync::Mutex;
 
+use crate::workspaces::Workspaces;
+
 /// A final result's diagnostic, as the tests look at it.
 #[derive(Clone, Debug, PartialEq)]
 struct Diagnostic {
@@ -121,6 +123,10 @@ fn gone(pid: u64) -> bool {
     }
 }
 
+fn folders(one: &Path) -> Arc<Workspaces> {
+    Arc::new(Workspaces::new(vec![one.to_path_buf()]))
+}
+
 fn status_of(ls: &LangServers) -> Value {
     ls.status()[0].clone()
 }
@@ -165,7 +171,7 @@ impl Fake {
             name: "python3".into(),
         };
         let (sink, got) = sink();
-        let ls = LangServers::new(vec![spec], vec![dir.path().to_path_buf()], cfg, sink);
+        let ls = LangServers::new(vec![spec], folders(dir.path()), cfg, sink);
         Fake { dir, log, got, ls }
     }
 
@@ -270,7 +276,7 @@ fn builtins_follow_what_is_found_and_the_project() {
         [found[0].1.to_string_lossy().as_ref(), "--stdio"]
     );
     // One process for all of a server's patterns.
-    let ls = LangServers::new(specs, vec![ws.clone()], Config::default(), sink().0);
+    let ls = LangServers::new(specs, folders(&ws), Config::default(), sink().0);
     assert_eq!(ls.status().as_array().unwrap().len(), 3);
     assert!(ls.covers(&ws.join("src/deep/x.tsx")));
     assert!(ls.covers(&ws.join("m.pyi")));
@@ -334,6 +340,27 @@ fn builtins_follow_what_is_found_and_the_project() {
     assert_eq!(builtins(&ws, &|_| None, true).len(), TS_PATTERNS.len());
 }
 
+/// A server's patterns match a path relative to the folder holding it, the deepest when
+/// folders nest (as for checkers and everything else), and folders added while serve runs
+/// (`ccide workspace add`) are covered too.
+#[test]
+fn servers_cover_files_by_the_deepest_folder_and_folders_added_later() {
+    let dir = TempDir::new("covers");
+    let (outer, inner, later) = (
+        dir.path().to_path_buf(),
+        dir.path().join("inner"),
+        dir.path().join("later"),
+    );
+    let ws = Arc::new(Workspaces::new(vec![outer.clone(), inner.clone()]));
+    let spec = parse_spec("src/*.fk=memory-server").unwrap();
+    let ls = LangServers::new(vec![spec], ws.clone(), test_cfg(), sink().0);
+    assert!(ls.covers(&inner.join("src/a.fk")), "src/a.fk in inner");
+    assert!(ls.covers(&outer.join("src/a.fk")));
+    assert!(!ls.covers(&later.join("src/a.fk")), "not a folder yet");
+    ws.change(|f| f.push(later.clone()));
+    assert!(ls.covers(&later.join("src/a.fk")));
+}
+
 /// A tsconfig.json that is not a regular file (a FIFO would block its reader for good, and
 /// `--lsp-warm` with it) is not read: the first file is found by the walk.
 #[test]
@@ -350,7 +377,7 @@ fn a_tsconfig_that_is_a_fifo_never_blocks_finding_the_first_file() {
             .success()
     );
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || tx.send(registry::first_file(&[ws], &["*.ts".into()])));
+    std::thread::spawn(move || tx.send(registry::first_file(&folders(&ws), &["*.ts".into()])));
     assert_eq!(rx.recv_timeout(WITHIN).expect("not blocked"), Some(a));
 }
 
@@ -723,12 +750,7 @@ fn an_idle_server_stops_and_starts_again_when_needed() {
 fn a_server_that_cannot_run_fails_once_and_stops_covering() {
     let dir = TempDir::new("missing");
     let spec = parse_spec("*.fk=/nonexistent/lsp --stdio").unwrap();
-    let ls = LangServers::new(
-        vec![spec],
-        vec![dir.path().to_path_buf()],
-        test_cfg(),
-        sink().0,
-    );
+    let ls = LangServers::new(vec![spec], folders(dir.path()), test_cfg(), sink().0);
     let a = dir.write("a.fk", "x");
     assert!(ls.covers(&a));
     assert!(ls.touch(&a, None).is_none());
@@ -751,12 +773,7 @@ fn a_server_dying_before_initialize_is_given_up_after_three_tries() {
         "*.fk=python3 -c 'import sys; print(\"no such toolchain\", file=sys.stderr); sys.exit(1)'",
     )
     .unwrap();
-    let ls = LangServers::new(
-        vec![spec],
-        vec![dir.path().to_path_buf()],
-        test_cfg(),
-        sink().0,
-    );
+    let ls = LangServers::new(vec![spec], folders(dir.path()), test_cfg(), sink().0);
     let a = dir.write("a.fk", "x");
     let t = ls.touch(&a, None).unwrap();
     wait_for("giving up", Duration::from_secs(10), || {
@@ -888,12 +905,7 @@ fn typescript_language_server_reports_a_broken_type() {
     );
     let (sink, got) = sink();
     let spec = parse_spec(&format!("*.ts='{bin}' --stdio")).unwrap();
-    let ls = LangServers::new(
-        vec![spec],
-        vec![dir.path().to_path_buf()],
-        Config::default(),
-        sink,
-    );
+    let ls = LangServers::new(vec![spec], folders(dir.path()), Config::default(), sink);
     let broken =
         "import { greet } from \"./a\";\nconst t = \"🦀\"; export const s: number = greet(t);\n";
     let ds = break_a_type(
@@ -955,12 +967,7 @@ fn pyright_reports_a_broken_type_also_in_unsaved_text() {
     let b = dir.write("b.py", "from a import greet\n\nx: str = greet(\"x\")\n");
     let (sink, got) = sink();
     let spec = parse_spec(&format!("*.py='{bin}' --stdio")).unwrap();
-    let ls = LangServers::new(
-        vec![spec],
-        vec![dir.path().to_path_buf()],
-        Config::default(),
-        sink,
-    );
+    let ls = LangServers::new(vec![spec], folders(dir.path()), Config::default(), sink);
     let broken = "from a import greet\n\nt = \"🦀\"; y: int = greet(t)\n";
     let ds = break_a_type(
         "pyright",
@@ -1011,12 +1018,7 @@ fn clangd_reports_an_undeclared_name() {
     let (sink, got) = sink();
     // As the built-in runs it.
     let spec = parse_spec(&format!("*.c='{bin}' --background-index=false")).unwrap();
-    let ls = LangServers::new(
-        vec![spec],
-        vec![dir.path().to_path_buf()],
-        Config::default(),
-        sink,
-    );
+    let ls = LangServers::new(vec![spec], folders(dir.path()), Config::default(), sink);
     let broken = "int main(void) {\n  const char *t = \"🦀\"; return undefined_name;\n}\n";
     let ds = break_a_type(
         "clangd",
@@ -1068,7 +1070,7 @@ impl Script {
         let dir = TempDir::new(label);
         let spec = parse_spec(&format!("*.fk={command}")).unwrap();
         let (sink, got) = sink();
-        let ls = LangServers::new(vec![spec], vec![dir.path().to_path_buf()], cfg, sink);
+        let ls = LangServers::new(vec![spec], folders(dir.path()), cfg, sink);
         let peers: Arc<Queue<Connection>> = Arc::default();
         let p = peers.clone();
         *ls.servers[0].memory.lock().unwrap() = Some(Arc::new(move || {
