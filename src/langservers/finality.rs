@@ -538,8 +538,8 @@ mod tests {
         assert_eq!(f.tick(ms(t0, 900)).next, None, "nothing left to wait for");
     }
 
-    /// Issue 19: a server that republishes the same diagnostics every 50 ms reaches "final"
-    /// after one quiet period, and only once.
+    /// A server that republishes the same diagnostics every 50 ms reaches "final"
+    /// after one quiet period, and only once (ccide-protocol(7) §11.5).
     #[test]
     fn identical_publishes_are_not_news() {
         let (mut f, p, t0) = pushing(Pushes::MayBePartial);
@@ -559,8 +559,9 @@ mod tests {
         assert_eq!(finals(&f.tick(ms(t0, 2300))), [(1, vec![])]);
     }
 
-    /// Issue 20: a server known to publish each version's whole result (clangd) is final at
-    /// the publish, even while it indexes in the background; its unversioned publishes wait.
+    /// A server known to publish each version's whole result (clangd) is final at the publish, even
+    /// while it indexes in the background; its unversioned publishes wait (ccide-protocol(7)
+    /// §11.5).
     #[test]
     fn a_complete_publish_for_the_version_sent_is_final_at_once() {
         let (mut f, p, t0) = pushing(Pushes::Complete);

@@ -1458,8 +1458,8 @@ fn an_update_reading_the_disk_never_applies_older_text_after_a_newer_one() {
     assert_eq!(open["textDocument"]["version"], from_buffer);
 }
 
-/// Issue 20: a server known to publish each version's whole result (clangd) has its result
-/// final at the publish, not after a quiet period; another server's waits for it.
+/// A server known to publish each version's whole result (clangd) has its result final at the
+/// publish, not after a quiet period; another server's waits for it (ccide-protocol(7) §11.5).
 #[test]
 fn a_clangd_publish_is_final_at_once_and_another_server_s_waits() {
     let cfg = Config {
@@ -1485,8 +1485,8 @@ fn a_clangd_publish_is_final_at_once_and_another_server_s_waits() {
     }
 }
 
-/// Issue 19: a server that republishes the same diagnostics every 50 ms reaches "final"
-/// after one quiet period (identical publishes are not news).
+/// A server that republishes the same diagnostics every 50 ms reaches "final" after one quiet
+/// period: identical publishes are not news (ccide-protocol(7) §11.5).
 #[test]
 fn a_server_republishing_the_same_result_reaches_final() {
     let cfg = Config {
@@ -1542,8 +1542,9 @@ fn a_server_counting_in_another_encoding_is_converted_to_utf16() {
 
 // ---------------------------------------------------------------- servers that misbehave
 
-/// Issue 19: a server that exits while a child it started still holds its pipes is noticed
-/// (its own pid is watched, not only its output), its tree is killed, and it is restarted.
+/// A server that exits while a child it started still holds its pipes is noticed (its own pid is
+/// watched, not only its output), its tree is killed, and it is restarted (ccide-protocol(7)
+/// §11.7).
 #[test]
 fn a_server_whose_child_keeps_its_pipes_is_noticed_when_it_exits() {
     let armed = std::env::temp_dir().join(format!("ccide-lsp-orphan-{}", std::process::id()));
@@ -1576,8 +1577,8 @@ fn a_server_whose_child_keeps_its_pipes_is_noticed_when_it_exits() {
     });
 }
 
-/// Issue 19: what waits to be written to a server that stopped reading is bounded; the server
-/// is killed (and restarted), and status says why.
+/// What waits to be written to a server that stopped reading is bounded; the server
+/// is killed (and restarted), and status says why (ccide-protocol(7) §11.7).
 #[test]
 fn a_server_that_stops_reading_is_killed_and_says_why() {
     let cfg = Config {
@@ -1603,8 +1604,8 @@ fn a_server_that_stops_reading_is_killed_and_says_why() {
     });
 }
 
-/// Issue 19: a server dropped for a message above the size limit is restarted, and status
-/// says why, not only that it was killed.
+/// A server dropped for a message above the size limit is restarted, and status
+/// says why, not only that it was killed (ccide-protocol(7) §11.7).
 #[test]
 fn a_server_sending_a_message_above_the_limit_is_dropped_and_says_why() {
     let f = Fake::start("huge", "huge", test_cfg());
@@ -1617,8 +1618,8 @@ fn a_server_sending_a_message_above_the_limit_is_dropped_and_says_why() {
     });
 }
 
-/// Issue 19: a helper the server started in a session of its own (`setsid`, so outside its
-/// process group) is found while the server lives, and does not outlive it.
+/// A helper the server started in a session of its own (`setsid`, so outside its process group) is
+/// found while the server lives, and does not outlive it (ccide-protocol(7) §11.7).
 #[test]
 fn a_helper_in_a_session_of_its_own_does_not_outlive_the_server() {
     let f = Fake::start("setsid", "setsid", test_cfg());
@@ -1640,8 +1641,8 @@ fn a_helper_in_a_session_of_its_own_does_not_outlive_the_server() {
     );
 }
 
-/// Issue 19: status says why a server is stopped, also when it had to be killed because it
-/// answered neither shutdown nor exit.
+/// Status says why a server is stopped, also when it had to be killed because it
+/// answered neither shutdown nor exit (ccide-protocol(7) §11.7).
 #[test]
 fn an_idle_stop_says_why_in_status() {
     let cfg = Config {
@@ -1673,9 +1674,9 @@ fn wait_for_value<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<
     got.unwrap()
 }
 
-/// Issue 19: a server that crashes on every document delivers nothing; while it does not,
+/// A server that crashes on every document delivers nothing; while it does not,
 /// it covers no file (the built-in checker it silenced answers), and it covers them again
-/// once it hands out a result.
+/// once it hands out a result (ccide-protocol(7) §11.7).
 #[test]
 fn a_server_crashing_on_every_open_covers_nothing_until_it_delivers() {
     let cfg = Config {
@@ -1700,8 +1701,8 @@ fn a_server_crashing_on_every_open_covers_nothing_until_it_delivers() {
     assert_ne!(status_of(&f.ls)["state"], "failed");
 }
 
-/// Issue 19: a document whose new result is awaited is closed to make room only when every
-/// other is awaited too, and then its ticket is no answer (at once, not at the deadline).
+/// A document whose new result is awaited is closed to make room only when every other is awaited
+/// too, and then its ticket is no answer (at once, not at the deadline; ccide-protocol(7) §11.2).
 #[test]
 fn an_awaited_document_is_closed_last_and_then_its_ticket_is_no_answer() {
     let cfg = Config {
@@ -1740,7 +1741,7 @@ fn an_awaited_document_is_closed_last_and_then_its_ticket_is_no_answer() {
     assert!(LangServers::wait(&[tc], WITHIN));
 }
 
-/// Issue 19: getDiagnostics {} refreshes what the server knows and what changed: an idle
+/// getDiagnostics {} refreshes what the server knows and what changed: an idle
 /// pass opens and closes nothing, a closed document that changed on disk is opened again,
 /// and a file the server never had is not opened.
 #[test]
@@ -1792,8 +1793,8 @@ fn refreshing_what_is_known_opens_only_what_changed() {
     assert!(!opened.contains(&json!(crate::files::file_uri(&never))));
 }
 
-/// Issue 20: status says "loading" while a started server has documents and no result yet
-/// (tsserver loads the project on its first document), "ready" once it delivered.
+/// Status says "loading" while a started server has documents and no result yet (tsserver loads the
+/// project on its first document), "ready" once it delivered (ccide-protocol(7) §11.1).
 #[test]
 fn status_says_loading_until_the_first_result() {
     let mut s = Script::start("loading", test_cfg());
@@ -1807,9 +1808,9 @@ fn status_says_loading_until_the_first_result() {
     assert_eq!(status_of(&s.ls)["state"], "ready");
 }
 
-/// Issue 19: a large publish is cut before it is parsed, by a scan that knows strings and
-/// nesting: its first diagnostics (at most `MAX_ITEMS` - 1, and at most a mebibyte of them),
-/// and first of all one saying how many more there were; the rest of the message stays.
+/// A large publish is cut before it is parsed, by a scan that knows strings and nesting: its first
+/// diagnostics (at most `MAX_ITEMS` - 1, and at most a mebibyte of them), and first of all one
+/// saying how many more there were; the rest of the message stays (ccide-protocol(7) §5.4).
 #[test]
 fn a_large_publish_is_cut_before_it_is_parsed() {
     let item = |i: usize, pad: usize| {
@@ -1872,10 +1873,10 @@ fn a_large_publish_is_cut_before_it_is_parsed() {
     }
 }
 
-/// Issue 19: typescript-language-server loads the TypeScript it finds in the workspace
+/// typescript-language-server loads the TypeScript it finds in the workspace
 /// (node_modules, walking up from the root), a program the repository ships. Unless the user
 /// trusts the workspace, it is told to use the one installed beside it; without one it is not
-/// started, and status says why and what to do.
+/// started, and status says why and what to do (ccide-protocol(7) §11.1).
 #[test]
 fn typescript_language_server_is_told_to_use_the_typescript_beside_it() {
     let npm = TempDir::new("npm");
