@@ -46,7 +46,8 @@ const LAYERS: &[(&str, &[&str])] = &[
         "control",
         &[
             "protocol",
-            "editors|handler|client|lsp_front",
+            "editors",
+            "handler|client|lsp_front",
             "server",
             "mod",
         ],
