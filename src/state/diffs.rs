@@ -384,9 +384,10 @@ impl Diffs {
             "new_file_path": p.new_file_path.as_str(), "file": json::path(&p.path), "new_file": new_file,
             "client": p.client, "created": crate::text::unix_secs(created),
         };
-        // The original is copied by the kernel, never read in here: the request path is the
-        // two files written and nothing else. The review decodes and counts when it is asked
-        // (`ccide diff list`, `show`), in its own process.
+        // The original is copied by the kernel, not read in here: the request path is the two
+        // files written. Only when someone subscribes to `ccide events` is a small original
+        // read back to count lines for diff_opened (`quick_stat`); otherwise the review decodes
+        // and counts when it is asked (`ccide diff list`, `show`), in its own process.
         let written = (|| -> std::io::Result<()> {
             std::fs::create_dir(&dir)?;
             let original = dir.join("original");
@@ -417,13 +418,15 @@ impl Diffs {
             d.path.display()
         );
         let desc = d.describe();
-        let mut event = desc.clone();
-        event["event"] = "diff_opened".into();
-        if let Some((added, removed)) = quick_stat(&d.dir.join("original"), &p.contents) {
-            event["added"] = added.into();
-            event["removed"] = removed.into();
+        if self.events.listening() {
+            let mut event = desc.clone();
+            event["event"] = "diff_opened".into();
+            if let Some((added, removed)) = quick_stat(&d.dir.join("original"), &p.contents) {
+                event["added"] = added.into();
+                event["removed"] = removed.into();
+            }
+            self.events.emit(event);
         }
-        self.events.emit(event);
         inner.pending.push(d);
         Ok(desc)
     }

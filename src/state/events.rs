@@ -41,14 +41,20 @@ impl Events {
     /// Adds a subscriber in memory (tests of editor sessions without a socket).
     #[cfg(test)]
     pub fn subscribe_with(&self, mut sink: Sink) {
-        let mut subscribers = self.subscribers.lock().unwrap();
+        let mut subscribers = lock(&self.subscribers);
         if sink(&hello()) {
             subscribers.push(sink);
         }
     }
 
+    /// Whether anyone subscribes: an event that costs work to build (diff_opened reads the
+    /// original back to count lines) is built only then.
+    pub fn listening(&self) -> bool {
+        !lock(&self.subscribers).is_empty()
+    }
+
     pub fn emit(&self, mut event: Value) {
-        let mut subscribers = self.subscribers.lock().unwrap();
+        let mut subscribers = lock(&self.subscribers);
         if subscribers.is_empty() {
             return;
         }
@@ -56,5 +62,30 @@ impl Events {
         let mut line = event.to_string();
         line.push('\n');
         subscribers.retain_mut(|s| s(&line));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[test]
+    fn listening_while_a_subscriber_is_there_and_not_once_it_is_gone() {
+        let events = Events::default();
+        assert!(!events.listening(), "nobody subscribed yet");
+        let open = Arc::new(AtomicBool::new(true));
+        let sink_open = open.clone();
+        events.subscribe_with(Box::new(move |_| sink_open.load(Ordering::Relaxed)));
+        assert!(events.listening());
+        events.emit(crate::json::obj! {"event": "x"});
+        assert!(events.listening(), "a subscriber that takes lines stays");
+        open.store(false, Ordering::Relaxed);
+        events.emit(crate::json::obj! {"event": "x"});
+        assert!(
+            !events.listening(),
+            "a subscriber that is gone is dropped at the next event"
+        );
     }
 }
