@@ -66,13 +66,9 @@ impl<T> Default for Queue<T> {
 }
 
 impl<T> Queue<T> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (VecDeque<T>, bool)> {
-        self.items.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Adds an item; false (and the item dropped) once the queue is closed.
     pub fn push(&self, item: T) -> bool {
-        let mut q = self.lock();
+        let mut q = lock(&self.items);
         if q.1 {
             return false;
         }
@@ -85,7 +81,7 @@ impl<T> Queue<T> {
     /// The oldest item, waiting until `until` at most (forever if None). None when the time is
     /// up, or the queue is closed and empty.
     pub fn pop(&self, until: Option<Instant>) -> Option<T> {
-        let mut q = self.lock();
+        let mut q = lock(&self.items);
         loop {
             if let Some(item) = q.0.pop_front() {
                 return Some(item);
@@ -93,6 +89,8 @@ impl<T> Queue<T> {
             if q.1 {
                 return None;
             }
+            // A wait hands the guard back even from a poisoned lock (which a panic, aborting,
+            // never leaves): smaller than a panic path per item type.
             q = match until {
                 None => self.ready.wait(q).unwrap_or_else(|e| e.into_inner()),
                 Some(t) => {
@@ -111,7 +109,7 @@ impl<T> Queue<T> {
 
     /// Refuses further items and wakes every waiter; what is queued can still be popped.
     pub fn close(&self) {
-        self.lock().1 = true;
+        lock(&self.items).1 = true;
         self.ready.notify_all();
     }
 }

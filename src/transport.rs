@@ -18,6 +18,7 @@ use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tungstenite::{Error as WsError, Message, Utf8Bytes, WebSocket};
 
+use crate::proc::lock;
 use crate::sys::{self, Interest, WakePipe};
 
 /// Largest inbound message; above it the connection is closed with 1009.
@@ -110,7 +111,7 @@ impl Outbox {
     /// Everything queued so far, as text (a close last, as `close CODE REASON`), oldest first.
     #[cfg(test)]
     pub fn take_sent(&self) -> Vec<String> {
-        let mut q = self.queue.lock().unwrap();
+        let mut q = lock(&self.queue);
         q.bytes = 0;
         let mut out: Vec<String> = q.items.drain(..).map(|t| t.to_string()).collect();
         if let Some((code, reason)) = q.close.take() {
@@ -139,7 +140,7 @@ impl Outbox {
     /// Queues a message ahead of everything not yet handed to the socket (keepalive pings: a
     /// client flooding us with requests must still see our ping within the timeout).
     pub fn send_urgent(&self, text: impl Into<Utf8Bytes>) -> bool {
-        let mut q = self.queue.lock().unwrap();
+        let mut q = lock(&self.queue);
         if q.ended {
             return false;
         }
@@ -155,7 +156,7 @@ impl Outbox {
     /// reading must not wait for its backlog first. The connection ends within a second even
     /// if the peer never takes the close frame.
     pub fn close(&self, code: u16, reason: &str) -> bool {
-        let mut q = self.queue.lock().unwrap();
+        let mut q = lock(&self.queue);
         if q.ended || q.close.is_some() {
             return false;
         }
@@ -167,11 +168,11 @@ impl Outbox {
     }
 
     pub fn is_ended(&self) -> bool {
-        self.queue.lock().unwrap().ended
+        lock(&self.queue).ended
     }
 
     fn push(&self, out: Utf8Bytes) -> bool {
-        let mut q = self.queue.lock().unwrap();
+        let mut q = lock(&self.queue);
         if q.ended || q.close.is_some() {
             return false;
         }
@@ -196,7 +197,7 @@ impl Outbox {
     /// due, or a message is queued that can be written now (`blocked`: none can, the socket
     /// is full or the connection closing).
     fn park(&self, blocked: bool) -> bool {
-        let mut q = self.queue.lock().unwrap();
+        let mut q = lock(&self.queue);
         if q.close.is_some() || (!blocked && !q.items.is_empty()) {
             return false;
         }
@@ -205,16 +206,16 @@ impl Outbox {
     }
 
     fn unpark(&self) {
-        self.queue.lock().unwrap().parked = false;
+        lock(&self.queue).parked = false;
+    }
+
+    fn take_close(&self) -> Option<(u16, String)> {
+        lock(&self.queue).close.take()
     }
 
     /// At most `n` queued messages, oldest (or most urgent) first.
-    fn take_close(&self) -> Option<(u16, String)> {
-        self.queue.lock().unwrap().close.take()
-    }
-
     fn take(&self, n: usize) -> Vec<Utf8Bytes> {
-        let mut q = self.queue.lock().unwrap();
+        let mut q = lock(&self.queue);
         let n = n.min(q.items.len());
         let taken: Vec<Utf8Bytes> = q.items.drain(..n).collect();
         q.bytes -= taken.iter().map(|t| t.len()).sum::<usize>();
@@ -223,11 +224,11 @@ impl Outbox {
 
     /// Whether so much waits for the peer that its requests should wait too.
     fn backlogged(&self) -> bool {
-        self.queue.lock().unwrap().bytes > MAX_BACKLOG
+        lock(&self.queue).bytes > MAX_BACKLOG
     }
 
     fn end(&self) {
-        let mut q = self.queue.lock().unwrap();
+        let mut q = lock(&self.queue);
         q.ended = true;
         q.items.clear();
         q.bytes = 0;
