@@ -24,7 +24,8 @@
 //! 6. `tools`: the MCP tools, plain functions over `State`.
 //! 7. `session` (the MCP lifecycle, greeting, keepalive) and `control` (the control socket:
 //!    every command once as a `Request`, one handler for every connection, the client).
-//! 8. `cli` (flags, parser, help) and `commands` (serve, the client commands, lsp, unit).
+//! 8. `cli` (flags, parser, help) and `commands` (serve, the client commands, lsp, lsp-bridge,
+//!    plugin, unit).
 //! 9. `main`: the table of commands.
 //!
 //! Invariants, each enforced by the layers or by a test:
