@@ -135,7 +135,7 @@ pub fn load_identity(state: &Path) -> Result<Identity, String> {
 /// was written, and then `sync_identity` makes it durable.
 pub fn save_identity(state: &Path, port: u16, id: &Identity) -> Result<bool, String> {
     let path = state.join(IDENTITY_FILE);
-    let body = obj! {"port": port, "token": id.token.as_str()}.to_string();
+    let body = identity_body(port, &id.token);
     // A restart on the same port writes nothing.
     if id.saved == body.as_bytes() {
         return Ok(false);
@@ -148,9 +148,14 @@ pub fn save_identity(state: &Path, port: u16, id: &Identity) -> Result<bool, Str
 /// Writes `server.json` again (durably), as after its state directory was deleted.
 pub fn rewrite_identity(state: &Path, port: u16, token: &str) -> Result<(), String> {
     let path = state.join(IDENTITY_FILE);
-    let body = obj! {"port": port, "token": token}.to_string();
+    let body = identity_body(port, token);
     files::write_atomic(&path, body.as_bytes(), 0o600)
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// `server.json`'s contents.
+fn identity_body(port: u16, token: &str) -> String {
+    obj! {"port": port, "token": token}.to_string()
 }
 
 /// Syncs `server.json` and the state directory to disk.
