@@ -10,16 +10,22 @@ use serde_json::Value;
 use crate::files;
 use crate::json::{self, obj};
 
+/// `$var` if set and not empty, else `$HOME/under_home` (the XDG base directories' rule);
+/// None when neither is set.
+pub fn env_dir(var: &str, under_home: &str) -> Option<PathBuf> {
+    let set = |name: &str| std::env::var_os(name).filter(|d| !d.is_empty());
+    set(var)
+        .map(PathBuf::from)
+        .or_else(|| Some(PathBuf::from(set("HOME")?).join(under_home)))
+}
+
 /// `--config-dir`, else `$CLAUDE_CONFIG_DIR`, else `$HOME/.claude`: where the CLI looks.
 pub fn config_dir(flag: Option<&str>) -> Result<PathBuf, String> {
     if let Some(d) = flag {
         return Ok(PathBuf::from(d));
     }
-    if let Some(d) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(d));
-    }
-    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        return Ok(PathBuf::from(h).join(".claude"));
+    if let Some(d) = env_dir("CLAUDE_CONFIG_DIR", ".claude") {
+        return Ok(d);
     }
     Err("cannot tell where Claude Code looks for IDE lock files: HOME and CLAUDE_CONFIG_DIR are both unset. Pass --config-dir DIR (the claude config directory, usually ~/.claude) or set CLAUDE_CONFIG_DIR.".into())
 }
@@ -37,12 +43,8 @@ pub fn state_dir(flag: Option<&str>, workspaces: &[PathBuf]) -> Result<PathBuf, 
         // systemd separates several StateDirectory= entries with ':'; the first is ours.
         return Ok(PathBuf::from(d.split(':').next().unwrap_or(&d)));
     }
-    let id = workspace_id(workspaces);
-    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(d).join("ccide").join(id));
-    }
-    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        return Ok(PathBuf::from(h).join(".local/state/ccide").join(id));
+    if let Some(d) = env_dir("XDG_STATE_HOME", ".local/state") {
+        return Ok(d.join("ccide").join(workspace_id(workspaces)));
     }
     Err("cannot choose a state directory: HOME, XDG_STATE_HOME and STATE_DIRECTORY are unset. Pass --state-dir DIR.".into())
 }

@@ -263,17 +263,9 @@ pub fn claude_program() -> String {
 
 /// Where `ccide plugin install` keeps its marketplace.
 fn marketplace_dir() -> Result<PathBuf, Fail> {
-    let data = std::env::var_os("XDG_DATA_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|h| Path::new(&h).join(".local/share"))
-        })
-        .ok_or_else(|| {
-            Fail::Failed("cannot choose where to put the plugin: HOME is unset".into())
-        })?;
+    let data = crate::lockfile::env_dir("XDG_DATA_HOME", ".local/share").ok_or_else(|| {
+        Fail::Failed("cannot choose where to put the plugin: HOME is unset".into())
+    })?;
     Ok(data.join("ccide/claude-marketplace"))
 }
 

@@ -145,18 +145,9 @@ pub fn command(args: &Args) -> Outcome {
         print!("{text}");
         return Ok(EXIT_OK);
     }
-    let dir = match std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(
-            std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .ok_or_else(|| {
-                    Fail::Failed("HOME is not set: cannot find ~/.config/systemd/user".into())
-                })?,
-        )
-        .join(".config"),
-    }
-    .join("systemd/user");
+    let dir = crate::lockfile::env_dir("XDG_CONFIG_HOME", ".config")
+        .ok_or_else(|| Fail::Failed("HOME is not set: cannot find ~/.config/systemd/user".into()))?
+        .join("systemd/user");
     std::fs::create_dir_all(&dir)
         .map_err(|e| Fail::Failed(format!("cannot create {}: {e}", dir.display())))?;
     let path = dir.join(&name);
