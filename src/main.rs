@@ -419,6 +419,90 @@ mod tests {
         }
     }
 
+    /// Each command's flags are described in its own section of ccide(1) (a `.TP` entry
+    /// under `.SS COMMAND`), stating the default the flag table defines.
+    #[test]
+    fn the_man_page_describes_each_flag_in_its_commands_section_with_its_default() {
+        let man = include_str!("../man/ccide.1");
+        for c in super::COMMANDS {
+            let section = man_section(man, c.name)
+                .unwrap_or_else(|| panic!("ccide(1) has no section .SS {}", c.name));
+            for f in c.flags {
+                let entry = man_entry(&section, f.name).unwrap_or_else(|| {
+                    panic!(
+                        "ccide(1) does not describe {} in the section of {}",
+                        f.name, c.name
+                    )
+                });
+                let Some(d) = f.default else { continue };
+                let text = deroff(entry);
+                assert!(
+                    text.contains(&format!("Default: {d}"))
+                        || text.contains(&format!("{d} (the default)")),
+                    "ccide(1) does not say {} of {} defaults to {d}: {text:?}",
+                    f.name,
+                    c.name
+                );
+            }
+        }
+    }
+
+    /// The lines of `.SS name` up to the next section.
+    fn man_section<'a>(man: &'a str, name: &str) -> Option<Vec<&'a str>> {
+        let mut lines = man.lines();
+        lines.find(|l| *l == format!(".SS {name}") || *l == format!(".SS \"{name}\""))?;
+        Some(
+            lines
+                .take_while(|l| !l.starts_with(".SS") && !l.starts_with(".SH"))
+                .collect(),
+        )
+    }
+
+    /// The `.TP` entry of `flag` (`.B \-\-flag` or `.BI \-\-flag " VALUE"`), up to the next
+    /// paragraph.
+    fn man_entry<'a>(section: &[&'a str], flag: &str) -> Option<Vec<&'a str>> {
+        let name = flag.replace('-', "\\-");
+        let at = section.windows(2).position(|w| {
+            let mut words = w[1].split_whitespace();
+            w[0] == ".TP"
+                && matches!(words.next(), Some(".B" | ".BI"))
+                && words.next().map(|w| w.trim_matches('"')) == Some(name.as_str())
+        })? + 1;
+        let rest = &section[at + 1..];
+        let end = rest
+            .iter()
+            .position(|l| [".TP", ".PP", ".RS"].iter().any(|m| l.starts_with(m)))
+            .unwrap_or(rest.len());
+        Some(section[at..at + 1 + end].to_vec())
+    }
+
+    /// Roff text as it reads: font macros' words kept (alternating ones joined, as they
+    /// render), escapes for dashes and spaces resolved, whitespace collapsed.
+    fn deroff(lines: Vec<&str>) -> String {
+        let mut out = String::new();
+        for l in lines {
+            let (joined, args) = match l.split_once(' ') {
+                Some((m, args)) if m.len() == 3 && m.starts_with('.') => (true, args),
+                Some((".B" | ".I", args)) => (false, args),
+                _ if l.starts_with('.') => continue,
+                _ => (false, l),
+            };
+            let words = args.split('"').enumerate().flat_map(|(i, part)| {
+                // Inside quotes (odd parts) a phrase is one argument.
+                if i % 2 == 1 {
+                    vec![part]
+                } else {
+                    part.split_whitespace().collect()
+                }
+            });
+            let words: Vec<&str> = words.filter(|w| !w.is_empty()).collect();
+            out.push_str(&words.join(if joined { "" } else { " " }));
+            out.push(' ');
+        }
+        let out = out.replace("\\-", "-").replace("\\~", " ");
+        out.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
     fn sources(dir: &Path, out: &mut Vec<(String, String)>) {
         for e in std::fs::read_dir(dir).unwrap().flatten() {
             let p = e.path();

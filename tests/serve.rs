@@ -567,6 +567,9 @@ fn help_and_version() {
     assert_eq!(stdout(&sb.run(&["serve", "--help"])), stdout(&o));
 }
 
+/// Every option and variable `ccide help` mentions is in ccide(1); that each flag of the flag
+/// table is described in its own command's section, with its default, is checked against the
+/// table itself (`the_man_page_describes_each_flag_in_its_commands_section_with_its_default`).
 #[test]
 fn every_flag_of_every_command_is_in_the_man_page_and_it_renders() {
     let man = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/man/ccide.1")).unwrap();
