@@ -55,8 +55,9 @@ fn over_the_limit(head: &str, path: &str) -> Vec<u8> {
 const TOO_LONG: &str =
     "the request line is longer than 64 MiB, the control socket's limit; it was skipped";
 
-/// Issue 19: after a buffer over the limit, every later command of `ccide lsp` got the answer
-/// of the one before: the line was answered twice (its start, then its rest as another line).
+/// A line over the limit is answered once, by its id, and the session goes on: answered
+/// twice (its start, then its rest as another line), every later command of `ccide lsp` would
+/// get the answer of the one before.
 #[test]
 fn an_editor_session_answers_a_line_over_the_limit_once_by_its_id_and_goes_on() {
     let sb = Sandbox::new();

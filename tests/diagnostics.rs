@@ -131,9 +131,8 @@ fn outside_files_are_ignored_and_the_store_survives_a_restart() {
     assert_eq!(o.status.code(), Some(2));
 }
 
-/// Issue 19: messages and file names from a report reached the terminal raw, where ESC, BEL
-/// and newlines could forge lines. Shown, they are escaped, one line per diagnostic; as JSON
-/// they stay exact.
+/// Messages and file names from a report are shown escaped, one line per diagnostic (raw, their
+/// ESC, BEL and newlines could forge lines on the terminal); as JSON they stay exact.
 #[test]
 fn the_list_shows_control_characters_escaped_one_line_per_diagnostic() {
     let sb = Sandbox::new();

@@ -1,4 +1,4 @@
-//! Issue 12, hardening II: text from outside never forges a log record or reaches a terminal
+//! Hardening II: text from outside never forges a log record or reaches a terminal
 //! raw; nothing above the CLI's 16 MiB is sent; threads, memory and children stay bounded
 //! whatever a client or a checker does; one server per state directory, whose lock file comes
 //! back when deleted; commands say when a change cannot be saved; imports keep what they can;

@@ -1019,7 +1019,7 @@ fn diagnostics_of_open_files_are_published_with_the_flag() {
 }
 
 // ---------------------------------------------------------------------------
-// Issue 19: editors that misbehave, servers that come and go
+// Editors that misbehave, servers that come and go
 
 /// LSP says a request before `initialize` is answered -32002 (ServerNotInitialized).
 #[test]

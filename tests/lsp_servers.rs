@@ -140,7 +140,7 @@ fn a_pushed_result_reaches_the_store_only_when_final() {
     }
 }
 
-/// Issue 18: an error after `é🦀` reaches getDiagnostics at the column VS Code reports (12 in
+/// An error after `é🦀` reaches getDiagnostics at the column VS Code reports (12 in
 /// UTF-16 code units, where the line has 11 characters before it), from a server counting in
 /// UTF-16 and from one that insists on UTF-32 although ccide offers only UTF-16.
 #[test]
@@ -433,7 +433,7 @@ fn received(log: &Path, method: &str) -> usize {
         .count()
 }
 
-/// Issue 19: after diagnostics for 150 files were imported, an edit that breaks m000.py is in
+/// After diagnostics for 150 files were imported, an edit that breaks m000.py is in
 /// the very next `getDiagnostics {}` (the edited file is never the one closed to make room,
 /// and a closed document's wait is no answer); and an idle `{}` opens and closes nothing
 /// (it refreshes what changed, not every file known).
@@ -495,7 +495,7 @@ fn an_edit_shows_after_a_large_import_and_an_idle_answer_costs_no_document() {
     );
 }
 
-/// Issue 19: a server that crashes on every file it opens never gives way for good (it
+/// A server that crashes on every file it opens never gives way for good (it
 /// answers initialize, so it is never marked failed); while it delivers nothing, the built-in
 /// checker it stepped aside for answers.
 #[test]
@@ -534,8 +534,8 @@ fn peak_rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
-/// Issue 19: one publish of about 35 MB of diagnostics for a file (200,000 of them) took
-/// serve to 224–274 MiB. It is cut before it is parsed, the store holds at most 1000 per file
+/// One publish of about 35 MB of diagnostics for a file (200,000 of them) is cut before it is
+/// parsed (parsed whole, it took serve to 224–274 MiB), the store holds at most 1000 per file
 /// and source, and the answer says how many more there were; serve's peak stays far below.
 #[test]
 fn a_flood_of_diagnostics_is_cut_and_says_so_within_bounded_memory() {
@@ -567,7 +567,7 @@ fn a_flood_of_diagnostics_is_cut_and_says_so_within_bounded_memory() {
     assert!(peak < 100 * 1024, "serve's peak RSS: {} MiB", peak / 1024);
 }
 
-/// Issue 20: `--lsp-warm` opens a file of the project tsconfig.json puts the sources in, also
+/// `--lsp-warm` opens a file of the project tsconfig.json puts the sources in, also
 /// through a solution-style config that only lists references (as hono's does): not a file at
 /// the root that no project includes, nor one the project excludes.
 #[test]
@@ -601,7 +601,7 @@ fn warm_opens_a_file_of_the_project_tsconfig_names() {
     assert!(!opened.contains("aaa.config.ts") && !opened.contains("a.test.ts"));
 }
 
-/// Issue 19: opening a repository runs no program it ships. A workspace whose
+/// Opening a repository runs no program it ships. A workspace whose
 /// node_modules/typescript would record that it ran: typescript-language-server (which loads
 /// the workspace's TypeScript when left alone) answers with the TypeScript beside it, and the
 /// workspace's never runs; with --trust-workspace it does.

@@ -1,4 +1,4 @@
-//! Issue 13, sessions and reviews: several clients sharing one server's diffs, notifications
+//! Sessions and reviews: several clients sharing one server's diffs, notifications
 //! made while a client is still being set up, the review of what the CLI really writes (line
 //! endings, encodings), odd files (empty, above 16 MiB, a diff gone broken, names with control
 //! characters, paths through symlinks) and `ccide claude`'s arguments. Each test would have
