@@ -1059,7 +1059,7 @@ fn decoded(uri: &str) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// A selection from the editor (issue 14)
+// A selection from the editor
 
 struct EditorSelection {
     action: Lat,
@@ -1189,7 +1189,7 @@ fn measure_editor_selection() -> EditorSelection {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Edit → diagnostic through language servers (issue 15)
+// Edit → diagnostic through language servers
 
 /// One language's measurement set-up: the project, the file edited, the server, the batch
 /// checker.
