@@ -81,15 +81,16 @@ fn server_pids(sb: &Sandbox) -> Vec<u64> {
         .collect()
 }
 
-/// Kills (SIGTERM, then SIGKILL) the servers a bridge started, at the end of the test.
-struct Detached(Vec<u64>);
+/// Kills (SIGTERM, then SIGKILL) the servers bridges started in the sandbox, when the test
+/// ends, passed or failed: made before the first bridge, it finds them when it is dropped.
+struct Detached<'a>(&'a Sandbox);
 
-impl Drop for Detached {
+impl Drop for Detached<'_> {
     fn drop(&mut self) {
-        for pid in &self.0 {
+        for pid in server_pids(self.0) {
             let _ = Command::new("kill").arg(pid.to_string()).status();
             let end = std::time::Instant::now() + DEADLINE;
-            while process_alive(*pid) && std::time::Instant::now() < end {
+            while process_alive(pid) && std::time::Instant::now() < end {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
@@ -205,6 +206,7 @@ fn sigterm_ends_the_bridge_and_the_server_stays() {
 #[test]
 fn without_a_server_two_bridges_start_one_detached_that_outlives_them() {
     let sb = Sandbox::new();
+    let _servers = Detached(&sb);
     // Two sessions' first LSP calls at once, with no server for the workspace.
     let mut a = bridge(&sb, "", &["--extensions", ".py"]);
     let mut b = bridge(&sb, "", &["--extensions", ".py"]);
@@ -216,14 +218,13 @@ fn without_a_server_two_bridges_start_one_detached_that_outlives_them() {
         a.recv_where("a's initialize", |v| v["id"] == ids[0]),
         b.recv_where("b's initialize", |v| v["id"] == ids[1]),
     ];
-    let servers = Detached(wait_for("one server", DEADLINE, || {
-        let pids = server_pids(&sb);
-        (pids.len() == 1).then_some(pids)
-    }));
+    let pid = wait_for("one server", DEADLINE, || match server_pids(&sb)[..] {
+        [pid] => Some(pid),
+        _ => None,
+    });
     for r in answers {
         assert_eq!(r["result"]["capabilities"]["textDocumentSync"], 1, "{r}");
     }
-    let pid = servers.0[0];
     // Detached: a session of its own, not the bridge's child, its log in its state directory.
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
