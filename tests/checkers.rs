@@ -172,10 +172,10 @@ fn files_dropped_into_the_state_directory_are_imported() {
 }
 
 /// The first diagnostics the built-in python checker reports for a file with a syntax error
-/// on its second line.
+/// on its second line (no language server takes Python from it).
 fn python_syntax_error(sb: &Sandbox) -> Vec<serde_json::Value> {
     let file = sb.write("broken.py", "x = 1\ndef f(:\n    pass\n");
-    let s = sb.serve(&[]);
+    let s = sb.serve(&["--no-default-lsp"]);
     let mut c = s.client();
     diagnostics(&mut c, json!({"uri": uri(&file)}));
     wait_for("the python checker's result", DEADLINE, || {
@@ -187,7 +187,8 @@ fn python_syntax_error(sb: &Sandbox) -> Vec<serde_json::Value> {
 
 #[test]
 fn without_ruff_the_built_in_python_checker_is_python3_and_reports_a_syntax_error() {
-    let sb = Sandbox::new();
+    // No ruff by construction, whatever the machine has installed.
+    let sb = Sandbox::without_system_tools();
     python3(); // Fails plainly without python3, rather than by waiting for a result.
     let found = python_syntax_error(&sb);
     assert_eq!(found[0]["severity"], "Error", "{found:?}");
@@ -268,7 +269,7 @@ fn an_error_after_a_wide_character_reaches_get_diagnostics_at_its_utf16_column_w
     let sb = Sandbox::new();
     sb.add_tool("ruff", ruff());
     let file = sb.write("columns.py", COLUMNS_PY);
-    let s = sb.serve(&[]);
+    let s = sb.serve(&["--no-default-lsp"]);
     let mut c = s.client();
     // ruff says 12 (characters, from 1); VS Code counts 🦀 as two: 12 from 0.
     assert_eq!(
@@ -282,10 +283,11 @@ fn an_error_after_a_wide_character_reaches_get_diagnostics_at_its_utf16_column_w
 
 #[test]
 fn without_ruff_a_syntax_error_after_a_wide_character_is_at_its_utf16_column() {
-    let sb = Sandbox::new();
+    // No ruff by construction, whatever the machine has installed.
+    let sb = Sandbox::without_system_tools();
     python3();
     let file = sb.write("broken.py", "s = \"é🦀\" + $\n");
-    let s = sb.serve(&[]);
+    let s = sb.serve(&["--no-default-lsp"]);
     let mut c = s.client();
     // python3 compiles bytes and reports 16 (bytes, from 1).
     let found = first_result(&mut c, &file);

@@ -37,8 +37,9 @@ fn initialize(lsp: &mut LspProcess, root: &Path) -> Value {
     )
 }
 
-/// The answers of a serve without language servers (the sandbox has none on its PATH): an
-/// initialize that offers nothing but document sync, and requests refused by name.
+/// The answers of a serve without language servers (its sandbox is `without_system_tools`, so
+/// none is on its PATH): an initialize that offers nothing but document sync, and requests
+/// refused by name.
 fn assert_answers_without_language_servers(lsp: &mut LspProcess, root: &Path) {
     assert_eq!(
         initialize(lsp, root),
@@ -100,7 +101,7 @@ impl Drop for Detached<'_> {
 
 #[test]
 fn the_bridge_hands_the_client_to_the_server_of_its_workspace_from_a_subfolder() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::without_system_tools();
     std::fs::create_dir_all(sb.ws().join("sub/deeper")).unwrap();
     let srv = sb.serve(&[]);
     let mut lsp = bridge(
@@ -144,7 +145,7 @@ fn the_bridge_hands_the_client_to_the_server_of_its_workspace_from_a_subfolder()
 
 #[test]
 fn the_bridge_takes_its_root_from_claude_project_dir() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::without_system_tools();
     std::fs::create_dir_all(sb.ws().join("proj")).unwrap();
     let srv = sb.serve(&[]);
     let mut cmd = sb.command(&["lsp-bridge"]);
@@ -205,7 +206,7 @@ fn sigterm_ends_the_bridge_and_the_server_stays() {
 
 #[test]
 fn without_a_server_two_bridges_start_one_detached_that_outlives_them() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::without_system_tools();
     let _servers = Detached(&sb);
     // Two sessions' first LSP calls at once, with no server for the workspace.
     let mut a = bridge(&sb, "", &["--extensions", ".py"]);
@@ -477,7 +478,7 @@ fn claude_reads_an_npm_installs_version_without_running_it() {
 
 #[test]
 fn claude_without_language_servers_passes_no_plugin() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::without_system_tools();
     let script = fake_claude(&sb, "2.1.330");
     let o = sb
         .command(&["claude"])

@@ -148,6 +148,8 @@ const SYSTEM_PATH: &str = "/usr/bin:/bin";
 /// with the tools ccide may find on its PATH: python3, and what the test adds with `add_tool`.
 pub struct Sandbox {
     pub root: TempDir,
+    /// Whether its commands also find the system's directories (`SYSTEM_PATH`).
+    system_path: bool,
 }
 
 impl Sandbox {
@@ -156,13 +158,27 @@ impl Sandbox {
         for d in ["home", "config", "state", "ws", "bin"] {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
-        let sb = Sandbox { root };
+        let sb = Sandbox {
+            root,
+            system_path: true,
+        };
         // executeCode's kernel and the built-in python checker run `python3`.
         if let Some(python) = find_python3() {
             sb.add_tool("python3", python);
         }
         sb
     }
+
+    /// A sandbox whose commands find only its own `bin` (python3 and what the test adds), not
+    /// the system's directories: for a test whose premise is that some tool is absent (no
+    /// ruff, no language server), which a tool installed in /usr/bin would otherwise break.
+    pub fn without_system_tools() -> Sandbox {
+        Sandbox {
+            system_path: false,
+            ..Sandbox::new()
+        }
+    }
+
     pub fn home(&self) -> PathBuf {
         self.root.join("home")
     }
@@ -197,13 +213,19 @@ impl Sandbox {
         c.args(args)
             .env_clear()
             .env("HOME", self.home())
-            .env(
-                "PATH",
-                format!("{}:{SYSTEM_PATH}", self.root.join("bin").display()),
-            )
+            .env("PATH", self.path())
             .env("CLAUDE_CONFIG_DIR", self.config())
             .current_dir(self.ws());
         c
+    }
+
+    /// The PATH of this sandbox's commands.
+    fn path(&self) -> String {
+        let bin = self.root.join("bin");
+        match self.system_path {
+            true => format!("{}:{SYSTEM_PATH}", bin.display()),
+            false => bin.display().to_string(),
+        }
     }
 
     /// Runs a ccide command to completion with empty stdin.
