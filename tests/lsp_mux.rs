@@ -6,8 +6,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::util::*;
 use serde_json::{Value, json};
@@ -58,13 +57,24 @@ fn uri(p: &Path) -> String {
     format!("file://{}", p.display())
 }
 
-/// An LSP client on serve's control socket, as `ccide lsp-bridge` makes one.
+/// An LSP client on serve's control socket, as `ccide lsp-bridge` makes one: after the `lsp`
+/// line and its answer, an `LspPeer` over the socket.
 struct Lsp {
+    peer: LspPeer,
     stream: UnixStream,
-    rx: mpsc::Receiver<Option<Value>>,
-    backlog: Vec<Value>,
-    next_id: u64,
-    ended: bool,
+}
+
+impl std::ops::Deref for Lsp {
+    type Target = LspPeer;
+    fn deref(&self) -> &LspPeer {
+        &self.peer
+    }
+}
+
+impl std::ops::DerefMut for Lsp {
+    fn deref_mut(&mut self) -> &mut LspPeer {
+        &mut self.peer
+    }
 }
 
 impl Lsp {
@@ -81,75 +91,9 @@ impl Lsp {
             serde_json::from_str::<Value>(&line).unwrap(),
             json!({"id": 1, "ok": true})
         );
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            loop {
-                let v = read_lsp_frame(&mut r);
-                let end = v.is_none();
-                if tx.send(v).is_err() || end {
-                    return;
-                }
-            }
-        });
-        Lsp {
-            stream,
-            rx,
-            backlog: Vec::new(),
-            next_id: 0,
-            ended: false,
-        }
-    }
-
-    fn send(&mut self, v: &Value) {
-        self.stream.write_all(&lsp_frame(v)).unwrap();
-    }
-
-    fn notify(&mut self, method: &str, params: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
-    }
-
-    /// Sends a request with the next id, counting from 0 as the CLI does.
-    fn send_request(&mut self, method: &str, params: Value) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        id
-    }
-
-    /// The next message `pred` takes; the others stay in the backlog.
-    fn recv_where(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        if let Some(i) = self.backlog.iter().position(&pred) {
-            return self.backlog.remove(i);
-        }
-        let end = Instant::now() + DEADLINE;
-        loop {
-            match self
-                .rx
-                .recv_timeout(end.saturating_duration_since(Instant::now()))
-            {
-                Ok(Some(v)) if pred(&v) => return v,
-                Ok(Some(v)) => self.backlog.push(v),
-                Ok(None) => {
-                    self.ended = true;
-                    panic!(
-                        "the connection ended waiting for {what}: {:?}",
-                        self.backlog
-                    )
-                }
-                Err(_) => panic!("no {what} within {DEADLINE:?}: {:?}", self.backlog),
-            }
-        }
-    }
-
-    fn answer(&mut self, id: u64) -> Value {
-        self.recv_where(&format!("the answer to {id}"), |v| {
-            v["id"] == id && v.get("method").is_none()
-        })
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.send_request(method, params);
-        self.answer(id)
+        // `r` goes on with whatever it read beyond the line.
+        let peer = LspPeer::new(r, stream.try_clone().unwrap());
+        Lsp { peer, stream }
     }
 
     /// `initialize` as the CLI sends it (with its own pid), then `initialized`; the result.
@@ -181,22 +125,6 @@ impl Lsp {
         a.get("result")
             .map(|r| r["contents"]["value"].clone())
             .unwrap_or_else(|| a.clone())
-    }
-
-    /// Whether serve ended the connection within `limit`.
-    fn ends_within(&mut self, limit: Duration) -> bool {
-        let end = Instant::now() + limit;
-        while !self.ended {
-            match self
-                .rx
-                .recv_timeout(end.saturating_duration_since(Instant::now()))
-            {
-                Ok(Some(v)) => self.backlog.push(v),
-                Ok(None) => self.ended = true,
-                Err(_) => return false,
-            }
-        }
-        true
     }
 }
 

@@ -854,57 +854,54 @@ pub fn read_lsp_frame(r: &mut impl std::io::BufRead) -> Option<Value> {
     Some(serde_json::from_slice(&body).expect("a JSON message body"))
 }
 
-/// A process that speaks LSP on its standard streams (`ccide lsp-bridge`), driven as a client
-/// drives it; killed on drop. What it writes is read on a thread as it comes.
-pub struct LspProcess {
-    pub child: Child,
-    stdin: Option<std::process::ChildStdin>,
-    rx: std::sync::mpsc::Receiver<Value>,
+/// One end of an LSP connection over any byte streams (a process's stdio, a control socket
+/// turned to LSP), driven as a client drives it. What the other end writes is read on a
+/// thread as it comes; messages not yet asked for wait in `backlog`.
+pub struct LspPeer {
+    writer: Option<Box<dyn Write + Send>>,
+    /// Each message read; None once the stream ended.
+    rx: std::sync::mpsc::Receiver<Option<Value>>,
     pub backlog: VecDeque<Value>,
     next_id: u64,
-    pub stderr_path: PathBuf,
+    ended: bool,
+    /// A file whose text a failure shows (the process's stderr).
+    pub stderr_path: Option<PathBuf>,
 }
 
-impl LspProcess {
-    /// Starts `cmd` with its stderr in `stderr_path`.
-    pub fn spawn(cmd: &mut Command, stderr_path: PathBuf) -> LspProcess {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr_path).unwrap())
-            .spawn()
-            .expect("spawn the LSP process");
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+impl LspPeer {
+    pub fn new(reader: impl Read + Send + 'static, writer: impl Write + Send + 'static) -> LspPeer {
+        let mut reader = std::io::BufReader::new(reader);
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            while let Some(v) = read_lsp_frame(&mut out) {
-                if tx.send(v).is_err() {
+            loop {
+                let v = read_lsp_frame(&mut reader);
+                let end = v.is_none();
+                if tx.send(v).is_err() || end {
                     return;
                 }
             }
         });
-        LspProcess {
-            stdin: child.stdin.take(),
-            child,
+        LspPeer {
+            writer: Some(Box::new(writer)),
             rx,
             backlog: VecDeque::new(),
             next_id: 0,
-            stderr_path,
+            ended: false,
+            stderr_path: None,
         }
     }
 
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     pub fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+        self.stderr_path
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default()
     }
 
     pub fn send(&mut self, v: &Value) {
-        let s = self.stdin.as_mut().expect("stdin still open");
-        s.write_all(&lsp_frame(v)).unwrap();
-        s.flush().unwrap();
+        let w = self.writer.as_mut().expect("the writing end still open");
+        w.write_all(&lsp_frame(v)).unwrap();
+        w.flush().unwrap();
     }
 
     pub fn notify(&mut self, method: &str, params: Value) {
@@ -925,11 +922,12 @@ impl LspProcess {
             return self.backlog.remove(i).unwrap();
         }
         let end = Instant::now() + DEADLINE;
-        loop {
+        while !self.ended {
             let left = end.saturating_duration_since(Instant::now());
             match self.rx.recv_timeout(left) {
-                Ok(v) if pred(&v) => return v,
-                Ok(v) => self.backlog.push_back(v),
+                Ok(Some(v)) if pred(&v) => return v,
+                Ok(Some(v)) => self.backlog.push_back(v),
+                Ok(None) => self.ended = true,
                 Err(_) => panic!(
                     "no message matching {what} within {DEADLINE:?}; backlog {:?}; stderr:\n{}",
                     self.backlog,
@@ -937,19 +935,89 @@ impl LspProcess {
                 ),
             }
         }
+        panic!(
+            "the stream ended waiting for {what}; backlog {:?}; stderr:\n{}",
+            self.backlog,
+            self.stderr()
+        )
+    }
+
+    /// The response to the request `id`.
+    pub fn answer(&mut self, id: u64) -> Value {
+        self.recv_where(&format!("the response to {id}"), |v| {
+            v["id"] == id && v.get("method").is_none()
+        })
     }
 
     /// The whole response to a request.
     pub fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.send_request(method, params);
-        self.recv_where(&format!("the response to {method}"), |v| {
-            v["id"] == id && v.get("method").is_none()
-        })
+        self.answer(id)
+    }
+
+    /// Closes the writing end (a process's standard input), as a client that ends does.
+    pub fn close(&mut self) {
+        self.writer.take();
+    }
+
+    /// Whether the other end ended the stream within `limit`; what came before is kept.
+    pub fn ends_within(&mut self, limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        while !self.ended {
+            match self
+                .rx
+                .recv_timeout(end.saturating_duration_since(Instant::now()))
+            {
+                Ok(Some(v)) => self.backlog.push_back(v),
+                Ok(None) => self.ended = true,
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+}
+
+/// A process that speaks LSP on its standard streams (`ccide lsp`, `ccide lsp-bridge`): an
+/// `LspPeer` over its stdio; killed on drop.
+pub struct LspProcess {
+    pub child: Child,
+    peer: LspPeer,
+}
+
+impl std::ops::Deref for LspProcess {
+    type Target = LspPeer;
+    fn deref(&self) -> &LspPeer {
+        &self.peer
+    }
+}
+
+impl std::ops::DerefMut for LspProcess {
+    fn deref_mut(&mut self) -> &mut LspPeer {
+        &mut self.peer
+    }
+}
+
+impl LspProcess {
+    /// Starts `cmd` with its stderr in `stderr_path`.
+    pub fn spawn(cmd: &mut Command, stderr_path: PathBuf) -> LspProcess {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr_path).unwrap())
+            .spawn()
+            .expect("spawn the LSP process");
+        let mut peer = LspPeer::new(child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        peer.stderr_path = Some(stderr_path);
+        LspProcess { child, peer }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Closes its standard input, as a client that ends does.
     pub fn close_stdin(&mut self) {
-        self.stdin.take();
+        self.peer.close();
     }
 
     /// Waits for it to exit; its exit code.
