@@ -16,10 +16,6 @@ fn serve_with(sb: &Sandbox, script: &Path, extra: &[&str]) -> Server {
     sb.serve(&args)
 }
 
-fn uri(p: &Path) -> String {
-    format!("file://{}", p.display())
-}
-
 #[test]
 fn the_baseline_includes_an_error_the_file_already_had_and_changes_are_broadcast() {
     let sb = Sandbox::new();

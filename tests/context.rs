@@ -5,7 +5,6 @@
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::Duration;
 
 use crate::util::*;
@@ -14,13 +13,6 @@ use serde_json::{Value, json};
 /// Five lines, the last without a newline; line 4 has multi-byte characters.
 const APP: &str =
     "import os\ndef greet(name): return name\nprint(greet('x'))\ns = \"héllo wörld ✻\"\nlast";
-
-/// Runs a ccide command and insists on success.
-fn run_ok(sb: &Sandbox, args: &[&str]) -> Output {
-    let o = sb.run(args);
-    assert_eq!(o.status.code(), Some(0), "ccide {args:?}: {}", stderr(&o));
-    o
-}
 
 /// Runs a ccide command that must fail with `code`; returns its stderr.
 fn run_fails(sb: &Sandbox, args: &[&str], code: i32) -> String {
@@ -43,11 +35,6 @@ fn tool(c: &mut Client, name: &str, args: Value) -> Value {
     let r = c.call(name, args);
     assert!(r["result"]["isError"] != true, "{name} failed: {r}");
     json_text(&r)
-}
-
-fn status_json(sb: &Sandbox) -> Value {
-    let o = run_ok(sb, &["status", "--json"]);
-    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 /// The notifications named `method` the server sent before answering a ping sent now.
@@ -99,7 +86,7 @@ fn select_sends_the_0_based_range_and_its_text_to_every_client() {
         ("app.py:3:7", (2, 6), (2, 6), ""),
     ];
     for (spec, start, end, text) in cases {
-        let o = run_ok(&sb, &["select", spec]);
+        let o = sb.run_ok(&["select", spec]);
         let want = selection(&app, *start, *end, text);
         for c in [&mut one, &mut two] {
             let n = c.notification("selection_changed");
@@ -113,11 +100,11 @@ fn select_sends_the_0_based_range_and_its_text_to_every_client() {
         );
     }
     assert_eq!(
-        stderr(&run_ok(&sb, &["select", "app.py:1:3-3:2"])),
+        stderr(&sb.run_ok(&["select", "app.py:1:3-3:2"])),
         "selected 3 line(s) of app.py (sent to 2 clients)\n"
     );
     assert_eq!(
-        stderr(&run_ok(&sb, &["select", "app.py"])),
+        stderr(&sb.run_ok(&["select", "app.py"])),
         "selected app.py (sent to 2 clients)\n"
     );
 }
@@ -129,7 +116,7 @@ fn the_selection_payload_carries_the_absolute_path_and_a_raw_file_url() {
     let odd = sb.write("odd:name.py", "a\nb\n");
     let srv = sb.serve(&[]);
     let mut c = srv.client();
-    run_ok(&sb, &["select", "src/my file.py:2:1-2:5"]);
+    sb.run_ok(&["select", "src/my file.py:2:1-2:5"]);
     let n = c.notification("selection_changed");
     assert_eq!(n["params"]["filePath"], s(&file));
     assert_eq!(
@@ -140,13 +127,13 @@ fn the_selection_payload_carries_the_absolute_path_and_a_raw_file_url() {
     assert_eq!(n["params"]["selection"]["isEmpty"], false);
     assert_eq!(n["params"], selection(&file, (1, 0), (1, 5), "y = 2"));
     // Selecting also opens and activates the file's tab.
-    let st = status_json(&sb);
+    let st = sb.status();
     assert_eq!(
         st["tabs"],
         json!([{"path": s(&file), "active": true, "preview": false}])
     );
     // A colon in a file name: the range is what follows the last colon that makes one.
-    run_ok(&sb, &["select", "odd:name.py:2"]);
+    sb.run_ok(&["select", "odd:name.py:2"]);
     assert_eq!(
         c.notification("selection_changed")["params"],
         selection(&odd, (1, 0), (1, 1), "b")
@@ -210,7 +197,7 @@ fn select_takes_the_text_from_the_unsaved_buffer_like_open_file_does() {
     let mut c = srv.client();
     let o = sb.run_stdin(&["buffer", "app.py"], b"in the editor\nsecond line\n");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    run_ok(&sb, &["select", "app.py:2"]);
+    sb.run_ok(&["select", "app.py:2"]);
     assert_eq!(
         c.notification("selection_changed")["params"],
         selection(&app, (1, 0), (1, 11), "second line")
@@ -265,7 +252,7 @@ fn select_refuses_ranges_past_the_end_bad_specs_and_files_outside() {
     );
     // None of that reached the client or changed the selection.
     assert_eq!(quiet(&mut c, "selection_changed"), Vec::<Value>::new());
-    assert_eq!(status_json(&sb)["selection"], Value::Null);
+    assert_eq!(sb.status()["selection"], Value::Null);
 }
 
 #[test]
@@ -273,12 +260,12 @@ fn a_client_connecting_later_gets_the_current_selection_once_initialized() {
     let sb = Sandbox::new();
     let app = sb.write("app.py", APP);
     let srv = sb.serve(&[]);
-    let o = run_ok(&sb, &["select", "app.py:1:1-1:6"]);
+    let o = sb.run_ok(&["select", "app.py:1:1-1:6"]);
     assert_eq!(
         stderr(&o),
         "selected 1 line(s) of app.py (no client connected)\n"
     );
-    run_ok(&sb, &["select", "app.py:2:5-2:14"]);
+    sb.run_ok(&["select", "app.py:2:5-2:14"]);
     let mut c = srv.connect();
     let r = c.request(
         "initialize",
@@ -317,7 +304,7 @@ fn mention_sends_0_based_lines_or_none_and_accepts_directories_without_lines() {
     let srv = sb.serve(&[]);
     let mut c = srv.ready_client();
     let mut d = srv.ready_client();
-    let o = run_ok(&sb, &["mention", "app.py:10-20"]);
+    let o = sb.run_ok(&["mention", "app.py:10-20"]);
     assert_eq!(stderr(&o), "mentioned app.py (sent to 2 clients)\n");
     for x in [&mut c, &mut d] {
         assert_eq!(
@@ -327,19 +314,19 @@ fn mention_sends_0_based_lines_or_none_and_accepts_directories_without_lines() {
     }
     drop(d);
     wait_for("the server to see the second client go", DEADLINE, || {
-        (status_json(&sb)["clients"].as_array()?.len() == 1).then_some(())
+        (sb.status()["clients"].as_array()?.len() == 1).then_some(())
     });
-    run_ok(&sb, &["mention", "app.py:7"]);
+    sb.run_ok(&["mention", "app.py:7"]);
     assert_eq!(
         c.notification("at_mentioned")["params"],
         json!({"filePath": s(&app), "lineStart": 6, "lineEnd": 6})
     );
-    run_ok(&sb, &["mention", "app.py"]);
+    sb.run_ok(&["mention", "app.py"]);
     assert_eq!(
         c.notification("at_mentioned")["params"],
         json!({"filePath": s(&app)})
     );
-    run_ok(&sb, &["mention", "src"]);
+    sb.run_ok(&["mention", "src"]);
     assert_eq!(
         c.notification("at_mentioned")["params"],
         json!({"filePath": s(&sb.ws().join("src"))})
@@ -367,13 +354,13 @@ fn mentions_made_with_no_client_wait_for_the_next_handshake_in_order() {
     let app = sb.write("app.py", APP);
     sb.write("src/lib.py", "");
     let srv = sb.serve(&[]);
-    let o = run_ok(&sb, &["mention", "app.py:1-2"]);
+    let o = sb.run_ok(&["mention", "app.py:1-2"]);
     assert_eq!(
         stderr(&o),
         "mentioned app.py: no client connected, queued for the next one\n"
     );
-    run_ok(&sb, &["mention", "src"]);
-    run_ok(&sb, &["mention", "app.py:4"]);
+    sb.run_ok(&["mention", "src"]);
+    sb.run_ok(&["mention", "app.py:4"]);
     let mut c = srv.connect();
     c.request(
         "initialize",
@@ -395,7 +382,7 @@ fn mentions_made_with_no_client_wait_for_the_next_handshake_in_order() {
     assert_eq!(quiet(&mut c, "at_mentioned"), Vec::<Value>::new());
     // The first client consumed the queue. A selection makes the next greeting visible: the
     // mentions would follow it.
-    run_ok(&sb, &["select", "app.py:1"]);
+    sb.run_ok(&["select", "app.py:1"]);
     let mut d = srv.client();
     d.notification("selection_changed");
     assert_eq!(quiet(&mut d, "at_mentioned"), Vec::<Value>::new());
@@ -406,10 +393,10 @@ fn queued_mentions_older_than_mention_max_age_are_dropped() {
     let sb = Sandbox::new();
     let app = sb.write("app.py", APP);
     let srv = sb.serve(&["--mention-max-age", "0.5"]);
-    run_ok(&sb, &["mention", "app.py:1"]);
+    sb.run_ok(&["mention", "app.py:1"]);
     // The age is the condition itself: let it pass.
     std::thread::sleep(Duration::from_millis(700));
-    run_ok(&sb, &["mention", "app.py:2"]);
+    sb.run_ok(&["mention", "app.py:2"]);
     let mut c = srv.client();
     // The greeting sends the queued mentions at once, oldest first.
     let mut got = vec![c.notification("at_mentioned")];
@@ -423,16 +410,13 @@ fn queued_mentions_older_than_mention_max_age_are_dropped() {
     );
     drop(c);
     wait_for("the server to see the client go", DEADLINE, || {
-        status_json(&sb)["clients"]
-            .as_array()?
-            .is_empty()
-            .then_some(())
+        sb.status()["clients"].as_array()?.is_empty().then_some(())
     });
-    let o = run_ok(&sb, &["mention", "app.py:3"]);
+    let o = sb.run_ok(&["mention", "app.py:3"]);
     assert!(stderr(&o).contains("queued"), "{}", stderr(&o));
     std::thread::sleep(Duration::from_millis(700));
     // A selection makes the greeting visible: the mention would follow it.
-    run_ok(&sb, &["select", "app.py:1"]);
+    sb.run_ok(&["select", "app.py:1"]);
     let mut d = srv.client();
     d.notification("selection_changed");
     assert_eq!(quiet(&mut d, "at_mentioned"), Vec::<Value>::new());
@@ -634,7 +618,7 @@ fn open_files_and_get_open_editors_describe_the_tabs() {
     );
     // The same tabs, as the status command sees them.
     assert_eq!(
-        status_json(&sb)["tabs"],
+        sb.status()["tabs"],
         json!([
             {"path": s(&rs), "active": false, "preview": false},
             {"path": s(&py), "active": true, "preview": false},
@@ -719,7 +703,7 @@ fn current_and_latest_selection_before_and_after_a_selection() {
         tool(&mut c, "getLatestSelection", json!({})),
         json!({"success": false, "message": "No selection available"})
     );
-    run_ok(&sb, &["select", "app.py:2:5-2:14"]);
+    sb.run_ok(&["select", "app.py:2:5-2:14"]);
     let mut want = selection(&app, (1, 4), (1, 14), "greet(name");
     want["success"] = true.into();
     assert_eq!(tool(&mut c, "getCurrentSelection", json!({})), want);
@@ -769,10 +753,10 @@ fn check_document_dirty_follows_ccide_buffer() {
         "the file is untouched"
     );
     assert_eq!(
-        status_json(&sb)["documents"],
+        sb.status()["documents"],
         json!([{"path": s(&app), "bytes": 18}])
     );
-    run_ok(&sb, &["buffer", "--drop", "app.py"]);
+    sb.run_ok(&["buffer", "--drop", "app.py"]);
     assert_eq!(
         tool(&mut c, "checkDocumentDirty", json!({"filePath": s(&app)}))["isDirty"],
         false
@@ -803,7 +787,7 @@ fn save_document_writes_the_buffer_keeps_the_mode_and_drops_the_buffer() {
         tool(&mut c, "checkDocumentDirty", json!({"filePath": s(&app)})),
         json!({"success": true, "filePath": s(&app), "isDirty": false, "isUntitled": false})
     );
-    assert_eq!(status_json(&sb)["documents"], json!([]));
+    assert_eq!(sb.status()["documents"], json!([]));
     let again = tool(&mut c, "saveDocument", json!({"filePath": "app.py"}));
     assert_eq!(again["success"], true);
     assert_eq!(again["saved"], false);
@@ -867,7 +851,7 @@ fn close_keeps_unsaved_content_unless_discard() {
     let mut c = srv.client();
     let o = sb.run_stdin(&["buffer", "app.py"], b"x = 2\n");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let o = run_ok(&sb, &["close", "app.py"]);
+    let o = sb.run_ok(&["close", "app.py"]);
     assert_eq!(
         stderr(&o),
         "kept the unsaved content of app.py (use --discard to drop it)\n"
@@ -887,14 +871,14 @@ fn close_keeps_unsaved_content_unless_discard() {
         json!({"filePath": s(&app), "makeFrontmost": false}),
     );
     assert_eq!(v["isDirty"], true);
-    let o = run_ok(&sb, &["close", "--discard", "app.py"]);
+    let o = sb.run_ok(&["close", "--discard", "app.py"]);
     assert_eq!(stderr(&o), "");
     assert_eq!(
         tool(&mut c, "checkDocumentDirty", json!({"filePath": s(&app)})),
         json!({"success": false, "message": format!("Document not open: {}", app.display())})
     );
-    assert_eq!(status_json(&sb)["documents"], json!([]));
-    let o = run_ok(&sb, &["close", "app.py"]);
+    assert_eq!(sb.status()["documents"], json!([]));
+    let o = sb.run_ok(&["close", "app.py"]);
     assert_eq!(stderr(&o), "app.py was not open\n");
     assert_eq!(std::fs::read_to_string(&app).unwrap(), "x = 1\n");
 }
@@ -967,7 +951,7 @@ fn seed_002_methods_answer_as_direct_json_rpc_methods() {
         c.request("getCurrentFile", json!({}))["result"],
         Value::Null
     );
-    run_ok(&sb, &["open", "src/b.py", "app.py"]);
+    sb.run_ok(&["open", "src/b.py", "app.py"]);
     assert_eq!(
         c.request("getOpenFiles", json!({}))["result"],
         json!([
@@ -1054,7 +1038,7 @@ fn seed_002_methods_are_also_tools_with_the_same_data_as_text() {
     );
     assert_eq!(tool(&mut c, "getOpenFiles", json!({})), json!([]));
     assert_eq!(tool(&mut c, "getCurrentFile", json!({})), Value::Null);
-    run_ok(&sb, &["open", "src/b.py", "app.py"]);
+    sb.run_ok(&["open", "src/b.py", "app.py"]);
     assert_eq!(
         tool(&mut c, "getOpenFiles", json!({})),
         json!([
@@ -1319,7 +1303,7 @@ fn select_refuses_paths_leading_outside_and_sends_nothing() {
     }
     assert_eq!(quiet(&mut c, "selection_changed"), Vec::<Value>::new());
     assert_eq!(quiet(&mut c, "at_mentioned"), Vec::<Value>::new());
-    let st = status_json(&sb);
+    let st = sb.status();
     assert_eq!(st["selection"], Value::Null);
     assert_eq!(st["tabs"], json!([]));
     assert_outside_untouched(&sb);
@@ -1334,11 +1318,11 @@ fn the_editor_model_survives_a_restart() {
     let app = sb.write("app.py", APP);
     let lib = sb.write("src/lib.rs", "pub fn f() {}\n");
     let mut first = sb.serve(&[]);
-    run_ok(&sb, &["open", "src/lib.rs", "app.py"]);
-    run_ok(&sb, &["select", "app.py:2:5-2:14"]);
+    sb.run_ok(&["open", "src/lib.rs", "app.py"]);
+    sb.run_ok(&["select", "app.py:2:5-2:14"]);
     let o = sb.run_stdin(&["buffer", "src/lib.rs"], b"pub fn g() {}\n");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let before = status_json(&sb);
+    let before = sb.status();
     assert_eq!(
         before["tabs"],
         json!([
@@ -1351,7 +1335,7 @@ fn the_editor_model_survives_a_restart() {
     assert_eq!(before["documents"], json!([{"path": s(&lib), "bytes": 14}]));
     assert_eq!(first.stop_with("TERM"), Some(0));
     let second = sb.serve(&[]);
-    let after = status_json(&sb);
+    let after = sb.status();
     for k in ["tabs", "selection", "documents"] {
         assert_eq!(after[k], before[k], "{k} after the restart");
     }
@@ -1385,11 +1369,11 @@ fn status_shows_port_folders_clients_tabs_and_selection() {
     sb.write("notes.txt", "");
     let srv = sb.serve(&[]);
     let _c = srv.client();
-    run_ok(&sb, &["open", "notes.txt"]);
-    run_ok(&sb, &["select", "app.py:2:5-2:14"]);
+    sb.run_ok(&["open", "notes.txt"]);
+    sb.run_ok(&["select", "app.py:2:5-2:14"]);
     let o = sb.run_stdin(&["buffer", "notes.txt"], b"todo");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let st = status_json(&sb);
+    let st = sb.status();
     assert_eq!(st["port"], json!(srv.port));
     assert_eq!(st["pid"], json!(srv.pid()));
     assert_eq!(st["ide_name"], "ccide (ws)");
@@ -1418,7 +1402,7 @@ fn status_shows_port_folders_clients_tabs_and_selection() {
         selection(&app, (1, 4), (1, 14), "greet(name")
     );
     assert_eq!(st["documents"], json!([{"path": s(&notes), "bytes": 4}]));
-    let text = stdout(&run_ok(&sb, &["status"]));
+    let text = stdout(&sb.run_ok(&["status"]));
     let lines: Vec<&str> = text.lines().collect();
     assert!(
         lines[0].starts_with(&format!(

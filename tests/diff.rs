@@ -8,19 +8,6 @@ use serde_json::{Value, json};
 
 const TAB: &str = "✻ [Claude Code] app.py (9c7eda) ⧉";
 
-fn open_diff(c: &mut Client, path: &Path, contents: &str, tab: &str) -> Value {
-    let p = path.to_str().unwrap();
-    c.send_request(
-        "tools/call",
-        json!({"name":"openDiff","arguments":{"old_file_path":p,"new_file_path":p,"new_file_contents":contents,"tab_name":tab},"_meta":{"progressToken":1}}),
-    )
-}
-
-/// Waits until the server lists `n` pending diffs.
-fn wait_pending(sb: &Sandbox, n: usize) -> Vec<Value> {
-    sb.wait_for_listing(&["diff", "--json"], n)
-}
-
 #[test]
 fn the_deferred_answer_keeps_its_id_while_other_requests_are_served() {
     let sb = Sandbox::new();

@@ -83,18 +83,6 @@ fn responses(c: &mut Client, ids: &[Value]) -> BTreeMap<String, Value> {
     got
 }
 
-fn run_ok(sb: &Sandbox, args: &[&str]) -> std::process::Output {
-    let o = sb.run(args);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "ccide {args:?}: stdout {} stderr {}",
-        stdout(&o),
-        stderr(&o)
-    );
-    o
-}
-
 /// Neither ESC, CR nor BEL: nothing that could drive a terminal.
 fn assert_no_raw_controls(what: &str, bytes: &[u8]) {
     assert!(
@@ -102,10 +90,6 @@ fn assert_no_raw_controls(what: &str, bytes: &[u8]) {
         "raw control characters in {what}: {:?}",
         String::from_utf8_lossy(bytes)
     );
-}
-
-fn uri(p: &Path) -> String {
-    format!("file://{}", p.display())
 }
 
 /// Waits for a pid written by a script (`echo $$ > FILE`).
@@ -218,7 +202,7 @@ fn status_shows_client_and_ide_names_with_control_characters_visible() {
     c.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
     c.request("tools/list", json!({}));
     srv.wait_ready();
-    let o = run_ok(&sb, &["status"]);
+    let o = sb.run_ok(&["status"]);
     assert_no_raw_controls("status", &o.stdout);
     assert!(
         stdout(&o).contains("\\u{1b}[2Jevil\\rname 1\\u{7} pid unknown for "),
@@ -231,7 +215,7 @@ fn status_shows_client_and_ide_names_with_control_characters_visible() {
         "ideName": "\u{1b}]0;pwned\u{7}IDE\r\n", "transport": "ws", "runningInWindows": false,
         "authToken": "t"});
     std::fs::write(sb.config().join("ide/7.lock"), foreign.to_string()).unwrap();
-    let o = run_ok(&sb, &["status", "--all"]);
+    let o = sb.run_ok(&["status", "--all"]);
     assert_no_raw_controls("status --all", &o.stdout);
     let out = stdout(&o);
     assert!(
@@ -254,7 +238,7 @@ fn exec_lists_code_with_a_lone_cr_and_escape_sequences_made_visible() {
     );
     let waiting = sb.wait_for_listing(&["exec", "--json"], 1);
     assert_eq!(waiting[0]["code"], code);
-    let o = run_ok(&sb, &["exec"]);
+    let o = sb.run_ok(&["exec"]);
     assert_no_raw_controls("exec", &o.stdout);
     assert_eq!(
         stdout(&o),
@@ -298,7 +282,7 @@ fn accepting_a_proposal_too_big_to_send_keeps_the_diff_pending() {
         sb.wait_for_listing(&["diff", "--json"], 1)[0]["id"],
         d["id"]
     );
-    run_ok(&sb, &["diff", "reject", did]);
+    sb.run_ok(&["diff", "reject", did]);
     assert_eq!(texts(&c.response(&id)), vec!["DIFF_REJECTED", "big"]);
 }
 
@@ -810,7 +794,7 @@ fn a_state_directory_too_long_for_a_socket_address_still_serves_the_commands() {
     let ws = sb.ws();
     let mut cmd = sb.command(&["serve", "--workspace", s(&ws), "--state-dir", s(&state)]);
     let srv = Server::spawn(&mut cmd, &sb.config());
-    let o = run_ok(&sb, &["status"]);
+    let o = sb.run_ok(&["status"]);
     assert!(
         stdout(&o).contains(&format!("(pid {}) on 127.0.0.1:{}", srv.pid(), srv.port)),
         "{}",
@@ -822,7 +806,7 @@ fn a_state_directory_too_long_for_a_socket_address_still_serves_the_commands() {
         stdout(&o)
     );
     sb.write("a.txt", "one\n");
-    run_ok(&sb, &["open", "a.txt"]);
+    sb.run_ok(&["open", "a.txt"]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -863,7 +847,7 @@ fn a_command_whose_change_cannot_be_saved_fails_and_says_so() {
 
 /// The stored diagnostics, by file: (line, message) pairs.
 fn stored(sb: &Sandbox) -> BTreeMap<String, Vec<(u64, String)>> {
-    let o = run_ok(sb, &["diagnostics", "--json"]);
+    let o = sb.run_ok(&["diagnostics", "--json"]);
     let files: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
     files
         .iter()
@@ -1009,7 +993,7 @@ fn gc_keeps_a_lock_from_another_pid_namespace_and_removes_a_dead_one_of_this_one
     };
     let (foreign, foreign_state) = lock(10, our_ns + 1);
     let (dead, dead_state) = lock(11, our_ns);
-    let o = run_ok(&sb, &["gc"]);
+    let o = sb.run_ok(&["gc"]);
     let out = stdout(&o);
     assert!(
         out.contains(&format!(

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::util::{DEADLINE, LspProcess, Sandbox, Server, list_locks, stdout, wait_for};
+use crate::util::{DEADLINE, LspProcess, Sandbox, Server, file_uri, list_locks, stdout, wait_for};
 use serde_json::{Value, json};
 
 /// An LSP client speaking to `ccide lsp` over its standard streams.
@@ -47,7 +47,7 @@ impl Editor {
 
     fn initialize(&mut self, root: &Path, extra: Value) -> Value {
         let mut params = json!({
-            "processId": std::process::id(), "rootUri": uri(root),
+            "processId": std::process::id(), "rootUri": file_uri(root),
             "capabilities": {"workspace": {"applyEdit": true}},
             "clientInfo": {"name": "test-editor", "version": "1"},
         });
@@ -60,12 +60,12 @@ impl Editor {
     }
 
     fn open(&mut self, path: &Path, text: &str) {
-        let td = json!({"uri": uri(path), "languageId": "python", "version": 1, "text": text});
+        let td = json!({"uri": file_uri(path), "languageId": "python", "version": 1, "text": text});
         self.notify("textDocument/didOpen", json!({"textDocument": td}));
     }
 
     fn code_actions(&mut self, path: &Path, range: Value) -> Value {
-        let params = json!({"textDocument": {"uri": uri(path)}, "range": range, "context": {"diagnostics": []}});
+        let params = json!({"textDocument": {"uri": file_uri(path)}, "range": range, "context": {"diagnostics": []}});
         self.result("textDocument/codeAction", params)
     }
 
@@ -92,27 +92,8 @@ impl Editor {
     }
 }
 
-/// How editors write file URIs: percent-encoded.
-pub(crate) fn uri(p: &Path) -> String {
-    let mut s = String::from("file://");
-    for &c in p.to_str().unwrap().as_bytes() {
-        if c.is_ascii_alphanumeric() || b"/-._~".contains(&c) {
-            s.push(c as char);
-        } else {
-            s.push_str(&format!("%{c:02X}"));
-        }
-    }
-    s
-}
-
 fn range(l1: u64, c1: u64, l2: u64, c2: u64) -> Value {
     json!({"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2}})
-}
-
-fn status(sb: &Sandbox) -> Value {
-    let o = sb.run(&["status", "--json"]);
-    assert!(o.status.success(), "{}", crate::util::stderr(&o));
-    serde_json::from_str(&stdout(&o)).unwrap()
 }
 
 /// Waits until the server's status satisfies `pred` (the editor's messages are asynchronous;
@@ -187,7 +168,7 @@ fn open_change_save_close_are_tabs_and_unsaved_buffers() {
     let change = |l1, c1, l2, c2, text: &str| json!({"range": range(l1, c1, l2, c2), "text": text});
     ed.notify(
         "textDocument/didChange",
-        json!({"textDocument": {"uri": uri(&a), "version": 2}, "contentChanges": [change(0, 4, 0, 5, "'é😀'"), change(1, 0, 1, 0, "# ")]}),
+        json!({"textDocument": {"uri": file_uri(&a), "version": 2}, "contentChanges": [change(0, 4, 0, 5, "'é😀'"), change(1, 0, 1, 0, "# ")]}),
     );
     let dirty = "x = 'é😀'\n# y = 2\n";
     status_where(&sb, "a.py unsaved", |s| {
@@ -201,12 +182,12 @@ fn open_change_save_close_are_tabs_and_unsaved_buffers() {
     // Changing it back makes it clean again, as in VS Code.
     ed.notify(
         "textDocument/didChange",
-        json!({"textDocument": {"uri": uri(&a), "version": 3}, "contentChanges": [change(0, 4, 0, 9, "1"), change(1, 0, 1, 2, "")]}),
+        json!({"textDocument": {"uri": file_uri(&a), "version": 3}, "contentChanges": [change(0, 4, 0, 9, "1"), change(1, 0, 1, 2, "")]}),
     );
     status_where(&sb, "a.py clean", |s| s["documents"] == json!([]));
     ed.notify(
         "textDocument/didChange",
-        json!({"textDocument": {"uri": uri(&a), "version": 4}, "contentChanges": [{"text": "z = 3\n"}]}),
+        json!({"textDocument": {"uri": file_uri(&a), "version": 4}, "contentChanges": [{"text": "z = 3\n"}]}),
     );
     status_where(&sb, "a.py unsaved", |s| {
         s["documents"] == json!([{"path": a, "bytes": 6}])
@@ -217,11 +198,11 @@ fn open_change_save_close_are_tabs_and_unsaved_buffers() {
     assert_eq!(std::fs::read_to_string(&a).unwrap(), "z = 3\n");
     ed.notify(
         "textDocument/didSave",
-        json!({"textDocument": {"uri": uri(&a)}}),
+        json!({"textDocument": {"uri": file_uri(&a)}}),
     );
     ed.notify(
         "textDocument/didClose",
-        json!({"textDocument": {"uri": uri(&b)}}),
+        json!({"textDocument": {"uri": file_uri(&b)}}),
     );
     status_where(&sb, "b.py closed", |s| {
         s["tabs"] == tabs(&[(&a, true)]) && s["documents"] == json!([])
@@ -282,7 +263,7 @@ fn mention_sends_lines_or_the_file() {
     // Bound to a key: executeCommand with the document only.
     let r = ed.request(
         "workspace/executeCommand",
-        json!({"command": "ccide.mention", "arguments": [{"uri": uri(&f), "range": range(0, 0, 0, 3)}]}),
+        json!({"command": "ccide.mention", "arguments": [{"uri": file_uri(&f), "range": range(0, 0, 0, 3)}]}),
     );
     assert_eq!(r["result"], Value::Null);
     let n = claude.notification("at_mentioned");
@@ -308,7 +289,7 @@ fn the_selection_follows_the_cursor_of_code_action_requests_debounced() {
     ed.open(&f, WIDE);
     // The cursor moves as the user types: one request per keystroke (sent at once, well within
     // the 100 ms the selection waits for the cursor to rest), then a rest.
-    let ask = |r: Value| json!({"textDocument": {"uri": uri(&f)}, "range": r, "context": {"diagnostics": []}});
+    let ask = |r: Value| json!({"textDocument": {"uri": file_uri(&f)}, "range": r, "context": {"diagnostics": []}});
     let ids: Vec<u64> = (0..5)
         .map(|c| range(1, c, 1, c))
         .chain([range(1, 4, 2, 0)])
@@ -425,12 +406,12 @@ fn files_outside_the_workspace_are_left_alone_and_said_so_in_the_log() {
     );
     ed.notify(
         "textDocument/didChange",
-        json!({"textDocument": {"uri": uri(&outside), "version": 2}, "contentChanges": [{"text": "y\n"}]}),
+        json!({"textDocument": {"uri": file_uri(&outside), "version": 2}, "contentChanges": [{"text": "y\n"}]}),
     );
     // didSave pushes at once; the answer to a later request comes after whatever it caused.
     ed.notify(
         "textDocument/didSave",
-        json!({"textDocument": {"uri": uri(&outside)}}),
+        json!({"textDocument": {"uri": file_uri(&outside)}}),
     );
     ed.open(&a, "a\n");
     ed.code_actions(&a, range(0, 0, 0, 0));
@@ -582,8 +563,7 @@ fn several_workspaces_reach_their_own_servers() {
         &sb.config(),
     );
     let mut ed = Editor::start(&sb, &[]);
-    let folders =
-        json!([{"uri": uri(&sb.ws()), "name": "ws"}, {"uri": uri(&other), "name": "other"}]);
+    let folders = json!([{"uri": file_uri(&sb.ws()), "name": "ws"}, {"uri": file_uri(&other), "name": "other"}]);
     ed.initialize(&sb.ws(), json!({"workspaceFolders": folders}));
     ed.open(&a, "a\n");
     ed.open(&b, "b\n");
@@ -625,7 +605,7 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
     let view = sb.state().join("diffs/1/main.py");
     assert_eq!(
         show["params"],
-        json!({"uri": uri(&view), "takeFocus": false})
+        json!({"uri": file_uri(&view), "takeFocus": false})
     );
     assert_eq!(std::fs::read_to_string(&view).unwrap(), "print('new')\n");
     // The proposal itself is named like the file, and `proposed` links to it: kakoune names a
@@ -639,7 +619,7 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
     std::fs::rename(&tmp, &proposed).unwrap();
     let shown = ed.result(
         "workspace/executeCommand",
-        json!({"command": "ccide.show", "arguments": [{"uri": uri(&f)}]}),
+        json!({"command": "ccide.show", "arguments": [{"uri": file_uri(&f)}]}),
     );
     assert_eq!(shown["path"], json!(view));
     ed.incoming("window/showDocument");
@@ -667,7 +647,7 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
     ed.open(&view, "print('new')\n");
     ed.notify(
         "textDocument/didChange",
-        json!({"textDocument": {"uri": uri(&view), "version": 2}, "contentChanges": [{"range": range(0, 7, 0, 10), "text": "edited"}]}),
+        json!({"textDocument": {"uri": file_uri(&view), "version": 2}, "contentChanges": [{"range": range(0, 7, 0, 10), "text": "edited"}]}),
     );
     assert_eq!(
         titles(&ed.code_actions(&view, range(0, 0, 0, 0))),
@@ -678,7 +658,7 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
         ]
     );
     // The proposal is no tab of the workspace.
-    assert_eq!(status(&sb)["tabs"], tabs(&[(&f, true)]));
+    assert_eq!(sb.status()["tabs"], tabs(&[(&f, true)]));
     let r = ed.run_action(&f, range(0, 0, 0, 0), "Claude: accept as edited");
     assert_eq!(r["result"], Value::Null, "{r}");
     let answer = claude.response(&open_diff);
@@ -691,7 +671,7 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
     let edit = ed.incoming("workspace/applyEdit");
     assert_eq!(
         edit["params"],
-        json!({"label": format!("Claude Code wrote {}", f.display()), "edit": {"changes": {uri(&f): [
+        json!({"label": format!("Claude Code wrote {}", f.display()), "edit": {"changes": {file_uri(&f): [
             {"range": range(0, 0, 1, 0), "newText": "print('edited')\n"}]}}})
     );
     let id = edit["id"].clone();
@@ -850,7 +830,7 @@ fn a_ccide_lsp_started_for_a_proposal_attaches_to_the_server_that_made_it() {
     ed.incoming("window/showMessage");
     let shown = ed.result(
         "workspace/executeCommand",
-        json!({"command": "ccide.show", "arguments": [{"uri": uri(&f)}]}),
+        json!({"command": "ccide.show", "arguments": [{"uri": file_uri(&f)}]}),
     );
     let view = PathBuf::from(shown["path"].as_str().unwrap());
     assert_eq!(view, sb.state().join("diffs/1/main.py"));
@@ -861,7 +841,7 @@ fn a_ccide_lsp_started_for_a_proposal_attaches_to_the_server_that_made_it() {
     second.open(&view, "print('new')\n");
     second.notify(
         "textDocument/didChange",
-        json!({"textDocument": {"uri": uri(&view), "version": 2}, "contentChanges": [{"text": "print('edited')\n"}]}),
+        json!({"textDocument": {"uri": file_uri(&view), "version": 2}, "contentChanges": [{"text": "print('edited')\n"}]}),
     );
     let titles = wait_for("the proposal's actions", DEADLINE, || {
         let a = second.code_actions(&view, range(0, 0, 0, 0));
@@ -886,7 +866,7 @@ fn a_ccide_lsp_started_for_a_proposal_attaches_to_the_server_that_made_it() {
         list_locks(&sb.config().join("ide")),
         vec![server.lock_path.clone()]
     );
-    assert_eq!(status(&sb)["tabs"], tabs(&[(&f, true)]));
+    assert_eq!(sb.status()["tabs"], tabs(&[(&f, true)]));
     let r = second.run_action(&view, range(0, 0, 0, 0), "Claude: accept as edited");
     assert_eq!(r["result"], Value::Null, "{r}");
     assert_eq!(
@@ -1003,7 +983,10 @@ fn diagnostics_of_open_files_are_published_with_the_flag() {
     ed.initialize(&sb.ws(), json!({"capabilities": caps}));
     ed.open(&f, WIDE);
     let first = ed.incoming("textDocument/publishDiagnostics");
-    assert_eq!(first["params"], json!({"uri": uri(&f), "diagnostics": []}));
+    assert_eq!(
+        first["params"],
+        json!({"uri": file_uri(&f), "diagnostics": []})
+    );
     // Stored positions count UTF-16 units; this editor asked for UTF-8.
     let import = json!([{"uri": format!("file://{}", f.display()), "diagnostics": [
         {"message": "bad", "severity": "Warning", "source": "lint", "code": "W1",
@@ -1013,7 +996,7 @@ fn diagnostics_of_open_files_are_published_with_the_flag() {
     let n = ed.incoming("textDocument/publishDiagnostics");
     assert_eq!(
         n["params"],
-        json!({"uri": uri(&f), "diagnostics": [{"message": "bad", "severity": 2, "source": "lint", "code": "W1",
+        json!({"uri": file_uri(&f), "diagnostics": [{"message": "bad", "severity": 2, "source": "lint", "code": "W1",
             "range": {"start": {"line": 1, "character": 18}, "end": {"line": 1, "character": 19}}}]})
     );
 }
@@ -1048,7 +1031,7 @@ fn a_change_without_text_is_refused_and_the_buffer_kept() {
     ed.open(&a, "one\ntwo\n");
     ed.notify(
         "textDocument/didChange",
-        json!({"textDocument": {"uri": uri(&a), "version": 2}, "contentChanges": [{"range": range(1, 0, 1, 3), "text": null}]}),
+        json!({"textDocument": {"uri": file_uri(&a), "version": 2}, "contentChanges": [{"range": range(1, 0, 1, 3), "text": null}]}),
     );
     let shown = ed.incoming("window/showMessage");
     assert_eq!(shown["params"]["type"], 1);
@@ -1062,7 +1045,7 @@ fn a_change_without_text_is_refused_and_the_buffer_kept() {
     );
     ed.notify(
         "textDocument/didChange",
-        json!({"textDocument": {"uri": uri(&a), "version": 3}, "contentChanges": [{"range": range(1, 0, 1, 3), "text": "TWO"}]}),
+        json!({"textDocument": {"uri": file_uri(&a), "version": 3}, "contentChanges": [{"range": range(1, 0, 1, 3), "text": "TWO"}]}),
     );
     status_where(&sb, "one\\nTWO\\n unsaved", |s| {
         s["documents"] == json!([{"path": a, "bytes": 8}])
@@ -1082,25 +1065,25 @@ fn a_file_two_editors_have_open_stays_until_the_last_one_closes_it() {
     two.open(&a, "a\n");
     two.notify(
         "textDocument/didChange",
-        json!({"textDocument": {"uri": uri(&a), "version": 2}, "contentChanges": [{"text": "typed\n"}]}),
+        json!({"textDocument": {"uri": file_uri(&a), "version": 2}, "contentChanges": [{"text": "typed\n"}]}),
     );
     status_where(&sb, "B's buffer", |s| {
         s["documents"] == json!([{"path": a, "bytes": 6}])
     });
     one.notify(
         "textDocument/didClose",
-        json!({"textDocument": {"uri": uri(&a)}}),
+        json!({"textDocument": {"uri": file_uri(&a)}}),
     );
     // Answered after the close was handled.
     assert_eq!(one.code_actions(&a, range(0, 0, 0, 0)), json!([]));
-    let s = status(&sb);
+    let s = sb.status();
     assert_eq!(
         (&s["tabs"], &s["documents"]),
         (&tabs(&[(&a, true)]), &json!([{"path": a, "bytes": 6}]))
     );
     two.notify(
         "textDocument/didClose",
-        json!({"textDocument": {"uri": uri(&a)}}),
+        json!({"textDocument": {"uri": file_uri(&a)}}),
     );
     status_where(&sb, "a.py closed by its last holder", |s| {
         s["tabs"] == json!([]) && s["documents"] == json!([])
@@ -1141,7 +1124,7 @@ fn an_editor_opened_above_the_project_serves_nothing_and_selects_for_the_project
         claude.notification("selection_changed")["params"]["text"],
         "x"
     );
-    assert_eq!(status(&sb)["pid"], server.pid());
+    assert_eq!(sb.status()["pid"], server.pid());
     // A file no server holds is left alone, and the log says why.
     let notes = sb.root.write("notes.py", "n\n");
     ed.open(&notes, "n\n");
@@ -1161,7 +1144,7 @@ fn an_editor_opened_above_the_project_serves_nothing_and_selects_for_the_project
         )
     );
     assert_eq!(locks_of(&sb, ed.child.id()), Vec::<PathBuf>::new());
-    assert_eq!(status(&sb)["pid"], server.pid());
+    assert_eq!(sb.status()["pid"], server.pid());
 }
 
 /// The project's server away for more than 3 s: the editor serves the folder itself; when the
@@ -1192,7 +1175,7 @@ fn a_stand_in_hands_over_to_the_projects_server_when_it_returns() {
     // Edited meanwhile.
     ed.notify(
         "textDocument/didChange",
-        json!({"textDocument": {"uri": uri(&a), "version": 2}, "contentChanges": [{"text": "a edited again\n"}]}),
+        json!({"textDocument": {"uri": file_uri(&a), "version": 2}, "contentChanges": [{"text": "a edited again\n"}]}),
     );
     let server = sb.serve(&[]);
     let port = server.port.to_string();
@@ -1204,7 +1187,7 @@ fn a_stand_in_hands_over_to_the_projects_server_when_it_returns() {
         (handed && locks_of(&sb, pid).is_empty()).then_some(())
     });
     // One server for the folder again: the commands (and the CLI) find it.
-    assert_eq!(status(&sb)["pid"], server.pid());
+    assert_eq!(sb.status()["pid"], server.pid());
     let mut claude = server.ready_client();
     ed.run_action(&a, range(0, 0, 0, 1), "Claude: send selection");
     assert_eq!(
@@ -1231,7 +1214,7 @@ fn after_a_failed_save_of_the_editor_state_the_next_change_goes_through() {
     let change = |ed: &mut Editor, v: u64, text: &str| {
         ed.notify(
             "textDocument/didChange",
-            json!({"textDocument": {"uri": uri(&a), "version": v}, "contentChanges": [{"text": text}]}),
+            json!({"textDocument": {"uri": file_uri(&a), "version": v}, "contentChanges": [{"text": text}]}),
         );
     };
     change(&mut ed, 2, "b\n");
@@ -1253,7 +1236,7 @@ fn after_a_failed_save_of_the_editor_state_the_next_change_goes_through() {
     });
     ed.notify(
         "textDocument/didClose",
-        json!({"textDocument": {"uri": uri(&a)}}),
+        json!({"textDocument": {"uri": file_uri(&a)}}),
     );
     status_where(&sb, "a.py closed", |s| {
         s["tabs"] == json!([]) && s["documents"] == json!([])

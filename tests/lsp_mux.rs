@@ -11,19 +11,10 @@ use std::time::Duration;
 use crate::util::*;
 use serde_json::{Value, json};
 
-const FAKE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/src/langservers/fake_server.py"
-);
-
 /// A serve whose language server for `*.fk` is the fake with `flags`, logging what it got to
 /// `fake.log` in the sandbox.
 fn serve(sb: &Sandbox, flags: &str, extra: &[&str]) -> Server {
-    let lsp = format!(
-        "*.fk={} '{FAKE}' '{flags}' '{}'",
-        python3().display(),
-        sb.root.join("fake.log").display()
-    );
+    let lsp = fake_lsp("*.fk", flags, &sb.root.join("fake.log"));
     let mut args = vec!["--no-default-lsp", "--no-default-checkers", "--lsp", &lsp];
     args.extend_from_slice(extra);
     sb.serve(&args)
@@ -48,13 +39,7 @@ fn got(sb: &Sandbox, method: &str) -> Vec<Value> {
 
 /// The one language server in `ccide status`.
 fn server_status(sb: &Sandbox) -> Value {
-    let o = sb.run(&["status", "--json"]);
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    v["language_servers"][0].clone()
-}
-
-fn uri(p: &Path) -> String {
-    format!("file://{}", p.display())
+    sb.status()["language_servers"][0].clone()
 }
 
 /// An LSP client on serve's control socket, as `ccide lsp-bridge` makes one: after the `lsp`

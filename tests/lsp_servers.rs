@@ -10,33 +10,12 @@ use std::time::{Duration, Instant};
 use crate::util::*;
 use serde_json::{Value, json};
 
-const FAKE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/src/langservers/fake_server.py"
-);
-
-/// `--lsp` for the fake server on `pattern`, with its flags; it logs to `log`.
-fn fake_lsp(pattern: &str, flags: &str, log: &Path) -> String {
-    format!(
-        "{pattern}={} '{FAKE}' '{flags}' '{}'",
-        python3().display(),
-        log.display()
-    )
-}
-
 /// The language servers `ccide status --json` lists.
 fn servers(sb: &Sandbox) -> Vec<Value> {
-    let o = sb.run(&["status", "--json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    v["language_servers"]
+    sb.status()["language_servers"]
         .as_array()
         .cloned()
         .unwrap_or_default()
-}
-
-fn uri(p: &Path) -> String {
-    format!("file://{}", p.display())
 }
 
 /// getDiagnostics for one file (the CLI's baseline) or for every file (after an edit), with

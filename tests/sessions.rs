@@ -12,19 +12,6 @@ use std::sync::mpsc::{Receiver, channel};
 use crate::util::*;
 use serde_json::{Value, json};
 
-fn open_diff(c: &mut Client, path: &Path, contents: &str, tab: &str) -> Value {
-    let p = s(path);
-    c.send_request(
-        "tools/call",
-        json!({"name":"openDiff","arguments":{"old_file_path":p,"new_file_path":p,"new_file_contents":contents,"tab_name":tab},"_meta":{"progressToken":1}}),
-    )
-}
-
-/// Waits until the server lists `n` pending diffs (`ccide diff --json`).
-fn wait_pending(sb: &Sandbox, n: usize) -> Vec<Value> {
-    sb.wait_for_listing(&["diff", "--json"], n)
-}
-
 /// The pending diff of `file` in a `ccide diff --json` listing.
 fn diff_of<'a>(list: &'a [Value], file: &Path) -> &'a Value {
     list.iter()
@@ -34,18 +21,6 @@ fn diff_of<'a>(list: &'a [Value], file: &Path) -> &'a Value {
 
 fn id_of(d: &Value) -> &str {
     d["id"].as_str().expect("a diff id")
-}
-
-fn run_ok(sb: &Sandbox, args: &[&str]) -> std::process::Output {
-    let o = sb.run(args);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "ccide {args:?}: stdout {} stderr {}",
-        stdout(&o),
-        stderr(&o)
-    );
-    o
 }
 
 /// `ccide events`, its lines read on a thread of their own.
@@ -137,7 +112,7 @@ fn close_all_diff_tabs_closes_only_the_callers_diffs_even_under_a_shared_tab_nam
     want.sort();
     assert_eq!(ids, want, "B's diffs are still pending: {left:?}");
 
-    let o = run_ok(&sb, &["diff", "accept", id_of(&db)]);
+    let o = sb.run_ok(&["diff", "accept", id_of(&db)]);
     assert_eq!(
         stdout(&o),
         format!(
@@ -193,12 +168,12 @@ fn a_selection_and_a_mention_made_during_setup_arrive_in_order_once_the_client_i
     // greeting's timer; what they send is held the same way in either window.
     assert_eq!(c.before_ping(), Vec::<Value>::new());
 
-    let o = run_ok(&sb, &["select", "app.py:2-3"]);
+    let o = sb.run_ok(&["select", "app.py:2-3"]);
     assert_eq!(
         stderr(&o),
         "selected 2 line(s) of app.py (sent to 1 client; 1 client still connecting gets it when ready)\n"
     );
-    let o = run_ok(&sb, &["mention", "app.py:1-2"]);
+    let o = sb.run_ok(&["mention", "app.py:1-2"]);
     assert_eq!(
         stderr(&o),
         "mentioned app.py (sent to 1 client; 1 client still connecting gets it when ready)\n"
@@ -338,7 +313,7 @@ fn line_endings_a_bom_and_utf16_are_not_shown_as_changes_and_the_note_says_why()
         );
         let id = id_of(d);
         let shown: Value =
-            serde_json::from_slice(&run_ok(&sb, &["diff", "show", id, "--json"]).stdout).unwrap();
+            serde_json::from_slice(&sb.run_ok(&["diff", "show", id, "--json"]).stdout).unwrap();
         let labels = format!("--- a/{name}\n+++ b/{name}\n");
         assert_eq!(shown["diff"], format!("{labels}{hunks}"), "{name}");
         assert_eq!(
@@ -346,7 +321,7 @@ fn line_endings_a_bom_and_utf16_are_not_shown_as_changes_and_the_note_says_why()
             (Some(1), Some(1)),
             "{name}"
         );
-        let o = run_ok(&sb, &["diff", "show", id]);
+        let o = sb.run_ok(&["diff", "show", id]);
         assert_eq!(stdout(&o), format!("{note}{labels}{hunks}"), "{name}");
         let dir = PathBuf::from(d["dir"].as_str().unwrap());
         assert_eq!(
@@ -377,7 +352,7 @@ fn line_endings_a_bom_and_utf16_are_not_shown_as_changes_and_the_note_says_why()
         std::fs::read(dir.join("original")).unwrap(),
         crlf.as_bytes()
     );
-    run_ok(&sb, &["diff", "accept", id_of(crlf_diff)]);
+    sb.run_ok(&["diff", "accept", id_of(crlf_diff)]);
     assert_eq!(
         texts(&c.response(&requests[1])),
         vec!["FILE_SAVED", &edited]
@@ -398,7 +373,7 @@ fn selecting_in_an_empty_file_sends_an_empty_selection_at_the_start() {
     let srv = sb.serve(&[]);
     let mut c = srv.ready_client();
     for spec in ["empty.txt:1:1", "empty.txt:1"] {
-        run_ok(&sb, &["select", spec]);
+        sb.run_ok(&["select", spec]);
         assert_eq!(
             c.notification("selection_changed")["params"],
             selection(&empty, (0, 0), (0, 0), ""),
@@ -423,7 +398,7 @@ fn a_file_above_16_mib_can_be_selected_opened_and_counted() {
     drop(big);
     let srv = sb.serve(&[]);
     let mut c = srv.ready_client();
-    run_ok(&sb, &["select", "big.log:2-3"]);
+    sb.run_ok(&["select", "big.log:2-3"]);
     assert_eq!(
         c.notification("selection_changed")["params"],
         selection(&file, (1, 0), (2, 63), &format!("{}\n{}", line(2), line(3)))
@@ -461,7 +436,7 @@ fn a_diff_whose_proposal_is_gone_is_listed_broken_with_the_others() {
     let _idb = open_diff(&mut c, &b, "B\n", "b");
     let list = wait_pending(&sb, 2);
     let (da, db) = (diff_of(&list, &a), diff_of(&list, &b));
-    let dir = stdout(&run_ok(&sb, &["diff", "path", id_of(db)]));
+    let dir = stdout(&sb.run_ok(&["diff", "path", id_of(db)]));
     let proposed = Path::new(dir.trim_end()).join("proposed");
     std::fs::remove_file(&proposed).unwrap();
 
@@ -513,12 +488,12 @@ fn a_diff_is_found_by_an_absolute_path_through_a_symlink_to_the_workspace() {
     let mut c = srv.client();
     let id = open_diff(&mut c, &file, "x = 2\n", "app");
     wait_pending(&sb, 1);
-    let o = run_ok(&sb, &["diff", "show", s(&via)]);
+    let o = sb.run_ok(&["diff", "show", s(&via)]);
     assert_eq!(
         stdout(&o),
         "--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
     );
-    run_ok(&sb, &["diff", "accept", s(&via)]);
+    sb.run_ok(&["diff", "accept", s(&via)]);
     assert_eq!(texts(&c.response(&id)), vec!["FILE_SAVED", "x = 2\n"]);
 }
 
@@ -540,18 +515,18 @@ fn file_names_the_model_chose_are_listed_with_control_characters_visible() {
         );
         stdout(o)
     };
-    let out = raw(&run_ok(&sb, &["diff"]));
+    let out = raw(&sb.run_ok(&["diff"]));
     assert!(out.contains(" a\\u{1b}[2Jb.txt\n"), "{out}");
     assert!(out.contains(" c\\rd.txt\n"), "{out}");
     let id = id_of(diff_of(&list, &esc));
-    let out = raw(&run_ok(&sb, &["diff", "show", id]));
+    let out = raw(&sb.run_ok(&["diff", "show", id]));
     assert!(
         out.starts_with("--- a/a\\u{1b}[2Jb.txt\n+++ b/a\\u{1b}[2Jb.txt\n"),
         "{out}"
     );
-    let out = raw(&run_ok(&sb, &["diff", "reject", id]));
+    let out = raw(&sb.run_ok(&["diff", "reject", id]));
     assert_eq!(out, format!("rejected diff {id} (a\\u{{1b}}[2Jb.txt)\n"));
-    let out = raw(&run_ok(&sb, &["status"]));
+    let out = raw(&sb.run_ok(&["status"]));
     assert!(out.contains("diff     "), "{out}");
     assert!(out.contains("c\\rd.txt"), "{out}");
 }
@@ -600,7 +575,7 @@ fn claude_passes_what_follows_the_double_dash_and_only_that() {
 #[test]
 fn help_serve_warns_that_old_clients_ignore_code_4001() {
     let sb = Sandbox::new();
-    let o = run_ok(&sb, &["help", "serve"]);
+    let o = sb.run_ok(&["help", "serve"]);
     let out = stdout(&o);
     let single = out
         .split("  --single-client\n")

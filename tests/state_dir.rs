@@ -8,19 +8,6 @@ use serde_json::{Value, json};
 
 use crate::util::*;
 
-fn open_diff(c: &mut Client, path: &Path, contents: &str, tab: &str) -> Value {
-    c.send_request(
-        "tools/call",
-        json!({"name":"openDiff","arguments":{"old_file_path":s(path),"new_file_path":s(path),"new_file_contents":contents,"tab_name":tab}}),
-    )
-}
-
-fn run_ok(sb: &Sandbox, args: &[&str]) -> std::process::Output {
-    let o = sb.run(args);
-    assert_eq!(o.status.code(), Some(0), "ccide {args:?}: {}", stderr(&o));
-    o
-}
-
 fn read_json(p: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(p).unwrap_or_default()).unwrap_or_default()
 }
@@ -48,13 +35,13 @@ fn a_deleted_state_directory_is_made_again_and_only_the_lost_proposal_fails() {
     let (port, token) = (srv.port, srv.token.clone());
     let mut c = srv.client();
     // What the state directory keeps: a tab, imported diagnostics, a workspace folder added.
-    run_ok(&sb, &["open", s(&a)]);
+    sb.run_ok(&["open", s(&a)]);
     let o = sb.run_stdin(
         &["diagnostics", "import", "--format", "compiler"],
         b"a.txt:1:1: error: kept\n",
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    run_ok(&sb, &["workspace", "add", s(extra)]);
+    sb.run_ok(&["workspace", "add", s(extra)]);
     let lost = open_diff(&mut c, &a, "ONE\n", "lost");
     let lost_id = sb.wait_for_listing(&["diff", "--json"], 1)[0]["id"]
         .as_str()
@@ -103,7 +90,7 @@ fn a_deleted_state_directory_is_made_again_and_only_the_lost_proposal_fails() {
     }
 
     // Commands reach the server again.
-    let st: Value = serde_json::from_slice(&run_ok(&sb, &["status", "--json"]).stdout).unwrap();
+    let st: Value = sb.status();
     assert_eq!(st["port"], port);
     assert_eq!(st["tabs"][0]["path"], s(&a));
 
@@ -117,7 +104,7 @@ fn a_deleted_state_directory_is_made_again_and_only_the_lost_proposal_fails() {
         "{}",
         stderr(&o)
     );
-    run_ok(&sb, &["diff", "reject", &lost_id]);
+    sb.run_ok(&["diff", "reject", &lost_id]);
     assert_eq!(texts(&c.response(&lost))[0], "DIFF_REJECTED");
 
     // A new proposal is stored, reviewed and accepted as ever.
@@ -127,7 +114,7 @@ fn a_deleted_state_directory_is_made_again_and_only_the_lost_proposal_fails() {
         (d["added"].as_u64(), d["removed"].as_u64()),
         (Some(1), Some(1))
     );
-    run_ok(&sb, &["diff", "accept"]);
+    sb.run_ok(&["diff", "accept"]);
     assert_eq!(texts(&c.response(&id)), ["FILE_SAVED", "TWO\n"]);
 
     // A restart keeps port, token and what was made again.
@@ -135,7 +122,7 @@ fn a_deleted_state_directory_is_made_again_and_only_the_lost_proposal_fails() {
     srv.stop_with("TERM");
     let second = sb.serve(&[]);
     assert_eq!((second.port, &second.token), (port, &token));
-    let st: Value = serde_json::from_slice(&run_ok(&sb, &["status", "--json"]).stdout).unwrap();
+    let st: Value = sb.status();
     assert_eq!(st["tabs"][0]["path"], s(&a));
     assert_eq!(st["workspaces"], json!([s(&sb.ws()), s(extra)]));
 }
@@ -182,7 +169,7 @@ fn a_second_server_cannot_take_a_deleted_state_directory_from_a_running_one() {
         list_locks(&sb.config().join("ide")),
         std::slice::from_ref(&first.lock_path)
     );
-    let st: Value = serde_json::from_slice(&run_ok(&sb, &["status", "--json"]).stdout).unwrap();
+    let st: Value = sb.status();
     assert_eq!(st["pid"], first.pid());
 }
 
@@ -195,6 +182,6 @@ fn a_deleted_control_socket_is_bound_again() {
     let control = sb.state().join("control.sock");
     std::fs::remove_file(&control).unwrap();
     wait_made_again(&srv);
-    let st: Value = serde_json::from_slice(&run_ok(&sb, &["status", "--json"]).stdout).unwrap();
+    let st: Value = sb.status();
     assert_eq!(st["pid"], srv.pid());
 }

@@ -236,6 +236,24 @@ impl Sandbox {
             .expect("run ccide")
     }
 
+    /// Runs a ccide command that must succeed.
+    pub fn run_ok(&self, args: &[&str]) -> Output {
+        let o = self.run(args);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "ccide {args:?}: stdout {} stderr {}",
+            stdout(&o),
+            stderr(&o)
+        );
+        o
+    }
+
+    /// `ccide status --json`, parsed.
+    pub fn status(&self) -> Value {
+        serde_json::from_slice(&self.run_ok(&["status", "--json"]).stdout).unwrap()
+    }
+
     pub fn run_stdin(&self, args: &[&str], input: &[u8]) -> Output {
         let mut child = self
             .command(args)
@@ -807,6 +825,38 @@ pub fn is_error(response: &Value) -> bool {
 }
 
 /// getDiagnostics with `args`, returning the JSON of its answer.
+/// A path as a `file://` URI the way the CLI writes one: the path as it is.
+pub fn uri(p: &Path) -> String {
+    format!("file://{}", p.display())
+}
+
+/// A path as a `file://` URI the way editors write one: percent-encoded.
+pub fn file_uri(p: &Path) -> String {
+    let mut s = String::from("file://");
+    for &c in p.to_str().unwrap().as_bytes() {
+        if c.is_ascii_alphanumeric() || b"/-._~".contains(&c) {
+            s.push(c as char);
+        } else {
+            s.push_str(&format!("%{c:02X}"));
+        }
+    }
+    s
+}
+
+/// Sends openDiff for `path` as the CLI does (with a progress token); the request's id.
+pub fn open_diff(c: &mut Client, path: &Path, contents: &str, tab: &str) -> Value {
+    let p = s(path);
+    c.send_request(
+        "tools/call",
+        json!({"name":"openDiff","arguments":{"old_file_path":p,"new_file_path":p,"new_file_contents":contents,"tab_name":tab},"_meta":{"progressToken":1}}),
+    )
+}
+
+/// Waits until the server lists `n` pending diffs (`ccide diff --json`).
+pub fn wait_pending(sb: &Sandbox, n: usize) -> Vec<Value> {
+    sb.wait_for_listing(&["diff", "--json"], n)
+}
+
 pub fn diagnostics(c: &mut Client, args: Value) -> Value {
     json_text(&c.call("getDiagnostics", args))
 }
@@ -833,6 +883,20 @@ pub fn selection(path: &Path, start: (u64, u64), end: (u64, u64), text: &str) ->
 pub fn lsp_frame(v: &Value) -> Vec<u8> {
     let body = v.to_string();
     format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+}
+
+/// `--lsp` for src/langservers' scriptable fake language server on `pattern`, with its
+/// `flags`; it logs what it gets to `log`.
+pub fn fake_lsp(pattern: &str, flags: &str, log: &Path) -> String {
+    let fake = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/langservers/fake_server.py"
+    );
+    format!(
+        "{pattern}={} '{fake}' '{flags}' '{}'",
+        python3().display(),
+        log.display()
+    )
 }
 
 /// Reads one framed message, checking the header is exactly what the base protocol says;
