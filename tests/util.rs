@@ -90,17 +90,16 @@ impl Drop for TempDir {
 // matplotlib, root, the static build) is `#[ignore = "needs ..."]`, and `.ci/run` provides what
 // it needs and runs it with `--ignored`.
 
-/// The python3 interpreter itself (not a pyenv shim, which needs the test's environment):
-/// `$CCIDE_TEST_PYTHON` (`.ci/run` names the one it installed matplotlib for), else the python3
-/// on the test's PATH. None when there is none.
+/// The python3 interpreter itself, as it names itself (not a pyenv shim, which needs the
+/// test's environment, and a sandbox's PATH may hold nothing else): `$CCIDE_TEST_PYTHON`
+/// (`.ci/run` names the one it installed matplotlib for), else the python3 on the test's PATH.
+/// None when there is none.
 pub fn find_python3() -> Option<&'static Path> {
     static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
     FOUND
         .get_or_init(|| {
-            if let Some(p) = std::env::var_os("CCIDE_TEST_PYTHON") {
-                return Some(PathBuf::from(p));
-            }
-            let o = Command::new("python3")
+            let named = std::env::var_os("CCIDE_TEST_PYTHON");
+            let o = Command::new(named.as_deref().unwrap_or("python3".as_ref()))
                 .args(["-c", "import sys; print(sys.executable)"])
                 .output()
                 .ok()?;
