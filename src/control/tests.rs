@@ -1404,7 +1404,7 @@ fn an_editor_session_holds_what_it_opens_buffers_and_selects_until_it_ends() {
 }
 
 /// Two editors hold f, and the second typed in it: the first one's close leaves the tab and
-/// the unsaved content, which go when the last holder closes it (issue 19).
+/// the unsaved content, which go when the last holder closes it.
 #[test]
 fn a_file_two_sessions_hold_is_closed_when_the_last_one_closes_it() {
     let ts = state();
