@@ -447,6 +447,44 @@ mod tests {
         }
     }
 
+    /// ccide(1)'s SYNOPSIS shows every command of the table.
+    #[test]
+    fn the_man_pages_synopsis_shows_every_command() {
+        let man = include_str!("../man/ccide.1");
+        let synopsis: Vec<&str> = man
+            .lines()
+            .skip_while(|l| *l != ".SH SYNOPSIS")
+            .take_while(|l| *l != ".SH DESCRIPTION")
+            .collect();
+        for c in super::COMMANDS {
+            let shown = format!("\\fBccide {}\\fR", c.name.replace('-', "\\-"));
+            assert!(
+                synopsis.iter().any(|l| l.starts_with(&shown)),
+                "ccide(1)'s SYNOPSIS has no line for {}",
+                c.name
+            );
+        }
+    }
+
+    /// The README installs the man pages where man-db finds them without MANPATH: in
+    /// `../share/man` of `~/.cargo/bin`, the directory on PATH that `cargo install` puts
+    /// ccide in (`~/.local/share/man` is on no default manpath).
+    #[test]
+    fn the_readme_installs_the_man_pages_where_man_finds_them() {
+        let readme = include_str!("../README.md");
+        for page in ["ccide.1", "ccide-protocol.7"] {
+            let section = &page[page.len() - 1..];
+            let step = format!(
+                "`install -Dm644 man/{page} ~/.cargo/share/man/man{section}/{page}`"
+            );
+            assert!(readme.contains(&step), "README does not say {step}");
+        }
+        assert!(
+            !readme.contains(".local/share/man"),
+            "README still names ~/.local/share/man, which man does not search"
+        );
+    }
+
     /// The lines of `.SS name` up to the next section.
     fn man_section<'a>(man: &'a str, name: &str) -> Option<Vec<&'a str>> {
         let mut lines = man.lines();
