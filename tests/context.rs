@@ -256,6 +256,46 @@ fn select_refuses_ranges_past_the_end_bad_specs_and_files_outside() {
 }
 
 #[test]
+fn select_says_a_position_is_not_a_number_and_a_folder_is_no_file() {
+    let sb = Sandbox::new();
+    sb.write("app.py", APP);
+    sb.write("src/lib.py", "x = 1\n");
+    let srv = sb.serve(&[]);
+    let mut c = srv.client();
+    // A file that exists, then what is not a position: a usage error naming it.
+    let e = run_fails(&sb, &["select", "app.py:abc"], 2);
+    assert_eq!(
+        e,
+        "ccide: cannot read 'app.py:abc': the line and column after app.py: must be numbers, \
+         not 'abc' (expected FILE, FILE:LINE, FILE:LINE:COL, FILE:LINE-LINE or \
+         FILE:LINE:COL-LINE:COL, counting from 1)\n\
+         Run 'ccide --help' for the commands and their options.\n"
+    );
+    let e = run_fails(&sb, &["select", "app.py:2:x"], 2);
+    assert!(e.contains("not '2:x'"), "{e}");
+    let e = run_fails(&sb, &["mention", "app.py:one-two"], 2);
+    assert!(e.contains("not 'one-two'"), "{e}");
+    // A folder that exists is not "not found": a selection needs a file.
+    let e = run_fails(&sb, &["select", "."], 1);
+    let ws = sb.ws();
+    assert_eq!(
+        e,
+        format!(
+            "ccide: {} is a folder: a selection needs a file (a folder can be mentioned: \
+             ccide mention {})\n",
+            ws.display(),
+            ws.display()
+        )
+    );
+    let e = run_fails(&sb, &["select", "src:3"], 1);
+    assert!(e.contains("src is a folder: a selection needs a file"), "{e}");
+    // As the man page says, a folder can be mentioned.
+    sb.run_ok(&["mention", "src"]);
+    assert_eq!(quiet(&mut c, "selection_changed"), Vec::<Value>::new());
+    assert_eq!(sb.status()["selection"], Value::Null);
+}
+
+#[test]
 fn a_client_connecting_later_gets_the_current_selection_once_initialized() {
     let sb = Sandbox::new();
     let app = sb.write("app.py", APP);

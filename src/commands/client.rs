@@ -329,13 +329,12 @@ pub fn events(args: &Args) -> Outcome {
 }
 
 /// `FILE[:LINE[:COL]][-LINE[:COL]]`: the first ':' after which the rest is a range splits
-/// the file name from it, so names with colons still work.
+/// the file name from it, so names with colons still work. A spec that is no path, but
+/// names an existing path before a ':' followed by what is not a range, is a usage error
+/// (`main.rs:abc`), not a missing file.
 pub fn parse_spec(spec: &str) -> Result<(String, HumanRange), Fail> {
-    let bad = || {
-        Fail::Usage(format!(
-            "cannot read '{spec}': expected FILE, FILE:LINE, FILE:LINE:COL, FILE:LINE-LINE or FILE:LINE:COL-LINE:COL"
-        ))
-    };
+    const FORMS: &str = "expected FILE, FILE:LINE, FILE:LINE:COL, FILE:LINE-LINE or FILE:LINE:COL-LINE:COL, counting from 1";
+    let bad = || Fail::Usage(format!("cannot read '{spec}': {FORMS}"));
     for (i, _) in spec.match_indices(':') {
         let (file, rest) = (&spec[..i], &spec[i + 1..]);
         if file.is_empty() || rest.is_empty() {
@@ -348,6 +347,16 @@ pub fn parse_spec(spec: &str) -> Result<(String, HumanRange), Fail> {
     }
     if spec.is_empty() {
         return Err(bad());
+    }
+    if !Path::new(spec).exists()
+        && let Some((file, rest)) = spec
+            .match_indices(':')
+            .map(|(i, _)| (&spec[..i], &spec[i + 1..]))
+            .find(|(file, _)| !file.is_empty() && Path::new(file).exists())
+    {
+        return Err(Fail::Usage(format!(
+            "cannot read '{spec}': the line and column after {file}: must be numbers, not '{rest}' ({FORMS})"
+        )));
     }
     Ok((spec.to_string(), HumanRange::default()))
 }

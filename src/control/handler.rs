@@ -226,6 +226,13 @@ fn select(
     let path = state.resolve(path)?;
     let payload = match span {
         Span::Lines(range) => {
+            if path.is_dir() {
+                return Err(format!(
+                    "{} is a folder: a selection needs a file (a folder can be mentioned: ccide mention {})",
+                    path.display(),
+                    path.display()
+                ));
+            }
             if !path.is_file() {
                 return Err(format!("File not found: {}", path.display()));
             }
