@@ -100,20 +100,18 @@ pub fn command_help(c: &Command) -> String {
         s.push_str(c.details);
         s.push('\n');
     }
-    if !c.flags.is_empty() {
-        s.push_str("\nOptions:\n");
-        for f in c.flags {
-            let head = match f.value {
-                Some(v) => format!("{} {v}", f.name),
-                None => f.name.to_string(),
-            };
-            match f.default {
-                Some(d) => s.push_str(&format!("  {head}\n      {} Default: {d}.\n", f.help)),
-                None => s.push_str(&format!("  {head}\n      {}\n", f.help)),
-            }
-            if let Some(env) = f.env {
-                let _ = writeln!(s, "      [env: {env}]");
-            }
+    s.push_str("\nOptions:\n");
+    for f in c.flags {
+        let head = match f.value {
+            Some(v) => format!("{} {v}", f.name),
+            None => f.name.to_string(),
+        };
+        match f.default {
+            Some(d) => s.push_str(&format!("  {head}\n      {} Default: {d}.\n", f.help)),
+            None => s.push_str(&format!("  {head}\n      {}\n", f.help)),
+        }
+        if let Some(env) = f.env {
+            let _ = writeln!(s, "      [env: {env}]");
         }
     }
     s.push_str("  -h, --help\n      Show this text.\n");

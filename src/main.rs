@@ -301,22 +301,53 @@ pub const COMMANDS: &[Command] = &[
         run: commands::client::events,
         passthrough: false,
     },
+    Command {
+        name: "help",
+        usage: "ccide help [COMMAND]",
+        about: "Show the options of a command (same as ccide COMMAND --help).",
+        details: "Without COMMAND, the list of commands (same as ccide --help).",
+        flags: &[],
+        run: help,
+        passthrough: false,
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static Command> {
     COMMANDS.iter().find(|c| c.name == name)
 }
 
+/// The top help: commands and options in two columns, the second aligned across both lists.
 pub fn overview() -> String {
+    const OPTIONS: [(&str, &str); 2] = [
+        ("-h, --help", "Show this text."),
+        ("-V, --version", "Show the version."),
+    ];
+    let names = COMMANDS.iter().map(|c| c.name).chain(OPTIONS.map(|o| o.0));
+    let width = names.map(str::len).max().unwrap_or(0) + 2;
     let mut s = format!(
         "ccide {}: a headless IDE for Claude Code.\n\nUsage: ccide COMMAND [OPTIONS]\n\nCommands:\n",
         env!("CARGO_PKG_VERSION")
     );
     for c in COMMANDS {
-        let _ = writeln!(s, "  {:<12}{}", c.name, c.about);
+        let _ = writeln!(s, "  {:<width$}{}", c.name, c.about);
     }
-    s.push_str("  help COMMAND  Show the options of a command.\n\nOptions:\n  -h, --help     Show this text.\n  -V, --version  Show the version.\n\nSee ccide(1) for files, environment and exit statuses.\n");
+    s.push_str("\nOptions:\n");
+    for (name, about) in OPTIONS {
+        let _ = writeln!(s, "  {name:<width$}{about}");
+    }
+    s.push_str("\nSee ccide(1) for files, environment and exit statuses.\n");
     s
+}
+
+/// `ccide help [COMMAND]`.
+fn help(args: &Args) -> cli::Outcome {
+    let text = match args.operands.as_slice() {
+        [] => overview(),
+        [name] => cli::command_help(find(name).ok_or_else(|| Fail::Usage(unknown(name)))?),
+        [_, extra, ..] => return Err(Fail::Usage(format!("unexpected argument '{extra}'"))),
+    };
+    print!("{text}");
+    Ok(EXIT_OK)
 }
 
 fn main() {
@@ -347,14 +378,15 @@ fn run(argv: &[String]) -> i32 {
     match first.as_str() {
         "-h" | "--help" => return out(overview()),
         "-V" | "--version" => return out(cli::version()),
-        "help" => {
-            return match argv.get(1) {
-                None => out(overview()),
-                Some(name) => match find(name) {
-                    Some(c) => out(cli::command_help(c)),
-                    None => usage(&unknown(name)),
-                },
+        // An option before any command: one of the two, or a mistake; never a command's name.
+        _ if first.starts_with('-') && first != "-" => {
+            let guess = option_guess(first);
+            let after = if guess.is_empty() {
+                " (a command's options go after it: ccide COMMAND --help)"
+            } else {
+                ""
             };
+            return usage(&format!("unknown option '{first}'{guess}{after}"));
         }
         _ => {}
     }
@@ -381,8 +413,18 @@ fn run(argv: &[String]) -> i32 {
 }
 
 fn unknown(name: &str) -> String {
-    let names = COMMANDS.iter().map(|c| c.name).chain(["help"]);
+    let names = COMMANDS.iter().map(|c| c.name);
     format!("unknown command '{name}'{}", cli::did_you_mean(name, names))
+}
+
+/// ", did you mean '--version'?" for an option mistyped before any command: `-v` (the
+/// version in many programs) or what is close to `--help` or `--version`.
+fn option_guess(typed: &str) -> String {
+    match typed {
+        "-v" => ", did you mean '-V' (--version)?".into(),
+        "-H" => ", did you mean '-h' (--help)?".into(),
+        _ => cli::did_you_mean(typed, ["--help", "--version"].into_iter()),
+    }
 }
 
 fn usage(msg: &str) -> i32 {

@@ -491,6 +491,16 @@ fn a_mistyped_command_or_flag_gets_the_closest_name() {
             &["diff", "--jsn"],
             "unknown option '--jsn' for 'ccide diff', did you mean '--json'? (see 'ccide help diff')",
         ),
+        // An option before any command is never taken for a command's name.
+        (&["-v"], "unknown option '-v', did you mean '-V' (--version)?"),
+        (
+            &["--verison"],
+            "unknown option '--verison', did you mean '--version'?",
+        ),
+        (
+            &["-x"],
+            "unknown option '-x' (a command's options go after it: ccide COMMAND --help)",
+        ),
     ] {
         let o = sb.run(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
@@ -565,6 +575,38 @@ fn help_and_version() {
     let o = sb.run(&["help", "serve"]);
     assert!(stdout(&o).contains("--ping-interval SECS"));
     assert_eq!(stdout(&sb.run(&["serve", "--help"])), stdout(&o));
+}
+
+#[test]
+fn help_has_its_own_help_and_the_top_help_is_in_two_columns() {
+    let sb = Sandbox::new();
+    let help = "Show the options of a command (same as ccide COMMAND --help).\n\n\
+                Usage: ccide help [COMMAND]\n\n\
+                Without COMMAND, the list of commands (same as ccide --help).\n\n\
+                Options:\n  -h, --help\n      Show this text.\n";
+    for args in [&["help", "--help"][..], &["help", "-h"], &["help", "help"]] {
+        let o = sb.run(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o), help, "{args:?}");
+    }
+    let top = stdout(&sb.run(&["--help"]));
+    assert_eq!(stdout(&sb.run(&["help"])), top);
+    // Every row of the two lists starts its text in the same column.
+    let rows: Vec<&str> = top
+        .lines()
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .collect();
+    assert!(rows.len() > 10, "{top}");
+    // The text starts after the first run of two spaces or more past the indent.
+    let column = |row: &str| {
+        let name_end = 2 + row[2..].find("  ").unwrap();
+        name_end + row[name_end..].find(|c: char| c != ' ').unwrap()
+    };
+    let first = column(rows[0]);
+    for row in &rows {
+        assert_eq!(column(row), first, "out of column: {row:?}\n{top}");
+    }
+    assert!(top.contains("\n  -V, --version  Show the version.\n"), "{top}");
 }
 
 /// Every option and variable `ccide help` mentions is in ccide(1); that each flag of the flag
