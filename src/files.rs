@@ -154,7 +154,8 @@ pub fn write_in_workspace(
 }
 
 /// Creates `dir` (and missing parents) with mode 0700, or checks an existing one: it must be
-/// ours and not writable by group or others, since what we put there grants access.
+/// ours and not writable by group or others, since what we put there grants access, and
+/// writable by us, or the first file written there would fail with a name the user never gave.
 pub fn private_dir(dir: &Path, what: &str) -> Result<(), String> {
     match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -189,7 +190,17 @@ pub fn private_dir(dir: &Path, what: &str) -> Result<(), String> {
                     dir.display()
                 ));
             }
-            Ok(())
+            crate::sys::may_write_in(dir).map_err(|e| match e.kind() {
+                io::ErrorKind::ReadOnlyFilesystem => format!(
+                    "the {what} {} is on a read-only file system",
+                    dir.display()
+                ),
+                _ => format!(
+                    "the {what} {} is not writable (mode {mode:04o}: {e}); run `chmod 700 {}`",
+                    dir.display(),
+                    dir.display()
+                ),
+            })
         }
     }
 }

@@ -337,6 +337,19 @@ pub fn poll(interests: &[Interest], timeout: Option<Duration>) -> io::Result<Vec
         .collect())
 }
 
+/// Whether this process may create files in `dir` (access(2) with W_OK and X_OK): the mode
+/// bits as they apply to this user (root's override included) and a read-only mount.
+pub fn may_write_in(dir: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a NUL-terminated string that outlives the call.
+    match unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
 /// Owner uid and permission bits of a path, without following a final symlink.
 pub fn owner_and_mode(meta: &std::fs::Metadata) -> (u32, u32) {
     use std::os::unix::fs::MetadataExt;

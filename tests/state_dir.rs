@@ -1,8 +1,12 @@
 //! The state directory deleted under a running server (a cleanup of ~/.local/state, a
 //! mistaken `rm -rf`): what it held is made again from memory, the loss is logged, and only
-//! what truly lived there alone (the pending diffs' proposals) fails, saying so.
+//! what truly lived there alone (the pending diffs' proposals) fails, saying so. And one that
+//! cannot be written is named, with what to do, before anything is written in it.
 
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
+use std::process::Stdio;
 
 use serde_json::{Value, json};
 
@@ -184,4 +188,46 @@ fn a_deleted_control_socket_is_bound_again() {
     wait_made_again(&srv);
     let st: Value = sb.status();
     assert_eq!(st["pid"], srv.pid());
+}
+
+#[test]
+#[ignore = "needs root, to run serve as uid 65534 beside a directory it cannot write: .ci/run runs it as root"]
+fn a_state_directory_that_cannot_be_written_is_named_with_what_to_do() {
+    assert!(
+        std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0),
+        "only root can run serve as another user"
+    );
+    let sb = Sandbox::new();
+    for d in [sb.root.path(), &sb.home(), &sb.config(), &sb.state(), &sb.ws()] {
+        std::os::unix::fs::chown(d, Some(65534), Some(65534)).unwrap();
+    }
+    let state = sb.state();
+    // Once used (serve.lock and server.json in it) or never: the same answer.
+    for used in [false, true] {
+        if used {
+            std::fs::write(state.join("serve.lock"), "").unwrap();
+            std::os::unix::fs::chown(state.join("serve.lock"), Some(65534), Some(65534)).unwrap();
+        }
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let o = sb
+            .command(&["serve", "--state-dir", s(&state)])
+            .uid(65534)
+            .gid(65534)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert_eq!(
+            stderr(&o),
+            format!(
+                "ccide: the state directory {} is not writable (mode 0500: Permission denied (os error 13)); \
+                 run `chmod 700 {}`; to use another, pass --state-dir DIR\n",
+                state.display(),
+                state.display()
+            ),
+            "used: {used}"
+        );
+        assert!(list_locks(&sb.config().join("ide")).is_empty());
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
 }
