@@ -153,6 +153,40 @@ fn edits(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
+/// The values a switch's variable takes (`CCIDE_SINGLE_CLIENT=yes`), any case.
+pub const SWITCH_WORDS: [(&str, bool); 8] = [
+    ("1", true),
+    ("true", true),
+    ("yes", true),
+    ("on", true),
+    ("0", false),
+    ("false", false),
+    ("no", false),
+    ("off", false),
+];
+
+/// `var=value` of a switch's variable, read by `SWITCH_WORDS`; the error lists them all.
+fn switch_word(var: &str, value: &str) -> Result<bool, Fail> {
+    let lower = value.to_ascii_lowercase();
+    if let Some((_, on)) = SWITCH_WORDS.iter().find(|(w, _)| *w == lower) {
+        return Ok(*on);
+    }
+    let words = |on: bool| {
+        let w: Vec<&str> = SWITCH_WORDS
+            .iter()
+            .filter(|(_, o)| *o == on)
+            .map(|(w, _)| *w)
+            .collect();
+        let (last, rest) = w.split_last().expect("words for each side");
+        format!("{} or {last}", rest.join(", "))
+    };
+    Err(Fail::Usage(format!(
+        "{var}={value}: expected {} to enable, {} to disable",
+        words(true),
+        words(false)
+    )))
+}
+
 /// A parsed command line: flag values (command line first, then environment) and operands.
 pub struct Args {
     pub command: &'static Command,
@@ -278,20 +312,14 @@ impl Args {
         }
     }
 
-    /// A switch: present on the command line, or its variable set to 1/true/yes.
+    /// A switch: present on the command line, or its variable set to one of `SWITCH_WORDS`.
     pub fn switch(&self, name: &str) -> Result<bool, Fail> {
         if self.values.iter().any(|(n, _)| *n == name) {
             return Ok(true);
         }
         match self.env(name) {
             None => Ok(false),
-            Some((var, v)) => match v.to_ascii_lowercase().as_str() {
-                "1" | "true" | "yes" | "on" => Ok(true),
-                "0" | "false" | "no" | "off" => Ok(false),
-                _ => Err(Fail::Usage(format!(
-                    "{var}={v}: expected 1, true, yes, 0, false or no"
-                ))),
-            },
+            Some((var, v)) => switch_word(&var, &v),
         }
     }
 
@@ -331,5 +359,24 @@ mod tests {
         assert_eq!(edits("--stat-dir", "--state-dir"), 1);
         assert_eq!(edits("", "abc"), 3);
         assert_eq!(edits("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn a_switch_variable_takes_every_word_of_the_table_and_its_error_lists_them_all() {
+        for (word, on) in SWITCH_WORDS {
+            assert!(matches!(switch_word("V", word), Ok(b) if b == on), "{word}");
+            let upper = word.to_ascii_uppercase();
+            assert!(matches!(switch_word("V", &upper), Ok(b) if b == on), "{upper}");
+        }
+        let Err(Fail::Usage(e)) = switch_word("CCIDE_LSP_WARM", "maybe") else {
+            panic!("maybe is not a switch word");
+        };
+        assert_eq!(
+            e,
+            "CCIDE_LSP_WARM=maybe: expected 1, true, yes or on to enable, 0, false, no or off to disable"
+        );
+        for (word, _) in SWITCH_WORDS {
+            assert!(e.contains(&format!(" {word}")), "{word} missing: {e}");
+        }
     }
 }

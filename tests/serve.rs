@@ -403,6 +403,18 @@ fn bad_command_lines_name_the_flag_and_exit_2() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("CCIDE_PORT"), "{}", stderr(&o));
+    // A switch's variable: every word it takes is listed.
+    let o = sb
+        .command(&["serve"])
+        .env("CCIDE_LSP_WARM", "maybe")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "ccide: CCIDE_LSP_WARM=maybe: expected 1, true, yes or on to enable, 0, false, no or off to disable\n\
+         Run 'ccide --help' for the commands and their options.\n"
+    );
     let o = sb.run(&["frobnicate"]);
     assert_eq!(o.status.code(), Some(2));
 }
