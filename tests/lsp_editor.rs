@@ -1242,3 +1242,60 @@ fn after_a_failed_save_of_the_editor_state_the_next_change_goes_through() {
         s["tabs"] == json!([]) && s["documents"] == json!([])
     });
 }
+
+/// A person who types `ccide lsp` in a terminal is told, on stderr, what it is and that it
+/// waits; an editor, whose pipe is no terminal, is told nothing.
+#[test]
+fn lsp_started_in_a_terminal_says_it_is_meant_for_an_editor() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let note = "ccide lsp speaks LSP on standard input and output and is meant to be started by \
+                an editor (see `ccide help lsp`); it now waits for LSP messages: Ctrl-C ends it";
+    let sb = Sandbox::new();
+    // script(1) (util-linux, in every Debian) runs it on a pseudo-terminal of its own.
+    let script = Path::new("/usr/bin/script");
+    assert!(
+        script.is_file(),
+        "script (util-linux) is not at /usr/bin/script"
+    );
+    let mut child = Command::new(script)
+        .args([
+            "-q",
+            "-e",
+            "-c",
+            &format!("exec {} lsp", crate::util::BIN),
+            "/dev/null",
+        ])
+        .env_clear()
+        .env("HOME", sb.home())
+        .env("CLAUDE_CONFIG_DIR", sb.config())
+        .current_dir(sb.ws())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = out.read(&mut buf) {
+            let _ = tx.send(buf[..n].to_vec());
+        }
+    });
+    let mut seen = Vec::new();
+    let said = wait_for("the note on the terminal", DEADLINE, || {
+        seen.extend(rx.try_iter().flatten());
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        text.contains("\r\n").then_some(text)
+    });
+    // It goes on: still running, waiting for LSP messages.
+    assert_eq!(child.try_wait().unwrap(), None, "it exited after {said:?}");
+    let _ = child.kill();
+    let _ = child.wait();
+    // The terminal shows the line as written, ended by the terminal's newline.
+    assert_eq!(said, format!("{note}\r\n"));
+    // An editor's pipe: not a word on stderr.
+    let o = sb.command(&["lsp"]).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(crate::util::stderr(&o), "");
+}

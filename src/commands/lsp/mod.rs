@@ -26,9 +26,21 @@ use crate::lsp::connection::Connection;
 /// What may wait to be written to an editor that does not read, before messages to it fail.
 const EDITOR_QUEUE: usize = 64 << 20;
 
+/// Said on stderr when standard input is a terminal: a person typed `ccide lsp`, which
+/// otherwise waits in silence for LSP messages. It goes on (whoever pastes LSP messages gets
+/// answers); no editor starts a language server on a terminal, so an editor never sees this.
+fn terminal_note(stdin_is_terminal: bool) -> Option<&'static str> {
+    stdin_is_terminal.then_some(
+        "ccide lsp speaks LSP on standard input and output and is meant to be started by an editor (see `ccide help lsp`); it now waits for LSP messages: Ctrl-C ends it",
+    )
+}
+
 pub fn run(args: &Args) -> Outcome {
     if let Some(extra) = args.operands.first() {
         return Err(Fail::Usage(format!("unexpected argument '{extra}'")));
+    }
+    if let Some(note) = terminal_note(crate::sys::isatty(0)) {
+        eprintln!("{note}");
     }
     // Before any thread: a termination signal then ends the loop, which stops a server served
     // in this process properly (its lock file removed).
