@@ -366,7 +366,10 @@ mod tests {
         for (word, on) in SWITCH_WORDS {
             assert!(matches!(switch_word("V", word), Ok(b) if b == on), "{word}");
             let upper = word.to_ascii_uppercase();
-            assert!(matches!(switch_word("V", &upper), Ok(b) if b == on), "{upper}");
+            assert!(
+                matches!(switch_word("V", &upper), Ok(b) if b == on),
+                "{upper}"
+            );
         }
         let Err(Fail::Usage(e)) = switch_word("CCIDE_LSP_WARM", "maybe") else {
             panic!("maybe is not a switch word");

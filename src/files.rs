@@ -191,10 +191,9 @@ pub fn private_dir(dir: &Path, what: &str) -> Result<(), String> {
                 ));
             }
             crate::sys::may_write_in(dir).map_err(|e| match e.kind() {
-                io::ErrorKind::ReadOnlyFilesystem => format!(
-                    "the {what} {} is on a read-only file system",
-                    dir.display()
-                ),
+                io::ErrorKind::ReadOnlyFilesystem => {
+                    format!("the {what} {} is on a read-only file system", dir.display())
+                }
                 _ => format!(
                     "the {what} {} is not writable (mode {mode:04o}: {e}); run `chmod 700 {}`",
                     dir.display(),

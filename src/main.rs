@@ -516,9 +516,8 @@ mod tests {
         let readme = include_str!("../README.md");
         for page in ["ccide.1", "ccide-protocol.7"] {
             let section = &page[page.len() - 1..];
-            let step = format!(
-                "`install -Dm644 man/{page} ~/.cargo/share/man/man{section}/{page}`"
-            );
+            let step =
+                format!("`install -Dm644 man/{page} ~/.cargo/share/man/man{section}/{page}`");
             assert!(readme.contains(&step), "README does not say {step}");
         }
         assert!(

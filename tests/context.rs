@@ -288,7 +288,10 @@ fn select_says_a_position_is_not_a_number_and_a_folder_is_no_file() {
         )
     );
     let e = run_fails(&sb, &["select", "src:3"], 1);
-    assert!(e.contains("src is a folder: a selection needs a file"), "{e}");
+    assert!(
+        e.contains("src is a folder: a selection needs a file"),
+        "{e}"
+    );
     // As the man page says, a folder can be mentioned.
     sb.run_ok(&["mention", "src"]);
     assert_eq!(quiet(&mut c, "selection_changed"), Vec::<Value>::new());

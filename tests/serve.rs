@@ -504,7 +504,10 @@ fn a_mistyped_command_or_flag_gets_the_closest_name() {
             "unknown option '--jsn' for 'ccide diff', did you mean '--json'? (see 'ccide help diff')",
         ),
         // An option before any command is never taken for a command's name.
-        (&["-v"], "unknown option '-v', did you mean '-V' (--version)?"),
+        (
+            &["-v"],
+            "unknown option '-v', did you mean '-V' (--version)?",
+        ),
         (
             &["--verison"],
             "unknown option '--verison', did you mean '--version'?",
@@ -618,7 +621,10 @@ fn help_has_its_own_help_and_the_top_help_is_in_two_columns() {
     for row in &rows {
         assert_eq!(column(row), first, "out of column: {row:?}\n{top}");
     }
-    assert!(top.contains("\n  -V, --version  Show the version.\n"), "{top}");
+    assert!(
+        top.contains("\n  -V, --version  Show the version.\n"),
+        "{top}"
+    );
 }
 
 /// Every option and variable `ccide help` mentions is in ccide(1); that each flag of the flag

@@ -198,7 +198,13 @@ fn a_state_directory_that_cannot_be_written_is_named_with_what_to_do() {
         "only root can run serve as another user"
     );
     let sb = Sandbox::new();
-    for d in [sb.root.path(), &sb.home(), &sb.config(), &sb.state(), &sb.ws()] {
+    for d in [
+        sb.root.path(),
+        &sb.home(),
+        &sb.config(),
+        &sb.state(),
+        &sb.ws(),
+    ] {
         std::os::unix::fs::chown(d, Some(65534), Some(65534)).unwrap();
     }
     let state = sb.state();
