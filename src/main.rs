@@ -526,6 +526,23 @@ mod tests {
         );
     }
 
+    /// The README's "Requires Rust X or later" is Cargo.toml's rust-version, which cargo
+    /// enforces and clippy checks the code against.
+    #[test]
+    fn the_readme_requires_the_rust_version_cargo_toml_declares() {
+        let manifest = include_str!("../Cargo.toml");
+        let declared = manifest
+            .lines()
+            .find_map(|l| l.strip_prefix("rust-version = "))
+            .expect("Cargo.toml declares rust-version")
+            .trim_matches('"');
+        let readme = include_str!("../README.md");
+        assert!(
+            readme.contains(&format!("Requires Rust {declared} or later.")),
+            "README does not say Requires Rust {declared} or later."
+        );
+    }
+
     /// The lines of `.SS name` up to the next section.
     fn man_section<'a>(man: &'a str, name: &str) -> Option<Vec<&'a str>> {
         let mut lines = man.lines();
