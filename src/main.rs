@@ -543,6 +543,24 @@ mod tests {
         );
     }
 
+    /// The README's Install section says where the `claude` CLI comes from, before the Quick
+    /// start runs it.
+    #[test]
+    fn the_readme_says_how_to_get_the_claude_cli() {
+        let readme = include_str!("../README.md");
+        let install = readme
+            .split("\n## Install\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("README has an Install section");
+        for how in [
+            "`npm install -g @anthropic-ai/claude-code",
+            "`curl -fsSL https://claude.ai/install.sh |",
+        ] {
+            assert!(install.contains(how), "Install does not say {how}");
+        }
+    }
+
     /// The lines of `.SS name` up to the next section.
     fn man_section<'a>(man: &'a str, name: &str) -> Option<Vec<&'a str>> {
         let mut lines = man.lines();
