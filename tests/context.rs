@@ -1483,6 +1483,7 @@ fn fake_claude(sb: &Sandbox) -> PathBuf {
         r#"{{
   printf 'port=%s\n' "$CLAUDE_CODE_SSE_PORT"
   printf 'ide=%s\n' "$ENABLE_IDE_INTEGRATION"
+  printf 'auto_connect=%s\n' "${{CLAUDE_CODE_AUTO_CONNECT_IDE-unset}}"
   printf 'no_proxy=%s\n' "$no_proxy"
   printf 'NO_PROXY=%s\n' "$NO_PROXY"
   printf 'cwd=%s\n' "$(pwd -P)"
@@ -1525,6 +1526,7 @@ fn claude_runs_with_the_running_servers_port_and_loopback_exempt_from_proxies() 
         vec![
             format!("port={}", srv.port),
             "ide=true".into(),
+            "auto_connect=1".into(),
             "no_proxy=corp.example,127.0.0.1,localhost,::1".into(),
             "NO_PROXY=127.0.0.1,localhost,::1".into(),
             format!("cwd={}", sb.ws().display()),
@@ -1536,6 +1538,35 @@ fn claude_runs_with_the_running_servers_port_and_loopback_exempt_from_proxies() 
         ]
     );
     assert!(srv.lock_path.exists(), "the running server is left alone");
+}
+
+/// A CLI of 2.1.50 or older connects by itself only with CLAUDE_CODE_AUTO_CONNECT_IDE (the
+/// port alone is not enough there): `ccide claude` sets it to 1, unless the user gave it a value,
+/// which is kept (a false one says not to connect by itself).
+#[test]
+fn claude_sets_auto_connect_unless_the_user_did() {
+    let sb = Sandbox::new();
+    let _srv = sb.serve(&[]);
+    let script = fake_claude(&sb);
+    for (given, seen) in [
+        (None, "1"),
+        (Some(""), "1"),
+        (Some("0"), "0"),
+        (Some("true"), "true"),
+    ] {
+        let mut cmd = sb.command(&["claude"]);
+        cmd.env("CCIDE_CLAUDE", &script);
+        if let Some(v) = given {
+            cmd.env("CLAUDE_CODE_AUTO_CONNECT_IDE", v);
+        }
+        let o = cmd.output().unwrap();
+        assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+        assert_eq!(
+            recorded(&sb)[2],
+            format!("auto_connect={seen}"),
+            "given {given:?}"
+        );
+    }
 }
 
 #[test]
@@ -1554,6 +1585,7 @@ fn claude_without_a_server_serves_one_for_the_childs_lifetime() {
         lines[1..],
         [
             "ide=true".to_string(),
+            "auto_connect=1".into(),
             "no_proxy=127.0.0.1,localhost,::1".into(),
             "NO_PROXY=127.0.0.1,localhost,::1".into(),
             format!("cwd={}", sb.ws().display()),

@@ -685,6 +685,11 @@ pub fn claude(args: &Args) -> Outcome {
         .args(&args.operands)
         .env("CLAUDE_CODE_SSE_PORT", port.to_string())
         .env("ENABLE_IDE_INTEGRATION", "true");
+    // The port alone does not make a CLI of 2.1.50 or older connect by itself; the user's
+    // own value, a false one included, stays (ccide-protocol(7) §1.3).
+    if std::env::var_os("CLAUDE_CODE_AUTO_CONNECT_IDE").is_none_or(|v| v.is_empty()) {
+        cmd.env("CLAUDE_CODE_AUTO_CONNECT_IDE", "1");
+    }
     // With a proxy set and no loopback exemption, the CLI tunnels the loopback WebSocket into
     // the proxy and never connects (ccide-protocol(7) §1.3).
     for var in ["no_proxy", "NO_PROXY"] {
