@@ -46,6 +46,8 @@ const STOP_GRACE: Duration = Duration::from_secs(1);
 /// How often the owning thread checks that the server itself still runs: one that exits while
 /// a child it started holds its pipes open would otherwise never be noticed.
 const WATCH: Duration = Duration::from_millis(500);
+/// After the exit, how long its stderr may take to end before the exit is reported anyway.
+const STDERR_DRAIN: Duration = Duration::from_secs(2);
 
 /// A running process, as its owner holds it.
 pub struct Process {
@@ -147,18 +149,19 @@ fn own(
     };
     let pid = child.id();
     let d = pipe(&deliver, control);
-    let sender = match connection::child(&mut child, "lsp", limit, Some(cut_publish), d) {
-        Ok(s) => s,
-        Err(e) => {
-            crate::proc::kill_group(pid);
-            let _ = child.wait();
-            ready.push(Control::Started(Err(format!(
-                "cannot start the threads for {}: {e}",
-                words[0]
-            ))));
-            return;
-        }
-    };
+    let (sender, stderr_reader) =
+        match connection::child(&mut child, "lsp", limit, Some(cut_publish), d) {
+            Ok(s) => s,
+            Err(e) => {
+                crate::proc::kill_group(pid);
+                let _ = child.wait();
+                ready.push(Control::Started(Err(format!(
+                    "cannot start the threads for {}: {e}",
+                    words[0]
+                ))));
+                return;
+            }
+        };
     ready.push(Control::Started(Ok((pid, sender.clone()))));
     // Its descendants, looked up while it lives (each `WATCH`, before it is asked to stop and
     // before it is killed): once it exited, a helper it started with `setsid` belongs to init
@@ -181,6 +184,12 @@ fn own(
         Ok(s) => s.to_string(),
         Err(e) => format!("wait failed: {e}"),
     };
+    // Its last words before its exit: the group is dead, so stderr ends at once, unless a
+    // descendant that escaped the group holds it (then not for longer than this).
+    let deadline = Instant::now() + STDERR_DRAIN;
+    while stderr_reader.as_ref().is_some_and(|t| !t.is_finished()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
     deliver(Event::Exited(match killed {
         Some(why) => format!("{how}, killed: {why}"),
         None => how,

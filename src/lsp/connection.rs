@@ -204,41 +204,48 @@ fn start_trimmed(
 
 /// A child's stdin, stdout and stderr (each taken from `child`): stderr's lines are
 /// delivered as `Stderr`, at most 8 KiB each; each message body goes through `trim` first.
+/// Also returns the stderr reader's thread, which ends at the pipe's end: whoever reports the
+/// child's exit waits for it first, so the exit comes after the child's last words.
 pub fn child(
     child: &mut Child,
     name: &str,
     limit: usize,
     trim: Option<Trim>,
     deliver: Deliver,
-) -> std::io::Result<Sender> {
+) -> std::io::Result<(Sender, Option<std::thread::JoinHandle<()>>)> {
     let missing = || std::io::Error::other("the child's pipes were not set up");
     let stdin = child.stdin.take().ok_or_else(missing)?;
     let stdout = child.stdout.take().ok_or_else(missing)?;
+    let mut stderr_reader = None;
     if let Some(stderr) = child.stderr.take() {
         let d = deliver.clone();
-        crate::proc::spawn_thread(&format!("{name}-stderr"), move || {
-            let mut r = BufReader::new(stderr);
-            let mut line = Vec::new();
-            loop {
-                line.clear();
-                match (&mut r).take(8192).read_until(b'\n', &mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => d(Received::Stderr(
-                        String::from_utf8_lossy(&line).trim_end().to_string(),
-                    )),
+        stderr_reader = Some(crate::proc::spawn_thread(
+            &format!("{name}-stderr"),
+            move || {
+                let mut r = BufReader::new(stderr);
+                let mut line = Vec::new();
+                loop {
+                    line.clear();
+                    match (&mut r).take(8192).read_until(b'\n', &mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => d(Received::Stderr(
+                            String::from_utf8_lossy(&line).trim_end().to_string(),
+                        )),
+                    }
                 }
-            }
-        })?;
+            },
+        )?);
     }
     let (r, w) = (OwnedFd::from(stdout), OwnedFd::from(stdin));
-    start_trimmed(
+    let sender = start_trimmed(
         name,
         reader(File::from(r)),
         File::from(w),
         limit,
         trim,
         deliver,
-    )
+    )?;
+    Ok((sender, stderr_reader))
 }
 
 fn read_all(mut r: BufReader<File>, trim: Option<Trim>, deliver: &Deliver) {
@@ -293,6 +300,39 @@ mod tests {
     fn next(q: &Queue<Received>) -> Received {
         q.pop(Some(Instant::now() + Duration::from_secs(10)))
             .expect("a message within 10 s")
+    }
+
+    #[test]
+    fn a_childs_last_words_are_delivered_once_its_stderr_reader_ended() {
+        let mut c = std::process::Command::new("sh")
+            .args(["-c", "echo 'no such toolchain' >&2; exit 1"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let inbox: Arc<Queue<Received>> = Arc::default();
+        let i = inbox.clone();
+        let (_tx, stderr_reader) = child(
+            &mut c,
+            "dies",
+            1 << 20,
+            None,
+            Arc::new(move |m| {
+                i.push(m);
+            }),
+        )
+        .unwrap();
+        c.wait().unwrap();
+        stderr_reader.expect("stderr was piped").join().unwrap();
+        let mut got = Vec::new();
+        while let Some(r) = inbox.pop(Some(Instant::now())) {
+            got.push(format!("{r:?}"));
+        }
+        assert!(
+            got.contains(&"Stderr(\"no such toolchain\")".to_string()),
+            "{got:?}"
+        );
     }
 
     #[test]
@@ -370,7 +410,8 @@ mod tests {
                 i.push(m);
             }),
         )
-        .unwrap();
+        .unwrap()
+        .0;
         let v = json!({"jsonrpc": "2.0", "method": "é", "params": {}});
         tx.send(&v).unwrap();
         tx.close();
@@ -409,7 +450,9 @@ mod tests {
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let tx = child(&mut c, "sleep", 1 << 20, None, Arc::new(|_| {})).unwrap();
+        let tx = child(&mut c, "sleep", 1 << 20, None, Arc::new(|_| {}))
+            .unwrap()
+            .0;
         let chunk = json!({"jsonrpc": "2.0", "method": "x", "params": "y".repeat(100_000)});
         let full = (0..1000).find_map(|_| tx.send(&chunk).err());
         let _ = c.kill();
