@@ -545,14 +545,15 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
 fn tools(o: &mut Options) -> (Checks, Vec<langservers::Spec>) {
     let mut checkers = std::mem::take(&mut o.checkers);
     if o.default_checkers {
-        checkers.extend(checkers::defaults(&o.workspaces[0], o.trusted));
+        checkers.extend(checkers::defaults(&o.workspaces, o.trusted));
     }
     let mut servers = std::mem::take(&mut o.lsp);
     if o.default_lsp {
+        let (folders, trusted) = (&o.workspaces, o.trusted);
         servers.extend(langservers::builtins(
-            &o.workspaces[0],
-            &crate::proc::find_on_path,
-            o.trusted,
+            folders,
+            &|program| crate::trust::find(program, folders, trusted),
+            trusted,
         ));
     }
     (
@@ -585,6 +586,7 @@ fn run_threads(
             mention_max_age: o.mention_max_age,
             exec: o.exec,
             formatters: o.formatters,
+            trusted: o.trusted,
             checks,
             lsp: (
                 servers,

@@ -212,6 +212,8 @@ pub struct Server {
     pub name: String,
     pub words: Vec<String>,
     pub patterns: Vec<String>,
+    /// A built-in (`Spec::builtin`).
+    builtin: bool,
     /// Its place in the driver's list.
     index: usize,
     /// What a start announces (the folders of that moment) and `workspace/workspaceFolders`
@@ -267,8 +269,7 @@ const COMPLETE_PUSHES: &[&str] = &["clangd"];
 impl Server {
     pub fn new(
         index: usize,
-        words: Vec<String>,
-        patterns: Vec<String>,
+        (words, patterns, builtin): (Vec<String>, Vec<String>, bool),
         workspaces: Arc<Workspaces>,
         cfg: Config,
         sink: Sink,
@@ -279,6 +280,7 @@ impl Server {
             name: crate::pattern::program_name(&words[0]),
             words,
             patterns,
+            builtin,
             index,
             workspaces,
             st: Mutex::new(State {
@@ -639,7 +641,19 @@ impl Server {
         let memory = None;
         let spawned = match memory {
             Some(p) => Ok(p),
-            None => supervisor::spawn(&self.words, cwd, self.cfg.max_queued, deliver),
+            None => {
+                // A built-in's process gets the workspace-free PATH (ccide-protocol(7) §14).
+                let mut cmd = match self.builtin {
+                    true => crate::trust::command(
+                        Path::new(&self.words[0]),
+                        &folders,
+                        self.cfg.trust_workspace,
+                    ),
+                    false => std::process::Command::new(&self.words[0]),
+                };
+                cmd.args(&self.words[1..]).current_dir(cwd);
+                supervisor::spawn(cmd, self.cfg.max_queued, deliver)
+            }
         };
         match spawned {
             Ok(p) => {
