@@ -344,3 +344,22 @@ fn the_real_prettier_runs_the_workspace_config_only_if_trusted() {
     assert_eq!(std::fs::read_to_string(&js).unwrap(), "let x = 1\n");
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran");
 }
+
+// ---------------------------------------------------------------- executeCode
+
+#[test]
+fn the_execute_code_kernel_is_the_python3_found_outside_the_workspace() {
+    let sb = Sandbox::new();
+    let marker = hostile(
+        &sb,
+        &["node_modules/.bin/python3", "python3", ".venv/bin/python3"],
+    );
+    let s = serve_hostile(&sb, &["--exec", "on"]);
+    let mut c = s.client();
+    let r = c.call(
+        "executeCode",
+        json!({"code": "import os\nprint(os.environ['PATH'])"}),
+    );
+    assert_eq!(texts(&r), [format!("{}\n", bin(&sb).display())], "{r}");
+    assert_eq!(ran(&marker), "");
+}
