@@ -151,7 +151,7 @@ pub const FLAGS: &[Flag] = &[
         "--trust-workspace",
         None,
         Some("CCIDE_TRUST_WORKSPACE"),
-        "Trust the workspace: let the built-ins run what it ships (its TypeScript; cargo check and rust-analyzer run its build scripts). Off: none of its programs run.",
+        "Trust the workspace: let the built-ins run what it ships: tools found inside it, its TypeScript, cargo check and rust-analyzer (its build scripts), prettier (its JavaScript config), a rustup proxy's rustfmt (its rust-toolchain file). Off: none of its programs run.",
     ),
     flag(
         "--diagnostics-wait",
@@ -172,7 +172,7 @@ pub const FLAGS: &[Flag] = &[
         value: Some("PATTERN=COMMAND"),
         env: None,
         repeat: true,
-        help: "Formatter for reformat_file on files matching PATTERN (repeatable), same rules as --checker. It runs on a temporary copy ('{file}'), rewriting it or printing the result; without '{file}' the text goes through stdin and stdout. Killed after 30 s. Built-ins when on PATH: rustfmt, gofmt, ruff format or black, prettier, clang-format, shfmt.",
+        help: "Formatter for reformat_file on files matching PATTERN (repeatable), same rules as --checker. It runs on a temporary copy ('{file}'), rewriting it or printing the result; without '{file}' the text goes through stdin and stdout. Killed after 30 s. Built-ins when on PATH: rustfmt, gofmt, ruff format or black, prettier, clang-format, shfmt (prettier, and a rustup proxy's rustfmt under a rust-toolchain file, only with --trust-workspace).",
         default: None,
     },
     flag(
