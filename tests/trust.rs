@@ -92,11 +92,17 @@ fn a_built_in_checker_runs_the_program_it_found_not_one_a_relative_path_entry_fi
     let sb = Sandbox::new();
     let marker = hostile(&sb, &["node_modules/.bin/python3", "python3"]);
     let py = sb.write("bad.py", "def f(:\n");
-    let s = serve_hostile(&sb, &["--no-default-lsp"]);
-    let mut c = s.client();
-    let v = reported(&mut c, &py);
-    assert_eq!(v[0]["diagnostics"][0]["source"], "python3", "{v}");
-    assert_eq!(ran(&marker), "");
+    // Trusted too: the PATH as it is, but the program run is the one found.
+    for extra in [
+        &["--no-default-lsp"][..],
+        &["--no-default-lsp", "--trust-workspace"],
+    ] {
+        let s = serve_hostile(&sb, extra);
+        let mut c = s.client();
+        let v = reported(&mut c, &py);
+        assert_eq!(v[0]["diagnostics"][0]["source"], "python3", "{v}");
+        assert_eq!(ran(&marker), "");
+    }
 }
 
 #[test]
@@ -160,8 +166,23 @@ fn a_built_in_formatter_runs_the_program_it_found_with_a_path_without_the_worksp
     assert_eq!(std::fs::read_to_string(&sh).unwrap(), "formatted\n");
     assert_eq!(ran(&marker), "");
     assert_eq!(
-        std::fs::read_to_string(record).unwrap(),
+        std::fs::read_to_string(&record).unwrap(),
         bin(&sb).display().to_string()
+    );
+    drop(c);
+    drop(s);
+    // Trusted: the PATH as it is, but the program run is the one found.
+    std::fs::write(&sh, "x\n").unwrap();
+    let s = serve_hostile(&sb, &["--trust-workspace"]);
+    let mut c = s.client();
+    let r = reformat(&mut c, &sh);
+    assert_eq!(texts(&r), ["OK"], "{r}");
+    assert_eq!(std::fs::read_to_string(&sh).unwrap(), "formatted\n");
+    assert_eq!(ran(&marker), "");
+    assert!(
+        std::fs::read_to_string(&record)
+            .unwrap()
+            .starts_with("node_modules/.bin:.:")
     );
 }
 
