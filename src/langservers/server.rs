@@ -48,7 +48,8 @@ pub struct Config {
     /// restarted).
     pub max_queued: usize,
     /// The user lets servers run what the workspace ships (`--trust-workspace`): the
-    /// project's own TypeScript.
+    /// project's own TypeScript, and a built-in's process gets serve's PATH as it is
+    /// (`trust::command`).
     pub trust_workspace: bool,
 }
 
