@@ -384,3 +384,32 @@ fn the_execute_code_kernel_is_the_python3_found_outside_the_workspace() {
     assert_eq!(texts(&r), [format!("{}\n", bin(&sb).display())], "{r}");
     assert_eq!(ran(&marker), "");
 }
+
+// ---------------------------------------------------------------- folders added later
+
+#[test]
+fn a_built_in_in_a_folder_added_since_serve_started_runs_only_if_trusted() {
+    let sb = Sandbox::without_system_tools();
+    let py = sb.write("bad.py", "def f(:\n");
+    tool(&sb, "pyright-langserver", "exit 1");
+    let srv = sb.serve(&[]);
+    // The sandbox's bin, where serve found python3 and the server, becomes a workspace folder.
+    sb.run_ok(&["workspace", "add", s(&bin(&sb))]);
+    let mut c = srv.client();
+    let v = diagnostics(&mut c, json!({"uri": uri(&py)}));
+    assert_eq!(v[0]["diagnostics"], json!([]), "{v}");
+    for line in [
+        format!(
+            "built-in checker {} lies inside a workspace folder and runs only with --trust-workspace; {} is not checked",
+            bin(&sb).join("python3").display(),
+            py.display()
+        ),
+        format!(
+            "language server pyright-langserver: {} lies inside a workspace folder and runs only with --trust-workspace; not used",
+            bin(&sb).join("pyright-langserver").display()
+        ),
+    ] {
+        wait_for(&line, DEADLINE, || srv.log().contains(&line).then_some(()));
+    }
+    assert!(!sb.root.join("pyright-langserver.path").exists());
+}

@@ -612,12 +612,25 @@ impl Server {
         // The previous process's requests will never be answered.
         fail_requests(st, effects);
         let folders = self.workspaces.list();
-        let options = match super::registry::initialization_options(
-            &self.name,
-            &self.words[0],
-            &folders,
-            self.cfg.trust_workspace,
-        ) {
+        let program = Path::new(&self.words[0]);
+        // A folder added since serve started may hold the built-in found then
+        // (ccide-protocol(7) §14).
+        let options = if self.builtin
+            && !crate::trust::allowed(program, &folders, self.cfg.trust_workspace)
+        {
+            Err(format!(
+                "{} lies inside a workspace folder and runs only with --trust-workspace",
+                program.display()
+            ))
+        } else {
+            super::registry::initialization_options(
+                &self.name,
+                &self.words[0],
+                &folders,
+                self.cfg.trust_workspace,
+            )
+        };
+        let options = match options {
             Ok(o) => o,
             Err(e) => {
                 crate::log::warn!("language server {}: {e}; not used", self.name);
@@ -645,11 +658,7 @@ impl Server {
             None => {
                 // A built-in's process gets the workspace-free PATH (ccide-protocol(7) §14).
                 let mut cmd = match self.builtin {
-                    true => crate::trust::command(
-                        Path::new(&self.words[0]),
-                        &folders,
-                        self.cfg.trust_workspace,
-                    ),
+                    true => crate::trust::command(program, &folders, self.cfg.trust_workspace),
                     false => std::process::Command::new(&self.words[0]),
                 };
                 cmd.args(&self.words[1..]).current_dir(cwd);
