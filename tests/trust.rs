@@ -400,13 +400,13 @@ fn a_built_in_in_a_folder_added_since_serve_started_runs_only_if_trusted() {
     assert_eq!(v[0]["diagnostics"], json!([]), "{v}");
     for line in [
         format!(
+            "language server pyright-langserver: {} lies inside a workspace folder and runs only with --trust-workspace; not used",
+            bin(&sb).join("pyright-langserver").display()
+        ),
+        format!(
             "built-in checker {} lies inside a workspace folder and runs only with --trust-workspace; {} is not checked",
             bin(&sb).join("python3").display(),
             py.display()
-        ),
-        format!(
-            "language server pyright-langserver: {} lies inside a workspace folder and runs only with --trust-workspace; not used",
-            bin(&sb).join("pyright-langserver").display()
         ),
     ] {
         wait_for(&line, DEADLINE, || srv.log().contains(&line).then_some(()));
