@@ -16,7 +16,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "log|textdiff",
             "sys",
             "files|proc",
-            "workspaces|lockfile",
+            "workspaces|lockfile|trust",
             "transport",
             "rpc",
             "lsp",

@@ -11,7 +11,8 @@
 //!    `unsafe` block).
 //! 2. Services: `files` (atomic writes, paths, stamps, `file://` URIs), `proc` (child
 //!    processes, process trees, threads and their queue), `workspaces` (the folders and the
-//!    confinement rule), `lockfile` (discovery).
+//!    confinement rule), `lockfile` (discovery), `trust` (which programs a built-in may run,
+//!    and the PATH its process gets).
 //! 3. Protocols: `transport` (TCP, the upgrade, WebSocket frames), `rpc` (JSON-RPC messages,
 //!    the per-call context and the shape of an MCP tool result, the connected clients and
 //!    broadcast) and `lsp` (Content-Length framing, connections as queues, the requests
@@ -62,6 +63,7 @@ mod text;
 mod textdiff;
 mod tools;
 mod transport;
+mod trust;
 mod workspaces;
 
 use std::fmt::Write as _;

@@ -323,23 +323,23 @@ pub fn exited(pid: u32) -> bool {
     state.is_none_or(|s| s == b'Z' || s == b'X')
 }
 
-/// Whether `program` is an executable file in a directory of `$PATH`.
-pub fn on_path(program: &str) -> bool {
-    find_on_path(program).is_some()
-}
-
 /// Where `program` is found in `$PATH`, as an executable file. A relative entry (`.`,
 /// `node_modules/.bin`) is skipped: it would find a program in whatever directory ccide or
 /// its child runs in, a workspace.
 pub fn find_on_path(program: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .filter(|d| d.is_absolute())
-        .map(|d| d.join(program))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+    find_in(
+        std::env::split_paths(&path).filter(|d| d.is_absolute()),
+        program,
+    )
+}
+
+/// The first `dir/program` that is an executable file.
+pub fn find_in(dirs: impl IntoIterator<Item = PathBuf>, program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    dirs.into_iter().map(|d| d.join(program)).find(|p| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
 }
 
 #[cfg(test)]

@@ -27,3 +27,4 @@ mod serve;
 mod sessions;
 mod state_dir;
 mod systemd;
+mod trust;

@@ -457,7 +457,11 @@ mod tests {
         std::fs::write(t.join("Cargo.toml"), "").unwrap();
         std::fs::write(t.join("compile_commands.json"), "[]").unwrap();
         let table: Vec<&str> = BUILTIN_SERVERS.iter().flat_map(|s| s.split(' ')).collect();
-        let specs = crate::langservers::builtins(&t, &|p| Some(PathBuf::from(p)), true);
+        let specs = crate::langservers::builtins(
+            std::slice::from_ref(&t),
+            &|p| Some(PathBuf::from(p)),
+            true,
+        );
         let _ = std::fs::remove_dir_all(&t);
         assert!(specs.len() > 10, "{specs:?}");
         for s in specs {

@@ -151,7 +151,7 @@ pub const FLAGS: &[Flag] = &[
         "--trust-workspace",
         None,
         Some("CCIDE_TRUST_WORKSPACE"),
-        "Trust the workspace: let the built-ins run what it ships (its TypeScript; cargo check and rust-analyzer run its build scripts). Off: none of its programs run.",
+        "Trust the workspace: let the built-ins run what it ships: tools found inside it, its TypeScript, cargo check and rust-analyzer (its build scripts), prettier (its JavaScript config), a rustup proxy's rustfmt (its rust-toolchain file). Off: none of its programs run.",
     ),
     flag(
         "--diagnostics-wait",
@@ -172,7 +172,7 @@ pub const FLAGS: &[Flag] = &[
         value: Some("PATTERN=COMMAND"),
         env: None,
         repeat: true,
-        help: "Formatter for reformat_file on files matching PATTERN (repeatable), same rules as --checker. It runs on a temporary copy ('{file}'), rewriting it or printing the result; without '{file}' the text goes through stdin and stdout. Killed after 30 s. Built-ins when on PATH: rustfmt, gofmt, ruff format or black, prettier, clang-format, shfmt.",
+        help: "Formatter for reformat_file on files matching PATTERN (repeatable), same rules as --checker. It runs on a temporary copy ('{file}'), rewriting it or printing the result; without '{file}' the text goes through stdin and stdout. Killed after 30 s. Built-ins when on PATH: rustfmt, gofmt, ruff format or black, prettier, clang-format, shfmt (prettier, and a rustup proxy's rustfmt under a rust-toolchain file, only with --trust-workspace).",
         default: None,
     },
     flag(
@@ -545,14 +545,15 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
 fn tools(o: &mut Options) -> (Checks, Vec<langservers::Spec>) {
     let mut checkers = std::mem::take(&mut o.checkers);
     if o.default_checkers {
-        checkers.extend(checkers::defaults(&o.workspaces[0], o.trusted));
+        checkers.extend(checkers::defaults(&o.workspaces, o.trusted));
     }
     let mut servers = std::mem::take(&mut o.lsp);
     if o.default_lsp {
+        let (folders, trusted) = (&o.workspaces, o.trusted);
         servers.extend(langservers::builtins(
-            &o.workspaces[0],
-            &crate::proc::find_on_path,
-            o.trusted,
+            folders,
+            &|program| crate::trust::find(program, folders, trusted),
+            trusted,
         ));
     }
     (
@@ -585,6 +586,7 @@ fn run_threads(
             mention_max_age: o.mention_max_age,
             exec: o.exec,
             formatters: o.formatters,
+            trusted: o.trusted,
             checks,
             lsp: (
                 servers,

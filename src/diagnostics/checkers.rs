@@ -12,7 +12,6 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::parse::{self, Diagnostic, Format};
-use crate::proc::on_path;
 use crate::workspaces::Workspaces;
 
 /// A checker's output beyond this is not read: the diagnostics that fit are kept.
@@ -29,8 +28,11 @@ pub struct Checker {
     pub per_file: bool,
     /// How `bash -n` reports, turned into compiler lines before parsing.
     bash_syntax: bool,
-    /// A built-in: it steps aside for a language server that covers the file.
+    /// A built-in: it steps aside for a language server that covers the file, and runs by the
+    /// path `trust::find` gave, with `trust::command`'s PATH.
     builtin: bool,
+    /// The user trusts the workspace (`--trust-workspace`); for a built-in.
+    trusted: bool,
 }
 
 impl Checker {
@@ -49,6 +51,7 @@ impl Checker {
             words,
             bash_syntax: false,
             builtin: false,
+            trusted: false,
         })
     }
 
@@ -57,43 +60,57 @@ impl Checker {
     }
 }
 
-/// Built-in checkers for the tools found on PATH. `cargo check` builds and runs the
-/// workspace's build scripts and proc macros (and follows its .cargo/config.toml): a program
-/// the repository ships, so only if the user `trusted` the workspace (`--trust-workspace`).
-pub fn defaults(workspace: &Path, trusted: bool) -> Vec<Checker> {
-    let spec = |spec: &str, bash_syntax: bool| {
+/// Built-in checkers for the tools found on PATH, as `trust::find` finds them for
+/// `workspaces` (the first decides which). `cargo check` builds and runs the workspace's
+/// build scripts and proc macros (and follows its .cargo/config.toml): a program the
+/// repository ships, so only if the user `trusted` the workspace (`--trust-workspace`).
+pub fn defaults(workspaces: &[PathBuf], trusted: bool) -> Vec<Checker> {
+    let find = |program: &str| crate::trust::find(program, workspaces, trusted);
+    // `spec`'s first word is the program, replaced by the path found.
+    let builtin = |program: &Path, spec: &str, bash_syntax: bool| {
         Checker::parse(spec).ok().map(|mut c| {
+            c.words[0] = program.to_string_lossy().into_owned();
             c.bash_syntax = bash_syntax;
             c.builtin = true;
+            c.trusted = trusted;
             c
         })
     };
     let mut out = Vec::new();
-    if on_path("ruff") {
-        out.extend(spec(
+    if let Some(p) = find("ruff") {
+        out.extend(builtin(
+            &p,
             // JSON, not the concise form: it gives each finding's end, so a range.
             "*.py=ruff:ruff check --output-format json --no-fix --quiet {file}",
             false,
         ));
-    } else if on_path("python3") {
+    } else if let Some(p) = find("python3") {
         out.push(Checker {
             pattern: "*.py".into(),
             format: Format::Compiler,
-            words: ["python3", "-c", PY_COMPILE, "{file}"]
-                .map(String::from)
-                .into(),
+            words: vec![
+                p.to_string_lossy().into_owned(),
+                "-c".into(),
+                PY_COMPILE.into(),
+                "{file}".into(),
+            ],
             per_file: true,
             bash_syntax: false,
             builtin: true,
+            trusted,
         });
     }
-    if on_path("shellcheck") {
-        out.extend(spec("*.sh=compiler:shellcheck -f gcc {file}", false));
-    } else if on_path("bash") {
-        out.extend(spec("*.sh=compiler:bash -n {file}", true));
+    if let Some(p) = find("shellcheck") {
+        out.extend(builtin(&p, "*.sh=compiler:shellcheck -f gcc {file}", false));
+    } else if let Some(p) = find("bash") {
+        out.extend(builtin(&p, "*.sh=compiler:bash -n {file}", true));
     }
-    if trusted && on_path("cargo") && workspace.join("Cargo.toml").is_file() {
-        out.extend(spec(
+    if trusted
+        && workspaces[0].join("Cargo.toml").is_file()
+        && let Some(p) = find("cargo")
+    {
+        out.extend(builtin(
+            &p,
             "*.rs=cargo:cargo check --message-format=json --quiet",
             false,
         ));
@@ -285,7 +302,22 @@ impl Checks {
             .map(|w| w.replace("{file}", &file.to_string_lossy()))
             .collect();
         let started = Instant::now();
-        let mut cmd = Command::new(&words[0]);
+        let mut cmd = if checker.builtin {
+            let folders = workspaces.list();
+            let program = Path::new(&words[0]);
+            // A folder added since serve started may hold the program found then.
+            if !crate::trust::allowed(program, &folders, checker.trusted) {
+                crate::log::warn!(
+                    "built-in checker {} lies inside a workspace folder and runs only with --trust-workspace; {} is not checked",
+                    program.display(),
+                    file.display()
+                );
+                return None;
+            }
+            crate::trust::command(program, &folders, checker.trusted)
+        } else {
+            Command::new(&words[0])
+        };
         cmd.args(&words[1..]).current_dir(root);
         let output = match crate::proc::run(cmd, None, scratch, self.timeout, MAX_OUTPUT) {
             Ok(ran) if ran.status.is_some() => {

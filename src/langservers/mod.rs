@@ -63,11 +63,10 @@ impl LangServers {
         let servers: Vec<Arc<Server>> = registry::group(specs)
             .into_iter()
             .enumerate()
-            .map(|(i, (words, patterns))| {
+            .map(|(i, group)| {
                 Arc::new(Server::new(
                     i,
-                    words,
-                    patterns,
+                    group,
                     workspaces.clone(),
                     cfg.clone(),
                     sink.clone(),

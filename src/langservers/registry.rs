@@ -16,6 +16,9 @@ pub struct Spec {
     pub words: Vec<String>,
     /// The program's file name, e.g. `typescript-language-server`; the origin is `lsp:NAME`.
     pub name: String,
+    /// A built-in: its process gets `trust::child_path`'s PATH (what the user names with
+    /// `--lsp` runs as named, in serve's environment).
+    pub builtin: bool,
 }
 
 /// `PATTERN=COMMAND`, with `--checker`'s pattern and quoting rules.
@@ -29,16 +32,21 @@ pub fn parse_spec(spec: &str) -> Result<Spec, String> {
         pattern: pattern.to_string(),
         name: crate::pattern::program_name(&words[0]),
         words,
+        builtin: false,
     })
 }
 
-/// The servers to run: each distinct command once, with the patterns of every spec naming it.
-pub fn group(specs: Vec<Spec>) -> Vec<(Vec<String>, Vec<String>)> {
-    let mut groups: Vec<(Vec<String>, Vec<String>)> = Vec::new();
+/// The servers to run: each distinct command once, with the patterns of every spec naming it,
+/// and whether it is a built-in (a command the user also names runs as named).
+pub fn group(specs: Vec<Spec>) -> Vec<(Vec<String>, Vec<String>, bool)> {
+    let mut groups: Vec<(Vec<String>, Vec<String>, bool)> = Vec::new();
     for s in specs {
         match groups.iter_mut().find(|g| g.0 == s.words) {
-            Some(g) => g.1.push(s.pattern),
-            None => groups.push((s.words, vec![s.pattern])),
+            Some(g) => {
+                g.1.push(s.pattern);
+                g.2 &= s.builtin;
+            }
+            None => groups.push((s.words, vec![s.pattern], s.builtin)),
         }
     }
     groups
@@ -222,7 +230,8 @@ const C_PATTERNS: &[&str] = &[
     "*.c", "*.h", "*.cc", "*.cpp", "*.cxx", "*.hpp", "*.hh", "*.hxx",
 ];
 
-/// The built-in servers for what `find` locates (normally `crate::proc::find_on_path`), for `workspace`:
+/// The built-in servers for what `find` locates (normally `crate::trust::find`), for `workspaces`
+/// (the first decides which):
 /// TypeScript/JavaScript, Python, Go, C/C++ (with a compile_commands.json) and Rust (with a
 /// Cargo.toml). Commands name the program by the path found. Opening a repository never runs
 /// a program it ships unless the user `trusted` it (`--trust-workspace`): then only are the
@@ -230,12 +239,12 @@ const C_PATTERNS: &[&str] = &[
 /// scripts and proc macros, and follows its .cargo/config.toml) used, and a program found
 /// inside the workspace (a PATH naming node_modules/.bin).
 pub fn builtins(
-    workspace: &Path,
+    workspaces: &[PathBuf],
     find: &dyn Fn(&str) -> Option<PathBuf>,
     trusted: bool,
 ) -> Vec<Spec> {
-    let ws = [workspace.to_path_buf()];
-    let find = |n: &str| find(n).filter(|p| trusted || !inside(&ws, p));
+    let find = |n: &str| find(n).filter(|p| crate::trust::allowed(p, workspaces, trusted));
+    let workspace = workspaces[0].as_path();
     let mut out = Vec::new();
     let mut add = |patterns: &[&str], program: &Path, args: &[&str]| {
         let mut words = vec![program.to_string_lossy().into_owned()];
@@ -245,6 +254,7 @@ pub fn builtins(
                 pattern: p.to_string(),
                 words: words.clone(),
                 name: crate::pattern::program_name(&words[0]),
+                builtin: true,
             });
         }
     };
@@ -301,16 +311,6 @@ fn typescript_major(tsc: &Path) -> Option<u32> {
     v["version"].as_str()?.split('.').next()?.parse().ok()
 }
 
-/// Whether `p` lies inside one of `workspaces` (through symlinks too), or is relative (so
-/// found from a working directory, which is a workspace).
-pub fn inside(workspaces: &[PathBuf], p: &Path) -> bool {
-    let real = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    !p.is_absolute()
-        || workspaces
-            .iter()
-            .any(|w| p.starts_with(w) || real.starts_with(w))
-}
-
 /// The `initializationOptions` a server gets. typescript-language-server loads the
 /// TypeScript it finds in the workspace (node_modules, walking up from the root), a program
 /// the repository ships, unless told which: unless the user trusts the workspace, it is told
@@ -332,7 +332,7 @@ pub fn initialization_options(
     let real = found.and_then(|p| std::fs::canonicalize(p).ok());
     let tsserver = real.iter().flat_map(|r| r.ancestors()).find_map(|a| {
         let t = a.join("node_modules/typescript/lib/tsserver.js");
-        (t.is_file() && !inside(workspaces, &t)).then_some(t)
+        (t.is_file() && !crate::trust::inside(workspaces, &t)).then_some(t)
     });
     let Some(tsserver) = tsserver else {
         return Err("no TypeScript installed beside typescript-language-server (npm install -g typescript), and ccide does not load the workspace's own without --trust-workspace".into());
@@ -346,11 +346,7 @@ pub fn initialization_options(
 /// proxy then fails with "Unknown binary 'rust-analyzer' in official toolchain" (seen here).
 /// So a proxy counts only if some toolchain under `rustup_home` has the real one.
 pub fn rust_analyzer_present(p: &Path, rustup_home: Option<&Path>) -> bool {
-    let real = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    if real
-        .file_name()
-        .is_none_or(|n| !n.to_string_lossy().starts_with("rustup"))
-    {
+    if !crate::trust::rustup_proxy(p) {
         return true;
     }
     rustup_home

@@ -48,7 +48,8 @@ pub struct Config {
     /// restarted).
     pub max_queued: usize,
     /// The user lets servers run what the workspace ships (`--trust-workspace`): the
-    /// project's own TypeScript.
+    /// project's own TypeScript, and a built-in's process gets serve's PATH as it is
+    /// (`trust::command`).
     pub trust_workspace: bool,
 }
 
@@ -212,6 +213,8 @@ pub struct Server {
     pub name: String,
     pub words: Vec<String>,
     pub patterns: Vec<String>,
+    /// A built-in (`Spec::builtin`).
+    builtin: bool,
     /// Its place in the driver's list.
     index: usize,
     /// What a start announces (the folders of that moment) and `workspace/workspaceFolders`
@@ -267,8 +270,7 @@ const COMPLETE_PUSHES: &[&str] = &["clangd"];
 impl Server {
     pub fn new(
         index: usize,
-        words: Vec<String>,
-        patterns: Vec<String>,
+        (words, patterns, builtin): (Vec<String>, Vec<String>, bool),
         workspaces: Arc<Workspaces>,
         cfg: Config,
         sink: Sink,
@@ -279,6 +281,7 @@ impl Server {
             name: crate::pattern::program_name(&words[0]),
             words,
             patterns,
+            builtin,
             index,
             workspaces,
             st: Mutex::new(State {
@@ -609,12 +612,25 @@ impl Server {
         // The previous process's requests will never be answered.
         fail_requests(st, effects);
         let folders = self.workspaces.list();
-        let options = match super::registry::initialization_options(
-            &self.name,
-            &self.words[0],
-            &folders,
-            self.cfg.trust_workspace,
-        ) {
+        let program = Path::new(&self.words[0]);
+        // A folder added since serve started may hold the built-in found then
+        // (ccide-protocol(7) §14).
+        let options = if self.builtin
+            && !crate::trust::allowed(program, &folders, self.cfg.trust_workspace)
+        {
+            Err(format!(
+                "{} lies inside a workspace folder and runs only with --trust-workspace",
+                program.display()
+            ))
+        } else {
+            super::registry::initialization_options(
+                &self.name,
+                &self.words[0],
+                &folders,
+                self.cfg.trust_workspace,
+            )
+        };
+        let options = match options {
             Ok(o) => o,
             Err(e) => {
                 crate::log::warn!("language server {}: {e}; not used", self.name);
@@ -639,7 +655,15 @@ impl Server {
         let memory = None;
         let spawned = match memory {
             Some(p) => Ok(p),
-            None => supervisor::spawn(&self.words, cwd, self.cfg.max_queued, deliver),
+            None => {
+                // A built-in's process gets the workspace-free PATH (ccide-protocol(7) §14).
+                let mut cmd = match self.builtin {
+                    true => crate::trust::command(program, &folders, self.cfg.trust_workspace),
+                    false => std::process::Command::new(&self.words[0]),
+                };
+                cmd.args(&self.words[1..]).current_dir(cwd);
+                supervisor::spawn(cmd, self.cfg.max_queued, deliver)
+            }
         };
         match spawned {
             Ok(p) => {

@@ -7,7 +7,6 @@
 //! (ccide-protocol(7) §11.7).
 
 use std::collections::VecDeque;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -86,26 +85,15 @@ impl Process {
     }
 }
 
-/// Starts `words` in `cwd`; what it says and its end go to `deliver`. At most `limit` bytes
-/// wait to be written to it (`SendError::Full` beyond).
-pub fn spawn(
-    words: &[String],
-    cwd: &Path,
-    limit: usize,
-    deliver: Deliver,
-) -> Result<Process, String> {
+/// Starts `cmd` (its program, arguments, directory and environment set); what it says and its
+/// end go to `deliver`. At most `limit` bytes wait to be written to it (`SendError::Full`
+/// beyond).
+pub fn spawn(cmd: Command, limit: usize, deliver: Deliver) -> Result<Process, String> {
     let control: Arc<Queue<Control>> = Arc::default();
     let ready: Arc<Queue<Control>> = Arc::default();
-    let (words, cwd, c, r) = (
-        words.to_vec(),
-        cwd.to_path_buf(),
-        control.clone(),
-        ready.clone(),
-    );
-    crate::proc::spawn_thread("lsp-proc", move || {
-        own(&words, &cwd, limit, deliver, &c, &r)
-    })
-    .map_err(|e| format!("cannot start a thread: {e}"))?;
+    let (c, r) = (control.clone(), ready.clone());
+    crate::proc::spawn_thread("lsp-proc", move || own(cmd, limit, deliver, &c, &r))
+        .map_err(|e| format!("cannot start a thread: {e}"))?;
     match ready.pop(None) {
         Some(Control::Started(Ok((pid, sender)))) => Ok(Process {
             pid: Some(pid),
@@ -120,18 +108,15 @@ pub fn spawn(
 /// The owning thread: spawn, wait for the end (told to stop, the server hung up or exited, a
 /// kill), then kill what is left of the tree and reap the leader.
 fn own(
-    words: &[String],
-    cwd: &Path,
+    mut cmd: Command,
     limit: usize,
     deliver: Deliver,
     control: &Arc<Queue<Control>>,
     ready: &Queue<Control>,
 ) {
     use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(&words[0]);
-    cmd.args(&words[1..])
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
@@ -140,10 +125,7 @@ fn own(
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            ready.push(Control::Started(Err(format!(
-                "cannot run {}: {e}",
-                words[0]
-            ))));
+            ready.push(Control::Started(Err(format!("cannot run {program}: {e}"))));
             return;
         }
     };
@@ -156,8 +138,7 @@ fn own(
                 crate::proc::kill_group(pid);
                 let _ = child.wait();
                 ready.push(Control::Started(Err(format!(
-                    "cannot start the threads for {}: {e}",
-                    words[0]
+                    "cannot start the threads for {program}: {e}"
                 ))));
                 return;
             }

@@ -169,6 +169,7 @@ impl Fake {
                 log.to_string_lossy().into(),
             ],
             name: "python3".into(),
+            builtin: false,
         };
         let (sink, got) = sink();
         let ls = LangServers::new(vec![spec], folders(dir.path()), cfg, sink);
@@ -214,6 +215,7 @@ fn specs_parse_like_checkers() {
             pattern: "*.ts".into(),
             words: vec!["typescript-language-server".into(), "--stdio".into()],
             name: "typescript-language-server".into(),
+            builtin: false,
         }
     );
     let s = parse_spec(" src/**/*.py = '/opt/my tools/pyright-langserver' --stdio").unwrap();
@@ -257,7 +259,7 @@ fn builtins_follow_what_is_found_and_the_project() {
     };
     // No compile_commands.json, no Cargo.toml: no clangd, no rust-analyzer; basedpyright
     // before pyright.
-    let specs = builtins(&ws, &find, false);
+    let specs = builtins(std::slice::from_ref(&ws), &find, false);
     assert_eq!(
         names(&specs),
         [
@@ -301,7 +303,7 @@ fn builtins_follow_what_is_found_and_the_project() {
     std::fs::create_dir_all(ws.join("node_modules/.bin")).unwrap();
     std::os::unix::fs::symlink("../typescript/bin/tsc", ws.join("node_modules/.bin/tsc")).unwrap();
     assert_eq!(
-        names(&builtins(&ws, &find, false)),
+        names(&builtins(std::slice::from_ref(&ws), &find, false)),
         [
             "typescript-language-server",
             "basedpyright-langserver",
@@ -309,21 +311,21 @@ fn builtins_follow_what_is_found_and_the_project() {
             "clangd"
         ]
     );
-    assert!(builtins(&ws, &|_| None, false).is_empty());
+    assert!(builtins(std::slice::from_ref(&ws), &|_| None, false).is_empty());
     // A PATH naming the workspace's node_modules/.bin finds nothing there.
     let shipped = ws.join("node_modules/.bin/gopls");
     std::fs::write(&shipped, "").unwrap();
     let from_ws = |n: &str| (n == "gopls").then(|| shipped.clone());
     assert!(
-        builtins(&ws, &from_ws, false)
+        builtins(std::slice::from_ref(&ws), &from_ws, false)
             .iter()
             .all(|s| s.name != "gopls")
     );
     assert_eq!(
-        builtins(&ws, &from_ws, true)[TS_PATTERNS.len()].name,
+        builtins(std::slice::from_ref(&ws), &from_ws, true)[TS_PATTERNS.len()].name,
         "gopls"
     );
-    let specs = builtins(&ws, &find, true);
+    let specs = builtins(std::slice::from_ref(&ws), &find, true);
     assert_eq!(
         names(&specs),
         [
@@ -337,7 +339,10 @@ fn builtins_follow_what_is_found_and_the_project() {
     assert_eq!(specs[0].words[1..], ["--lsp", "--stdio"]);
     let clangd = specs.iter().find(|s| s.name == "clangd").unwrap();
     assert_eq!(clangd.words[1..], ["--background-index=false"]);
-    assert_eq!(builtins(&ws, &|_| None, true).len(), TS_PATTERNS.len());
+    assert_eq!(
+        builtins(std::slice::from_ref(&ws), &|_| None, true).len(),
+        TS_PATTERNS.len()
+    );
 }
 
 /// A server's patterns match a path relative to the folder holding it, the deepest when

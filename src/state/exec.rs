@@ -10,8 +10,8 @@
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Instant, SystemTime};
@@ -120,7 +120,8 @@ impl Exec {
         }
     }
 
-    /// Starts an executeCode call of `client` (in `dir` when its kernel starts): registers the
+    /// Starts an executeCode call of `client` (in the first of `folders` when its kernel starts,
+    /// its python3 found as `trust::find` says, `trusted` or not): registers the
     /// call for approval with `--exec ask`, and returns the work that waits for the decision
     /// and runs the code, to run on a worker thread.
     pub fn prepare(
@@ -128,7 +129,8 @@ impl Exec {
         client: u64,
         code: String,
         responder: &Arc<Responder>,
-        dir: PathBuf,
+        folders: Vec<PathBuf>,
+        trusted: bool,
     ) -> impl FnOnce() -> Option<Value> + Send + 'static {
         let slot = {
             let mut inner = lock(&self.inner);
@@ -151,7 +153,7 @@ impl Exec {
                     Err(message) => return message.map(|m| tool_error(&m)),
                 }
             }
-            Some(run(&exec, &slot, &code, &dir))
+            Some(run(&exec, &slot, &code, &folders, trusted))
         }
     }
 
@@ -214,10 +216,10 @@ impl Exec {
 }
 
 /// Runs `code` in the client's kernel (started if needed) and builds the tool result.
-fn run(exec: &Exec, slot: &Slot, code: &str, dir: &Path) -> Value {
+fn run(exec: &Exec, slot: &Slot, code: &str, folders: &[PathBuf], trusted: bool) -> Value {
     let mut kernel = lock(&slot.kernel);
     if kernel.is_none() {
-        match Kernel::start(dir) {
+        match Kernel::start(folders, trusted) {
             Ok(k) => {
                 slot.pid.store(k.child.id(), Ordering::SeqCst);
                 *kernel = Some(k);
@@ -312,10 +314,18 @@ fn run(exec: &Exec, slot: &Slot, code: &str, dir: &Path) -> Value {
 }
 
 impl Kernel {
-    fn start(dir: &Path) -> std::io::Result<Kernel> {
-        let mut cmd = Command::new("python3");
+    /// The python3 `trust::find` finds, in the first of `folders`, with `trust::command`'s
+    /// PATH (ccide-protocol(7) §14).
+    fn start(folders: &[PathBuf], trusted: bool) -> std::io::Result<Kernel> {
+        let python = crate::trust::find("python3", folders, trusted).ok_or_else(|| {
+            std::io::Error::other(match trusted {
+                true => "no python3 on PATH",
+                false => "no python3 on PATH outside the workspace (one inside it runs only with --trust-workspace)",
+            })
+        })?;
+        let mut cmd = crate::trust::command(&python, folders, trusted);
         cmd.args(["-c", DRIVER])
-            .current_dir(dir)
+            .current_dir(&folders[0])
             // Figures are rendered to PNG, never to a window.
             .env("MPLBACKEND", "Agg")
             .stdin(Stdio::piped())

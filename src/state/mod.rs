@@ -44,6 +44,8 @@ pub struct Config {
     pub mention_max_age: Duration,
     pub exec: exec::Settings,
     pub formatters: Vec<String>,
+    /// `--trust-workspace`: the built-ins may run what the workspace ships.
+    pub trusted: bool,
     pub checks: Checks,
     /// The language servers (`--lsp` and the built-ins) and how they are run.
     pub lsp: (Vec<crate::langservers::Spec>, crate::langservers::Config),
@@ -58,6 +60,9 @@ pub struct State {
     pub events: Arc<Events>,
     /// `--formatter PATTERN=COMMAND` as given, in order.
     pub formatters: Vec<String>,
+    /// `--trust-workspace`: the built-in formatters may run what the workspace ships
+    /// (ccide-protocol(7) §14).
+    pub trusted: bool,
     pub ide_name: String,
     pub port: u16,
     pub state_dir: PathBuf,
@@ -91,6 +96,7 @@ impl State {
             workspaces,
             events,
             formatters: c.formatters,
+            trusted: c.trusted,
             ide_name: c.ide_name,
             port: c.port,
             control_path: c.state_dir.join("control.sock"),
@@ -493,6 +499,7 @@ pub mod testing {
                     approval_timeout: Duration::from_secs(20),
                 },
                 formatters: Vec::new(),
+                trusted: false,
                 checks: Checks::new(Vec::new(), Duration::from_secs(2), Duration::from_secs(20)),
                 lsp: (Vec::new(), Default::default()),
             },

@@ -24,8 +24,12 @@ pub fn execute_code(state: &Arc<State>, call: &Call, args: &Map<String, Value>) 
         Err(e) => return Reply::Now(Err(e)),
     };
     let responder = Arc::new(call.defer());
-    let work = state
-        .exec
-        .prepare(call.client.id, code, &responder, state.workspaces.first());
+    let work = state.exec.prepare(
+        call.client.id,
+        code,
+        &responder,
+        state.workspaces.list(),
+        state.trusted,
+    );
     answer_later(responder, Box::new(work))
 }

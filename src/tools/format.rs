@@ -17,30 +17,85 @@ const TIME_LIMIT: Duration = Duration::from_secs(30);
 /// A formatter's output beyond this is an error, not a file.
 const MAX_OUTPUT: u64 = 64 << 20;
 
-/// Built-in formatters, used when no `--formatter` matches and the program is on PATH:
-/// (patterns, program, command). Without `{file}` the text goes through stdin and stdout
-/// (rustfmt would otherwise also format the modules a file declares).
-const BUILTINS: &[(&str, &str, &str)] = &[
-    ("*.rs", "rustfmt", "rustfmt"),
-    ("*.go", "gofmt", "gofmt {file}"),
+/// Built-in formatters, used when no `--formatter` matches and the program is found on PATH
+/// (`trust::find`): (patterns, program, command, what it runs of the repository). Without
+/// `{file}` the text goes through stdin and stdout (rustfmt would otherwise also format the
+/// modules a file declares).
+const BUILTINS: &[(&str, &str, &str, Runs)] = &[
+    ("*.rs", "rustfmt", "rustfmt", Runs::RustupToolchain),
+    ("*.go", "gofmt", "gofmt {file}", Runs::Nothing),
     (
         "*.py *.pyi",
         "ruff",
         "ruff format --quiet --no-cache {file}",
+        Runs::Nothing,
     ),
-    ("*.py *.pyi", "black", "black --quiet {file}"),
+    ("*.py *.pyi", "black", "black --quiet {file}", Runs::Nothing),
     (
         "*.js *.jsx *.mjs *.cjs *.ts *.tsx *.mts *.cts *.json *.css *.scss *.less *.html *.vue *.md *.yaml *.yml *.graphql",
         "prettier",
         "prettier --write --log-level warn {file}",
+        Runs::Config,
     ),
     (
         "*.c *.h *.cc *.cpp *.cxx *.hpp *.hh *.hxx *.m *.mm *.proto",
         "clang-format",
         "clang-format -i {file}",
+        Runs::Nothing,
     ),
-    ("*.sh *.bash", "shfmt", "shfmt -w {file}"),
+    ("*.sh *.bash", "shfmt", "shfmt -w {file}", Runs::Nothing),
 ];
+
+/// What a built-in formatter runs of the repository it formats (ccide-protocol(7) §14):
+/// a formatter that runs any needs `--trust-workspace`, as `cargo check` does.
+#[derive(Clone, Copy, PartialEq)]
+enum Runs {
+    /// Its configuration is data (rustfmt.toml, pyproject.toml, .clang-format,
+    /// .editorconfig; gofmt has none).
+    Nothing,
+    /// Its configuration may be a program (prettier.config.js, and plugins a JSON
+    /// .prettierrc names from node_modules).
+    Config,
+    /// A rustup proxy runs the toolchain a `rust-toolchain` or `rust-toolchain.toml` in the
+    /// file's directory or above names, which may be a directory the repository ships
+    /// (`path = ...`); the real rustfmt, or the proxy without such a file, runs nothing.
+    RustupToolchain,
+}
+
+impl Runs {
+    /// Why the built-in `program`, found at `found`, runs the repository's code when it
+    /// formats `path`; None when it does not.
+    fn why(self, program: &str, found: &Path, path: &Path) -> Option<String> {
+        match self {
+            Runs::Nothing => None,
+            Runs::Config => Some(format!(
+                "{program} loads the workspace's configuration, which may be JavaScript (prettier.config.js) or name plugins from its node_modules"
+            )),
+            Runs::RustupToolchain => {
+                let file = path.ancestors().skip(1).find_map(|d| {
+                    ["rust-toolchain.toml", "rust-toolchain"]
+                        .iter()
+                        .map(|n| d.join(n))
+                        .find(|f| f.exists())
+                })?;
+                crate::trust::rustup_proxy(found).then(|| {
+                    format!(
+                        "{} is a rustup proxy, which runs the toolchain {} names (it may be one the repository ships)",
+                        found.display(),
+                        file.display()
+                    )
+                })
+            }
+        }
+    }
+}
+
+/// A formatter's command: the words (the first a path, for a built-in), and whether it is a
+/// built-in (run with `trust::command`'s PATH; a `--formatter` runs as named).
+struct Formatter {
+    words: Vec<String>,
+    builtin: bool,
+}
 
 /// reformat_file: answered from a worker thread (a formatter may take seconds).
 pub fn reformat_file(state: &Arc<State>, call: &Call, args: &Map<String, Value>) -> Reply {
@@ -68,15 +123,26 @@ fn reformat(state: &State, raw: &str) -> Result<(), String> {
         Err(_) => return Err("File not found".into()),
     }
     .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let words = formatter_for(state, &path)?;
+    let Formatter { words, builtin } = formatter_for(state, &path)?;
     let dir = path.parent().unwrap_or(Path::new("/"));
     let tmp = TempCopy::create(&path, &original)?;
     let tmp_str = tmp.0.to_string_lossy().into_owned();
     let with_file = words.iter().any(|w| w.contains("{file}"));
-    let mut cmd = Command::new(&words[0]);
+    let mut cmd = match builtin {
+        true => crate::trust::command(
+            Path::new(&words[0]),
+            &state.workspaces.list(),
+            state.trusted,
+        ),
+        false => Command::new(&words[0]),
+    };
     cmd.args(words[1..].iter().map(|w| w.replace("{file}", &tmp_str)))
         .current_dir(dir);
-    let prog = &words[0];
+    // A built-in by its name, a `--formatter` as the user named it.
+    let prog = &match builtin {
+        true => crate::pattern::program_name(&words[0]),
+        false => words[0].clone(),
+    };
     let input = (!with_file).then_some(&original[..]);
     let ran = crate::proc::run(cmd, input, &state.state_dir, TIME_LIMIT, MAX_OUTPUT)
         .map_err(|e| format!("cannot run the formatter {prog}: {e}"))?;
@@ -135,9 +201,10 @@ fn reformat(state: &State, raw: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The command (split into words) for `path`: the first matching `--formatter`, else a built-in
-/// whose program is on PATH.
-fn formatter_for(state: &State, path: &Path) -> Result<Vec<String>, String> {
+/// The formatter for `path`: the first matching `--formatter`, else a built-in whose program
+/// is found on PATH; a built-in that would run the repository's code is refused unless the
+/// workspace is trusted.
+fn formatter_for(state: &State, path: &Path) -> Result<Formatter, String> {
     let rel = state.workspaces.rel(path);
     for spec in &state.formatters {
         let (pattern, command) =
@@ -150,21 +217,39 @@ fn formatter_for(state: &State, path: &Path) -> Result<Vec<String>, String> {
                     "invalid --formatter '{spec}': the command is empty"
                 ));
             }
-            return Ok(words);
+            return Ok(Formatter {
+                words,
+                builtin: false,
+            });
         }
     }
-    for (patterns, program, command) in BUILTINS {
-        if patterns
+    let folders = state.workspaces.list();
+    for (patterns, program, command, runs) in BUILTINS {
+        if !patterns
             .split(' ')
             .any(|p| crate::pattern::file_pattern_match(p, &rel))
-            && crate::proc::on_path(program)
         {
-            let mut words: Vec<String> = command.split(' ').map(String::from).collect();
-            if *program == "rustfmt" {
-                words.extend(["--edition".into(), rust_edition(path).into()]);
-            }
-            return Ok(words);
+            continue;
         }
+        let Some(found) = crate::trust::find(program, &folders, state.trusted) else {
+            continue;
+        };
+        if !state.trusted
+            && let Some(why) = runs.why(program, &found, path)
+        {
+            return Err(format!(
+                "the built-in formatter for {rel} runs only with --trust-workspace: {why}. Start ccide serve with --trust-workspace, or name a formatter with --formatter 'PATTERN=COMMAND'"
+            ));
+        }
+        let mut words: Vec<String> = command.split(' ').map(String::from).collect();
+        words[0] = found.to_string_lossy().into_owned();
+        if *program == "rustfmt" {
+            words.extend(["--edition".into(), rust_edition(path).into()]);
+        }
+        return Ok(Formatter {
+            words,
+            builtin: true,
+        });
     }
     Err(format!(
         "no formatter for {rel}: start ccide serve with --formatter 'PATTERN=COMMAND' (built-ins when on PATH: rustfmt, gofmt, ruff format or black, prettier, clang-format, shfmt)"
