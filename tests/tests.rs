@@ -8,6 +8,7 @@
 mod util;
 
 mod checkers;
+mod confinement;
 mod container;
 mod context;
 mod control;

@@ -161,6 +161,11 @@ impl Diagnostics {
     /// Starts a check of `file` when its checker should run (`Checks::begin`), on a thread
     /// of its own; returns the running check to wait for, if any.
     fn check(self: &Arc<Self>, file: &Path) -> Option<Arc<Running>> {
+        // A file swapped for a symlink since it was named is no workspace file any more: a
+        // checker run on it by name would read through the link (ccide-protocol(7) §10).
+        if self.workspaces.refuses(file) {
+            return None;
+        }
         let covered = self.lsp.covers(file);
         if covered && let Some(origin) = self.checks.step_aside(&self.workspaces, file) {
             // Its server delivers again: what the checker said meanwhile would go stale.
