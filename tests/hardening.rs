@@ -556,10 +556,6 @@ fn status(sb: &Sandbox) -> Value {
     control(sb, json!({"cmd": "status"}))["status"].clone()
 }
 
-fn is_root() -> bool {
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
-
 /// Fails unless the server process still runs and never panicked.
 fn assert_alive(srv: &mut Server) {
     let child = srv.child.as_mut().unwrap();

@@ -28,3 +28,4 @@ mod serve;
 mod sessions;
 mod state_dir;
 mod systemd;
+mod user_boundary;
