@@ -213,30 +213,34 @@ pub fn private_dir(dir: &Path, what: &str) -> Result<(), String> {
                 .map_err(|e| format!("cannot set mode 0700 on {}: {e}", dir.display()))
         }
         Err(e) => Err(format!("cannot use the {what} {}: {e}", dir.display())),
-        Ok(_) => {
-            let meta = fs::metadata(dir)
-                .map_err(|e| format!("cannot use the {what} {}: {e}", dir.display()))?;
-            if !meta.is_dir() {
-                return Err(format!("the {what} {} is not a directory", dir.display()));
-            }
-            let (uid, mode) = crate::sys::owner_and_mode(&meta);
-            if uid != crate::sys::getuid() {
-                return Err(format!(
-                    "refusing the {what} {}: it belongs to uid {uid}, not to you (uid {}); another user could read or replace what ccide puts there",
-                    dir.display(),
-                    crate::sys::getuid()
-                ));
-            }
-            if mode & 0o022 != 0 {
-                return Err(format!(
-                    "refusing the {what} {}: it is writable by group or others (mode {mode:04o}); run `chmod 700 {}`",
-                    dir.display(),
-                    dir.display()
-                ));
-            }
-            Ok(())
-        }
+        Ok(_) => check_private_dir(dir, what),
     }
+}
+
+/// Checks an existing directory as `private_dir` does (ours, not writable by group or
+/// others), without creating it: for a client about to trust what another process put there.
+pub fn check_private_dir(dir: &Path, what: &str) -> Result<(), String> {
+    let meta =
+        fs::metadata(dir).map_err(|e| format!("cannot use the {what} {}: {e}", dir.display()))?;
+    if !meta.is_dir() {
+        return Err(format!("the {what} {} is not a directory", dir.display()));
+    }
+    let (uid, mode) = crate::sys::owner_and_mode(&meta);
+    if uid != crate::sys::getuid() {
+        return Err(format!(
+            "refusing the {what} {}: it belongs to uid {uid}, not to you (uid {}); another user could read or replace what ccide puts there",
+            dir.display(),
+            crate::sys::getuid()
+        ));
+    }
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "refusing the {what} {}: it is writable by group or others (mode {mode:04o}); run `chmod 700 {}`",
+            dir.display(),
+            dir.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Lexical normalisation: tools print `./x`, `a/../b` and the like, and the same file must
