@@ -12,6 +12,7 @@ mod confinement;
 mod container;
 mod context;
 mod control;
+mod data_safety;
 mod diagnostics;
 mod diff;
 mod editors;

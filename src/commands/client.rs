@@ -524,6 +524,13 @@ pub fn buffer(args: &Args) -> Outcome {
     } else {
         Some(read_stdin()?)
     };
+    // An editor pushing its buffer always has something to say; an empty input is far more
+    // often a pipe that failed, and saveDocument would write it over the file.
+    if content.as_deref() == Some("") && !args.switch("--allow-empty")? {
+        return Err(Fail::Usage(format!(
+            "standard input is empty: ccide buffer would store an empty unsaved buffer for {file}, which Claude Code's saveDocument would write over the file; pass --allow-empty if its content is really empty (or --drop to forget its unsaved content)"
+        )));
+    }
     let path = absolute(file)?;
     ask(args, Request::Buffer { path, content })?;
     Ok(EXIT_OK)
