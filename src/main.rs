@@ -137,7 +137,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         name: "buffer",
-        usage: "ccide buffer [--drop | --allow-empty] FILE [OPTIONS]",
+        usage: "ccide buffer [--drop] [--allow-empty] FILE [OPTIONS]",
         about: "Store unsaved content for FILE, read from standard input (an editor pushes its buffer).",
         details: "Claude Code then sees FILE as dirty (checkDocumentDirty) and saveDocument writes it.\nAn empty standard input is refused (exit 2) unless --allow-empty: saveDocument would empty FILE.",
         flags: &[
