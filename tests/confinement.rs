@@ -238,3 +238,36 @@ fn an_editor_is_not_sent_an_outside_file_for_a_written_file_swapped_for_a_symlin
         "{said}"
     );
 }
+
+/// Columns a tool prints are converted to UTF-16 against the file's text: a workspace file's
+/// is read, a name that is a symlink to an outside file is not (its columns stay as printed,
+/// rather than telling anything of the outside text).
+#[test]
+fn columns_are_converted_against_workspace_files_only() {
+    let sb = Sandbox::without_system_tools();
+    let text = "\u{1F980}\u{1F980}\u{1F980}x\n";
+    sb.write("inside.txt", text);
+    let outside = sb.root.write("outside.txt", text);
+    std::os::unix::fs::symlink(&outside, sb.ws().join("link.txt")).unwrap();
+    let _s = sb.serve(&["--no-default-lsp", "--no-default-checkers"]);
+    let lines = "inside.txt:1:4: error: x\nlink.txt:1:4: error: x\n";
+    let o = sb.run_stdin(
+        &["diagnostics", "import", "--format", "compiler"],
+        lines.as_bytes(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = sb.run_ok(&["diagnostics", "--json"]);
+    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let column = |name: &str| {
+        let file = uri(&sb.ws().join(name));
+        all.as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["uri"] == file)
+            .map(|f| f["diagnostics"][0]["range"]["start"]["character"].clone())
+            .unwrap_or_else(|| panic!("no diagnostics for {name}: {all}"))
+    };
+    // The fourth character, after three crabs of two UTF-16 units each.
+    assert_eq!(column("inside.txt"), 6);
+    assert_eq!(column("link.txt"), 3);
+}

@@ -256,14 +256,7 @@ impl Diagnostics {
         let mut outside = 0;
         // Columns are converted against the files as they are now (the input names no
         // content); each workspace file is read once.
-        let mut read = |p: &Path| {
-            let p = self.inside(p);
-            if self.workspaces.contains(&p) {
-                parse::read_source(&p)
-            } else {
-                None
-            }
-        };
+        let mut read = |p: &Path| parse::read_source(&self.workspaces, &self.inside(p));
         for mut d in parse::parse(text, format, base, "import", &mut read) {
             d.path = self.inside(&d.path);
             if self.workspaces.contains(&d.path) {
