@@ -271,3 +271,26 @@ fn columns_are_converted_against_workspace_files_only() {
     assert_eq!(column("inside.txt"), 6);
     assert_eq!(column("link.txt"), 3);
 }
+
+/// `--lsp-warm` opens the first file a tsconfig.json names as a request would name it
+/// (resolved), so reading it through the confinement rule finds it: `sub/../a.ts` is `a.ts`.
+#[test]
+fn a_warm_start_opens_the_file_a_tsconfig_names_by_its_resolved_path() {
+    let sb = Sandbox::without_system_tools();
+    let a = sb.write("a.ts", "ERR\n");
+    std::fs::create_dir_all(sb.ws().join("sub")).unwrap();
+    sb.write("tsconfig.json", r#"{"files": ["sub/../a.ts"]}"#);
+    let log = sb.root.join("fake.log");
+    let _s = sb.serve(&[
+        "--no-default-lsp",
+        "--no-default-checkers",
+        "--lsp-warm",
+        "--lsp",
+        &fake_lsp("*.ts", "", &log),
+    ]);
+    let opened = wait_for("the warm document", DEADLINE, || {
+        let got = log_text(&log);
+        got.contains("textDocument/didOpen").then_some(got)
+    });
+    assert!(opened.contains(&format!("\"{}\"", uri(&a))), "{opened}");
+}
