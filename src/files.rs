@@ -100,33 +100,7 @@ pub fn write_in_workspace(
     mode: u32,
 ) -> io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let outside = || {
-        io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            "outside the workspace folders",
-        )
-    };
-    let root = workspaces
-        .iter()
-        .filter(|w| path.starts_with(w))
-        .max_by_key(|w| w.as_os_str().len())
-        .ok_or_else(outside)?;
-    let rel: Vec<&std::ffi::OsStr> = path
-        .strip_prefix(root)
-        .map_err(|_| outside())?
-        .components()
-        .map(|c| match c {
-            Component::Normal(n) => Ok(n),
-            _ => Err(outside()),
-        })
-        .collect::<io::Result<_>>()?;
-    let Some((name, dirs)) = rel.split_last() else {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "path has no file name",
-        ));
-    };
-    let dir = crate::sys::open_dir_beneath(root, dirs)?;
+    let (dir, name) = open_parent_beneath(path, workspaces)?;
     let mode = crate::sys::regular_file_mode_at(&dir, name).unwrap_or(mode);
     let tmp = std::ffi::OsString::from(format!(
         ".{}.ccide-{}-{}.tmp",
@@ -153,6 +127,77 @@ pub fn write_in_workspace(
     }
 }
 
+/// The directory that holds `path`, opened from the workspace folder that holds it without
+/// following a symlink in any directory below the folder, and the file's name in it.
+fn open_parent_beneath<'a>(
+    path: &'a Path,
+    workspaces: &[PathBuf],
+) -> io::Result<(std::os::fd::OwnedFd, &'a std::ffi::OsStr)> {
+    let outside = || {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "outside the workspace folders",
+        )
+    };
+    let root = workspaces
+        .iter()
+        .filter(|w| path.starts_with(w))
+        .max_by_key(|w| w.as_os_str().len())
+        .ok_or_else(outside)?;
+    let rel: Vec<&std::ffi::OsStr> = path
+        .strip_prefix(root)
+        .map_err(|_| outside())?
+        .components()
+        .map(|c| match c {
+            Component::Normal(n) => Ok(n),
+            _ => Err(outside()),
+        })
+        .collect::<io::Result<_>>()?;
+    let Some((name, dirs)) = rel.split_last() else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "path has no file name",
+        ));
+    };
+    Ok((crate::sys::open_dir_beneath(root, dirs)?, name))
+}
+
+/// `read_regular` for a workspace file ccide named before (a path `confine` resolved): it is
+/// opened from the folder that holds it without following a symlink anywhere below the folder,
+/// so a file or directory replaced by a symlink since (a checkout of a hostile branch) is
+/// refused (`confinement_refused`) instead of read through the link
+/// (ccide-protocol(7) §10).
+pub fn read_in_workspace(path: &Path, workspaces: &[PathBuf], limit: u64) -> io::Result<Vec<u8>> {
+    read_open(open_in_workspace(path, workspaces)?, limit)
+}
+
+/// The open file `read_in_workspace` reads, for a caller that reads only part of it: a
+/// regular file (what `read_regular` refuses by its kind is refused here too).
+pub fn open_in_workspace(path: &Path, workspaces: &[PathBuf]) -> io::Result<File> {
+    let (dir, name) = open_parent_beneath(path, workspaces).map_err(relinked)?;
+    let file = crate::sys::open_read_at(&dir, name).map_err(relinked)?;
+    check_regular(&file.metadata()?, u64::MAX)?;
+    Ok(file)
+}
+
+/// Whether `read_in_workspace`, `open_in_workspace` or `write_in_workspace` refused a path by
+/// the confinement rule (outside the folders, or a symlink met on its way), not the system.
+pub fn confinement_refused(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::PermissionDenied && e.raw_os_error().is_none()
+}
+
+/// A symlink met where the path had none when it was confined, said as what happened.
+fn relinked(e: io::Error) -> io::Error {
+    if crate::sys::met_symlink(&e) {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "is now a symlink or lies below one; ccide does not follow it out of the workspace",
+        )
+    } else {
+        e
+    }
+}
+
 /// Creates `dir` (and missing parents) with mode 0700, or checks an existing one: it must be
 /// ours and not writable by group or others, since what we put there grants access, and
 /// writable by us, or the first file written there would fail with a name the user never gave.
@@ -170,26 +215,8 @@ pub fn private_dir(dir: &Path, what: &str) -> Result<(), String> {
         }
         Err(e) => Err(format!("cannot use the {what} {}: {e}", dir.display())),
         Ok(_) => {
-            let meta = fs::metadata(dir)
-                .map_err(|e| format!("cannot use the {what} {}: {e}", dir.display()))?;
-            if !meta.is_dir() {
-                return Err(format!("the {what} {} is not a directory", dir.display()));
-            }
-            let (uid, mode) = crate::sys::owner_and_mode(&meta);
-            if uid != crate::sys::getuid() {
-                return Err(format!(
-                    "refusing the {what} {}: it belongs to uid {uid}, not to you (uid {}); another user could read or replace what ccide puts there",
-                    dir.display(),
-                    crate::sys::getuid()
-                ));
-            }
-            if mode & 0o022 != 0 {
-                return Err(format!(
-                    "refusing the {what} {}: it is writable by group or others (mode {mode:04o}); run `chmod 700 {}`",
-                    dir.display(),
-                    dir.display()
-                ));
-            }
+            check_private_dir(dir, what)?;
+            let mode = fs::metadata(dir).map_or(0, |m| crate::sys::owner_and_mode(&m).1);
             crate::sys::may_write_in(dir).map_err(|e| match e.kind() {
                 io::ErrorKind::ReadOnlyFilesystem => {
                     format!("the {what} {} is on a read-only file system", dir.display())
@@ -202,6 +229,32 @@ pub fn private_dir(dir: &Path, what: &str) -> Result<(), String> {
             })
         }
     }
+}
+
+/// Checks an existing directory as `private_dir` does (ours, not writable by group or
+/// others), without creating it: for a client about to trust what another process put there.
+pub fn check_private_dir(dir: &Path, what: &str) -> Result<(), String> {
+    let meta =
+        fs::metadata(dir).map_err(|e| format!("cannot use the {what} {}: {e}", dir.display()))?;
+    if !meta.is_dir() {
+        return Err(format!("the {what} {} is not a directory", dir.display()));
+    }
+    let (uid, mode) = crate::sys::owner_and_mode(&meta);
+    if uid != crate::sys::getuid() {
+        return Err(format!(
+            "refusing the {what} {}: it belongs to uid {uid}, not to you (uid {}); another user could read or replace what ccide puts there",
+            dir.display(),
+            crate::sys::getuid()
+        ));
+    }
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "refusing the {what} {}: it is writable by group or others (mode {mode:04o}); run `chmod 700 {}`",
+            dir.display(),
+            dir.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Lexical normalisation: tools print `./x`, `a/../b` and the like, and the same file must
@@ -254,16 +307,13 @@ pub fn raw_uri_path(uri: &str) -> &str {
 /// `Unsupported` ("is not a regular file"), `FileTooLarge` ("is N bytes, above the M MiB
 /// limit for reading"); the system's keep their kind (`NotFound` ...).
 pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-    let too_large = |len: u64| {
-        io::Error::new(
-            io::ErrorKind::FileTooLarge,
-            format!(
-                "is {len} bytes, above the {} MiB limit for reading",
-                limit >> 20
-            ),
-        )
-    };
     let m = fs::metadata(path)?;
+    check_regular(&m, limit)?;
+    read_open(File::open(path)?, limit)
+}
+
+/// Refuses what `read_regular` refuses by its metadata.
+fn check_regular(m: &fs::Metadata, limit: u64) -> io::Result<()> {
     if m.is_dir() {
         return Err(io::Error::new(
             io::ErrorKind::IsADirectory,
@@ -277,14 +327,30 @@ pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
         ));
     }
     if m.len() > limit {
-        return Err(too_large(m.len()));
+        return Err(too_large(m.len(), limit));
     }
-    let mut file = File::open(path)?;
+    Ok(())
+}
+
+fn too_large(len: u64, limit: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::FileTooLarge,
+        format!(
+            "is {len} bytes, above the {} MiB limit for reading",
+            limit >> 20
+        ),
+    )
+}
+
+/// The bytes of an open file, checked as `read_regular` checks a path.
+fn read_open(mut file: File, limit: u64) -> io::Result<Vec<u8>> {
+    let m = file.metadata()?;
+    check_regular(&m, limit)?;
     let mut bytes = Vec::with_capacity(m.len() as usize);
     io::Read::read_to_end(&mut io::Read::take(&mut file, limit + 1), &mut bytes)?;
     if bytes.len() as u64 > limit {
         let now = file.metadata().map_or(0, |m| m.len());
-        return Err(too_large(now.max(bytes.len() as u64)));
+        return Err(too_large(now.max(bytes.len() as u64), limit));
     }
     Ok(bytes)
 }
@@ -484,6 +550,47 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::FileTooLarge);
         assert!(read_regular(status, 1 << 20).unwrap().starts_with(b"Name:"));
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A workspace file read again after it, or a directory above it, became a symlink is
+    /// refused by the rule, however the link points; a FIFO is refused without blocking.
+    #[test]
+    fn a_workspace_file_is_read_again_only_without_a_symlink_on_its_way() {
+        let root = std::env::temp_dir().join(format!("ccide-readws-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(root.join("ws/sub")).unwrap();
+        let root = fs::canonicalize(&root).unwrap();
+        let ws = vec![root.join("ws")];
+        fs::write(root.join("secret"), "secret").unwrap();
+        fs::write(root.join("ws/sub/a"), "inside").unwrap();
+        let a = root.join("ws/sub/a");
+        assert_eq!(read_in_workspace(&a, &ws, 100).unwrap(), b"inside");
+        let e = read_in_workspace(&root.join("secret"), &ws, 100).unwrap_err();
+        assert!(confinement_refused(&e), "{e}");
+        fs::remove_file(&a).unwrap();
+        std::os::unix::fs::symlink(root.join("secret"), &a).unwrap();
+        let e = read_in_workspace(&a, &ws, 100).unwrap_err();
+        assert!(confinement_refused(&e), "{e}");
+        assert!(e.to_string().starts_with("is now a symlink"), "{e}");
+        fs::remove_file(&a).unwrap();
+        fs::rename(root.join("ws/sub"), root.join("elsewhere")).unwrap();
+        fs::write(root.join("elsewhere/a"), "elsewhere").unwrap();
+        std::os::unix::fs::symlink(root.join("elsewhere"), root.join("ws/sub")).unwrap();
+        let e = read_in_workspace(&a, &ws, 100).unwrap_err();
+        assert!(confinement_refused(&e), "{e}");
+        let fifo = root.join("ws/fifo");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let e = read_in_workspace(&fifo, &ws, 100).unwrap_err();
+        assert_eq!(e.to_string(), "is not a regular file");
+        let e = read_in_workspace(&root.join("ws/missing"), &ws, 100).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        let _ = fs::remove_dir_all(&root);
     }
 
     #[test]

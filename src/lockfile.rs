@@ -373,6 +373,29 @@ impl LockFile {
     }
 }
 
+/// What ccide's clients check before they follow a lock file to a control socket
+/// (ccide-protocol(7) §1.1): the rule serve applies to the lock directory (ours, not writable
+/// by group or others), and the lock file ours. Otherwise another user could point them at a
+/// socket of their own and be sent the session, file text included.
+pub fn check_lock_is_ours(lock: &Path) -> Result<(), String> {
+    let advice = "ccide follows only lock files of yours: remove it, or point ccide and Claude Code at a directory of your own with CLAUDE_CONFIG_DIR=DIR";
+    if let Some(dir) = lock.parent() {
+        files::check_private_dir(dir, "lock file directory")
+            .map_err(|e| format!("{e}; {advice}"))?;
+    }
+    let meta = fs::metadata(lock)
+        .map_err(|e| format!("cannot read the lock file {}: {e}", lock.display()))?;
+    let (uid, _) = crate::sys::owner_and_mode(&meta);
+    if uid != crate::sys::getuid() {
+        return Err(format!(
+            "refusing the lock file {}: it belongs to uid {uid}, not to you (uid {}); {advice}",
+            lock.display(),
+            crate::sys::getuid()
+        ));
+    }
+    Ok(())
+}
+
 /// The pid namespace of this process (the inode of /proc/self/ns/pid): a pid means the same
 /// process only within one.
 pub fn pid_namespace() -> Option<u64> {

@@ -139,15 +139,21 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         name: "buffer",
-        usage: "ccide buffer [--drop] FILE [OPTIONS]",
+        usage: "ccide buffer [--drop] [--allow-empty] FILE [OPTIONS]",
         about: "Store unsaved content for FILE, read from standard input (an editor pushes its buffer).",
-        details: "Claude Code then sees FILE as dirty (checkDocumentDirty) and saveDocument writes it.",
+        details: "Claude Code then sees FILE as dirty (checkDocumentDirty) and saveDocument writes it.\nAn empty standard input is refused (exit 2) unless --allow-empty: saveDocument would empty FILE.",
         flags: &[
             flag(
                 "--drop",
                 None,
                 None,
                 "Forget FILE's unsaved content instead.",
+            ),
+            flag(
+                "--allow-empty",
+                None,
+                None,
+                "Store an empty standard input as FILE's unsaved content (refused otherwise).",
             ),
             PORT,
             CONFIG_DIR,

@@ -417,6 +417,23 @@ pub fn create_at(dir: &OwnedFd, name: &std::ffi::OsStr, mode: u32) -> io::Result
     Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
+/// Opens `name` in the directory `dir` for reading, without following a symlink and without
+/// blocking on a FIFO (O_NONBLOCK: the caller checks with `fstat` what it opened).
+pub fn open_read_at(dir: &OwnedFd, name: &std::ffi::OsStr) -> io::Result<std::fs::File> {
+    let c = cstr(name)?;
+    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    // SAFETY: valid directory descriptor and name; on success we own the file descriptor.
+    let fd = check(unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) })?;
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// Whether an `open_dir_beneath` or `open_read_at` failed on a symlink (ELOOP, or ENOTDIR
+/// for a directory opened with O_NOFOLLOW that is now a symlink).
+pub fn met_symlink(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR))
+}
+
 /// Permission bits of `name` in `dir` if it is a regular file (a symlink is not followed).
 pub fn regular_file_mode_at(dir: &OwnedFd, name: &std::ffi::OsStr) -> Option<u32> {
     let c = cstr(name).ok()?;

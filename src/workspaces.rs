@@ -68,6 +68,27 @@ impl Workspaces {
         crate::files::write_in_workspace(path, &self.list(), bytes, mode)
     }
 
+    /// Reads again a file `resolve` named before (a document, a tab, a file the language
+    /// servers were sent), through the same rule: it must still lie inside a folder with no
+    /// symlink below the folder on its way, else it is refused rather than read through the
+    /// link (see `files::read_in_workspace`). Every later read of a workspace file goes here.
+    pub fn read(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+        crate::files::read_in_workspace(path, &self.list(), limit)
+    }
+
+    /// `read` for a caller that reads part of the file (its first lines, its line count).
+    pub fn open(&self, path: &Path) -> io::Result<fs::File> {
+        crate::files::open_in_workspace(path, &self.list())
+    }
+
+    /// Whether the rule now refuses a file `resolve` named before (it is a symlink or below
+    /// one, or its folder was removed): what ccide does with it by name, such as running a
+    /// checker on it, must stop too.
+    pub fn refuses(&self, path: &Path) -> bool {
+        self.open(path)
+            .is_err_and(|e| crate::files::confinement_refused(&e))
+    }
+
     /// Resolves a path a client or a command gave us to the real file it names, and refuses it
     /// unless that file lies inside one of the folders. Relative paths start at the first
     /// folder. Symlinks are resolved (the deepest existing ancestor for a file yet to be

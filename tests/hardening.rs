@@ -556,10 +556,6 @@ fn status(sb: &Sandbox) -> Value {
     control(sb, json!({"cmd": "status"}))["status"].clone()
 }
 
-fn is_root() -> bool {
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
-
 /// Fails unless the server process still runs and never panicked.
 fn assert_alive(srv: &mut Server) {
     let child = srv.child.as_mut().unwrap();
@@ -2510,23 +2506,23 @@ fn the_control_socket_refuses_another_user() {
     let sb = Sandbox::new();
     sb.write("app.py", "x\n");
     let mut srv = sb.serve(&[]);
-    // Another user gets ccide and a config dir of its own whose lock names this server.
+    // Another user gets ccide and a config dir of its own (theirs: their ccide follows only
+    // lock files of theirs) whose lock names this server.
     let theirs = sb.root.join("theirs");
     std::fs::create_dir_all(theirs.join("config/ide")).unwrap();
     let bin = theirs.join("ccide");
     std::fs::copy(BIN, &bin).unwrap();
-    std::fs::write(
-        theirs.join(format!("config/ide/{}.lock", srv.port)),
-        std::fs::read(&srv.lock_path).unwrap(),
-    )
-    .unwrap();
+    let lock = theirs.join(format!("config/ide/{}.lock", srv.port));
+    std::fs::write(&lock, std::fs::read(&srv.lock_path).unwrap()).unwrap();
     for p in [
         theirs.clone(),
         theirs.join("config"),
         theirs.join("config/ide"),
     ] {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
     }
+    std::os::unix::fs::chown(&lock, Some(65534), Some(65534)).unwrap();
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let port = srv.port.to_string();
     let config = theirs.join("config");

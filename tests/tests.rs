@@ -8,9 +8,11 @@
 mod util;
 
 mod checkers;
+mod confinement;
 mod container;
 mod context;
 mod control;
+mod data_safety;
 mod diagnostics;
 mod diff;
 mod editors;
@@ -28,3 +30,4 @@ mod sessions;
 mod state_dir;
 mod systemd;
 mod trust;
+mod user_boundary;

@@ -806,6 +806,12 @@ pub fn s(p: &Path) -> &str {
 }
 
 /// The permission bits of a file.
+/// Whether the tests run as root (the tests that act as another user need it).
+pub fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
 pub fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o777
 }

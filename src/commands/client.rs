@@ -105,6 +105,36 @@ impl DiffFiles {
             )
         })
     }
+
+    /// The lines of the original that are not UTF-8, and the first of them (1-based): the CLI
+    /// read their bad bytes as U+FFFD, and the proposal it writes on accept holds U+FFFD in
+    /// their place, on lines the edit left alone too (ccide-protocol(7) §5.1).
+    fn not_utf8(&self) -> Option<(usize, usize)> {
+        let text = &self.original.text;
+        if std::str::from_utf8(text).is_ok() {
+            return None;
+        }
+        let bad: Vec<usize> = text
+            .split(|b| *b == b'\n')
+            .enumerate()
+            .filter(|(_, l)| std::str::from_utf8(l).is_err())
+            .map(|(i, _)| i + 1)
+            .collect();
+        Some((bad.len(), bad[0]))
+    }
+
+    /// The line `show` prints for a file that is not UTF-8.
+    fn rewrite_note(&self) -> Option<String> {
+        let (lines, first) = self.not_utf8()?;
+        let which = if lines == 1 {
+            format!("line {first}")
+        } else {
+            format!("{lines} lines, the first line {first}")
+        };
+        Some(format!(
+            "note: the file is not UTF-8 ({which}): Claude Code read its invalid bytes as U+FFFD (\u{FFFD}) and accepting writes the proposal as UTF-8, so those bytes are replaced by U+FFFD even where the edit changes nothing; reject it if they matter"
+        ))
+    }
 }
 
 fn read_diff(d: &Value) -> Result<DiffFiles, String> {
@@ -229,6 +259,12 @@ pub fn diff(args: &Args) -> Outcome {
                         d["removed"] = removed.into();
                         d["diff"] = String::from_utf8_lossy(&text).into_owned().into();
                         d["restored"] = obj! {"crlf": f.original.writes_crlf(), "encoding": f.original.encoding};
+                        d["not_utf8"] = match f.not_utf8() {
+                            Some((lines, first)) => {
+                                obj! {"lines": lines, "first_line": first, "accept_rewrites_bytes": true}
+                            }
+                            None => Value::Null,
+                        };
                         print_json(&d);
                     } else {
                         let text = crate::textdiff::unified(
@@ -240,7 +276,7 @@ pub fn diff(args: &Args) -> Outcome {
                             use_color(),
                         );
                         let mut out = std::io::stdout().lock();
-                        if let Some(note) = f.restored() {
+                        for note in [f.restored(), f.rewrite_note()].into_iter().flatten() {
                             let _ = writeln!(out, "{note}");
                         }
                         let _ = out.write_all(&text);
@@ -533,6 +569,13 @@ pub fn buffer(args: &Args) -> Outcome {
     } else {
         Some(read_stdin()?)
     };
+    // An editor pushing its buffer always has something to say; an empty input is far more
+    // often a pipe that failed, and saveDocument would write it over the file.
+    if content.as_deref() == Some("") && !args.switch("--allow-empty")? {
+        return Err(Fail::Usage(format!(
+            "standard input is empty: ccide buffer would store an empty unsaved buffer for {file}, which Claude Code's saveDocument would write over the file; pass --allow-empty if its content is really empty (or --drop to forget its unsaved content)"
+        )));
+    }
     let path = absolute(file)?;
     ask(args, Request::Buffer { path, content })?;
     Ok(EXIT_OK)

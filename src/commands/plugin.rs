@@ -174,10 +174,32 @@ pub fn manifest(ccide: &str, entries: &[Entry], cli: Version) -> String {
     )
 }
 
-/// Writes `DIR/.claude-plugin/NAME`, a plugin's or a marketplace's manifest.
+/// Makes `dir` a private folder of ours to write the plugin in, or refuses it: the plugin
+/// names the `command` Claude Code runs, so nobody else may change what is written there. A
+/// missing folder is created with mode 0700 whatever the umask; an existing one must be a real
+/// folder (not a symlink, which would lead the writes elsewhere), ours, and not writable by
+/// group or others (`files::private_dir`, the rule of the state and lock directories).
+fn plugin_folder(dir: &Path) -> Result<(), String> {
+    if let Ok(m) = std::fs::symlink_metadata(dir)
+        && m.file_type().is_symlink()
+    {
+        let to = std::fs::read_link(dir)
+            .map(|t| format!(" to {}", t.display()))
+            .unwrap_or_default();
+        return Err(format!(
+            "refusing the plugin folder {}: it is a symbolic link{to}; ccide writes the plugin whose command Claude Code runs only into a real folder of yours: remove the link and run the command again",
+            dir.display()
+        ));
+    }
+    crate::files::private_dir(dir, "plugin folder")
+}
+
+/// Writes `DIR/.claude-plugin/NAME`, a plugin's or a marketplace's manifest, `DIR` and its
+/// `.claude-plugin` being plugin folders (`plugin_folder`).
 fn write_manifest(dir: &Path, name: &str, text: &str) -> Result<(), String> {
     let meta = dir.join(".claude-plugin");
-    std::fs::create_dir_all(&meta).map_err(|e| format!("cannot create {}: {e}", meta.display()))?;
+    plugin_folder(dir)?;
+    plugin_folder(&meta)?;
     let path = meta.join(name);
     // Renamed into place: a CLI starting meanwhile reads the old or the new one, whole.
     crate::files::write_volatile(&path, text.as_bytes(), 0o644)
@@ -311,6 +333,14 @@ fn claude(program: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// The local marketplace's `marketplace.json`: one plugin, ccide's.
+fn market_manifest() -> String {
+    format!(
+        "{{\n  \"name\": \"{NAME}\",\n  \"owner\": {{\"name\": \"{NAME}\"}},\n  \"plugins\": [{{\"name\": \"{NAME}\", \"source\": \"./{NAME}\", \"version\": \"{}\"}}]\n}}\n",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
 fn install(program: &str, dir: &Path) -> Outcome {
     let said = claude(program, &["--version"])?;
     let version = parse_version(&said).ok_or_else(|| {
@@ -325,12 +355,12 @@ fn install(program: &str, dir: &Path) -> Outcome {
     }
     let entries = builtin_entries();
     let text = manifest(&this_executable()?, &entries, version);
+    // The folder that holds the marketplace too: whoever may write there could replace it.
+    if let Some(parent) = dir.parent() {
+        plugin_folder(parent)?;
+    }
+    write_manifest(dir, "marketplace.json", &market_manifest())?;
     write_manifest(&dir.join(NAME), "plugin.json", &text)?;
-    let market = format!(
-        "{{\n  \"name\": \"{NAME}\",\n  \"owner\": {{\"name\": \"{NAME}\"}},\n  \"plugins\": [{{\"name\": \"{NAME}\", \"source\": \"./{NAME}\", \"version\": \"{}\"}}]\n}}\n",
-        env!("CARGO_PKG_VERSION")
-    );
-    write_manifest(dir, "marketplace.json", &market)?;
     let dir_arg = dir.to_string_lossy();
     claude(program, &["plugin", "marketplace", "add", &dir_arg])?;
     claude(program, &["plugin", "install", "ccide@ccide"])?;

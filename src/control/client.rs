@@ -27,8 +27,10 @@ pub struct Control {
 }
 
 impl Control {
-    /// Connects to the server of a lock file.
+    /// Connects to the server of a lock file, which must be ours in a directory of ours
+    /// (`lockfile::check_lock_is_ours`).
     pub fn connect(lock: LockEntry) -> Result<Control, String> {
+        crate::lockfile::check_lock_is_ours(&lock.path)?;
         let path = lock
             .control
             .clone()
@@ -42,9 +44,21 @@ impl Control {
         })
     }
 
-    /// Connects to a control socket by its path.
+    /// Connects to a control socket by its path. The process listening there must run as
+    /// this user (SO_PEERCRED), as serve requires of its clients (ccide-protocol(7) §9):
+    /// nothing is sent to another user's socket.
     pub fn open(path: &Path) -> std::io::Result<Control> {
         let stream = short_path(path, |p| UnixStream::connect(p))?;
+        let (peer, me) = (crate::sys::peer_uid(&stream)?, crate::sys::getuid());
+        if peer != me {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "refusing the control socket {}: the process listening there runs as uid {peer}, not as you (uid {me}), so it is no ccide server of yours; nothing was sent",
+                    path.display()
+                ),
+            ));
+        }
         stream.set_read_timeout(Some(TIMEOUT))?;
         Ok(Control {
             reader: BufReader::new(stream.try_clone()?),

@@ -358,13 +358,7 @@ impl Checks {
         } else {
             output
         };
-        let mut read = |p: &Path| {
-            if workspaces.contains(p) {
-                parse::read_source(p)
-            } else {
-                None
-            }
-        };
+        let mut read = |p: &Path| parse::read_source(workspaces, p);
         let found = parse::parse(&output, checker.format, root, &checker.source(), &mut read);
         crate::log::debug!(
             "checker {} for {} found {} diagnostic(s) in {:?}",

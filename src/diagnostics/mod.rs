@@ -161,6 +161,11 @@ impl Diagnostics {
     /// Starts a check of `file` when its checker should run (`Checks::begin`), on a thread
     /// of its own; returns the running check to wait for, if any.
     fn check(self: &Arc<Self>, file: &Path) -> Option<Arc<Running>> {
+        // A file swapped for a symlink since it was named is no workspace file any more: a
+        // checker run on it by name would read through the link (ccide-protocol(7) §10).
+        if self.workspaces.refuses(file) {
+            return None;
+        }
         let covered = self.lsp.covers(file);
         if covered && let Some(origin) = self.checks.step_aside(&self.workspaces, file) {
             // Its server delivers again: what the checker said meanwhile would go stale.
@@ -251,14 +256,7 @@ impl Diagnostics {
         let mut outside = 0;
         // Columns are converted against the files as they are now (the input names no
         // content); each workspace file is read once.
-        let mut read = |p: &Path| {
-            let p = self.inside(p);
-            if self.workspaces.contains(&p) {
-                parse::read_source(&p)
-            } else {
-                None
-            }
-        };
+        let mut read = |p: &Path| parse::read_source(&self.workspaces, &self.inside(p));
         for mut d in parse::parse(text, format, base, "import", &mut read) {
             d.path = self.inside(&d.path);
             if self.workspaces.contains(&d.path) {

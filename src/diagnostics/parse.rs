@@ -162,10 +162,13 @@ pub fn parse(
 /// A file's text to convert columns against: a regular file of at most this size.
 const MAX_SOURCE: u64 = 16 << 20;
 
-/// The text of a file a tool reported on, as `parse` wants it: `None` for anything but a
-/// regular file (never a FIFO, which would block) of at most `MAX_SOURCE` bytes.
-pub fn read_source(p: &Path) -> Option<String> {
-    let bytes = crate::files::read_regular(p, MAX_SOURCE).ok()?;
+/// The text of a workspace file a tool reported on, as `parse` wants it, read through the
+/// confinement rule (a file that resolves outside the folders, a symlink swapped in, is not
+/// read: ccide-protocol(7) §10): `None` for anything but a regular file (never a FIFO, which
+/// would block) of at most `MAX_SOURCE` bytes.
+pub fn read_source(workspaces: &crate::workspaces::Workspaces, p: &Path) -> Option<String> {
+    let real = workspaces.resolve(&p.to_string_lossy()).ok()?;
+    let bytes = workspaces.read(&real, MAX_SOURCE).ok()?;
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 

@@ -171,7 +171,11 @@ impl LangServers {
     /// miss the CLI's 2 s.
     pub fn warm(&self) {
         for s in &self.servers {
-            match registry::first_file(&self.workspaces, &s.patterns) {
+            // Named as a client's request would name it (resolved, so read again through the
+            // confinement rule like every document: a tsconfig's `../` is no way out).
+            let first = registry::first_file(&self.workspaces, &s.patterns)
+                .and_then(|p| self.workspaces.resolve(&p.to_string_lossy()).ok());
+            match first {
                 Some(p) => {
                     let _ = s.touch(&p, None);
                 }

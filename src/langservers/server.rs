@@ -393,7 +393,7 @@ impl Server {
             None => match crate::files::stamp(path) {
                 None => return self.forget(path),
                 Some(s) if known == Some(Some(s)) => None,
-                Some(s) => match crate::files::read_regular(path, MAX_DOC_BYTES) {
+                Some(s) => match self.workspaces.read(path, MAX_DOC_BYTES) {
                     Ok(b) => Some((String::from_utf8_lossy(&b).into_owned(), Some(s))),
                     Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
                         crate::log::debug!("{}: {} {e}; not sent", self.name, path.display());

@@ -216,7 +216,7 @@ impl State {
     pub fn current_text(&self, path: &Path, limit: u64) -> Result<String, String> {
         match self.editor.document(path) {
             Some(d) => Ok(d),
-            None => read_text(path, limit),
+            None => read_text(&self.workspaces, path, limit),
         }
     }
 
@@ -225,7 +225,7 @@ impl State {
         if self.editor.document(path).is_some() {
             return Ok(());
         }
-        open_regular(path).map(|_| ())
+        open_regular(&self.workspaces, path).map(|_| ())
     }
 
     /// The first `n` lines the editor shows for a file (all when it has fewer), read from
@@ -234,7 +234,7 @@ impl State {
         if let Some(d) = self.editor.document(path) {
             return Ok(d);
         }
-        let file = open_regular(path)?;
+        let file = open_regular(&self.workspaces, path)?;
         let mut r = std::io::BufReader::new(file);
         let mut bytes = Vec::new();
         for _ in 0..n {
@@ -253,7 +253,7 @@ impl State {
         if let Some(d) = self.editor.document(path) {
             return editor::lines(&d).len();
         }
-        let Ok(mut file) = open_regular(path) else {
+        let Ok(mut file) = open_regular(&self.workspaces, path) else {
             return 0;
         };
         let mut buf = vec![0u8; 64 << 10];
@@ -347,24 +347,25 @@ fn fits(method: &str, params: &Value, what: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Opens a regular file, refusing what would block (a FIFO, a device) or is a directory.
-fn open_regular(path: &Path) -> Result<std::fs::File, String> {
-    let meta = std::fs::metadata(path).map_err(|e| not_found_or(path, e))?;
-    if meta.is_dir() {
-        return Err(format!("{} is a directory", path.display()));
-    }
-    // A FIFO or device would block the connection forever.
-    if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
-    std::fs::File::open(path).map_err(|e| not_found_or(path, e))
+/// Opens a regular workspace file through the confinement rule (`Workspaces::open`: never
+/// through a symlink swapped in since it was named), refusing what would block (a FIFO, a
+/// device) or is a directory.
+fn open_regular(workspaces: &Workspaces, path: &Path) -> Result<std::fs::File, String> {
+    use std::io::ErrorKind::{IsADirectory, Unsupported};
+    workspaces.open(path).map_err(|e| match e.kind() {
+        IsADirectory | Unsupported => format!("{} {e}", path.display()),
+        _ if crate::files::confinement_refused(&e) => format!("{} {e}", path.display()),
+        _ => not_found_or(path, e),
+    })
 }
 
-/// A workspace file as text, refusing what would block (a FIFO) or is above `limit` bytes.
-pub fn read_text(path: &Path, limit: u64) -> Result<String, String> {
+/// A workspace file as text, read through the confinement rule (`Workspaces::read`), refusing
+/// what would block (a FIFO) or is above `limit` bytes.
+pub fn read_text(workspaces: &Workspaces, path: &Path, limit: u64) -> Result<String, String> {
     use std::io::ErrorKind::{FileTooLarge, IsADirectory, Unsupported};
-    let bytes = crate::files::read_regular(path, limit).map_err(|e| match e.kind() {
+    let bytes = workspaces.read(path, limit).map_err(|e| match e.kind() {
         IsADirectory | Unsupported | FileTooLarge => format!("{} {e}", path.display()),
+        _ if crate::files::confinement_refused(&e) => format!("{} {e}", path.display()),
         _ => not_found_or(path, e),
     })?;
     String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", path.display()))

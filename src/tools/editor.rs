@@ -145,11 +145,9 @@ pub fn get_open_editors(state: &Arc<State>, _call: &Call, _: &Map<String, Value>
         .tabs()
         .iter()
         .map(|t| {
-            // The tab's file may have been swapped for a symlink since it was opened.
-            let line_count = match state.resolve(&t.path.to_string_lossy()) {
-                Ok(p) if p == t.path => state.line_count(&p),
-                _ => 0,
-            };
+            // 0 for a file swapped for a symlink since it was opened (`State::line_count`
+            // reads through the confinement rule).
+            let line_count = state.line_count(&t.path);
             obj! {
                 "uri": file_url(&t.path), "isActive": t.active,
                 "label": t.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),

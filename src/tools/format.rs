@@ -115,14 +115,22 @@ pub fn reformat_file(state: &Arc<State>, call: &Call, args: &Map<String, Value>)
     )
 }
 
+/// The largest file reformat_file reads (and so hands a formatter).
+const MAX_FORMAT: u64 = 64 << 20;
+
 fn reformat(state: &State, raw: &str) -> Result<(), String> {
     let path = state.resolve(raw)?;
-    let original = match std::fs::metadata(&path) {
-        Ok(m) if m.is_file() => std::fs::read(&path),
-        Ok(_) => return Err(format!("{} is not a regular file", path.display())),
-        Err(_) => return Err("File not found".into()),
-    }
-    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    use std::io::ErrorKind::{FileTooLarge, IsADirectory, NotFound, Unsupported};
+    let original = state
+        .workspaces
+        .read(&path, MAX_FORMAT)
+        .map_err(|e| match e.kind() {
+            NotFound => "File not found".to_string(),
+            IsADirectory | Unsupported => format!("{} is not a regular file", path.display()),
+            FileTooLarge => format!("{} {e}", path.display()),
+            _ if crate::files::confinement_refused(&e) => format!("{} {e}", path.display()),
+            _ => format!("cannot read {}: {e}", path.display()),
+        })?;
     let Formatter { words, builtin } = formatter_for(state, &path)?;
     let dir = path.parent().unwrap_or(Path::new("/"));
     let tmp = TempCopy::create(&path, &original)?;

@@ -44,12 +44,14 @@ fn rel_path(state: &State, args: &Map<String, Value>, name: &str) -> Result<Path
 
 fn read_file(state: &State, args: &Map<String, Value>) -> Result<Value, RpcError> {
     let path = rel_path(state, args, "path")?;
-    read_text(&path, MAX_READ).map(Value::from).map_err(|e| {
-        RpcError::new(
-            ErrorCode::InternalError,
-            format!("failed to read file: {e}"),
-        )
-    })
+    read_text(&state.workspaces, &path, MAX_READ)
+        .map(Value::from)
+        .map_err(|e| {
+            RpcError::new(
+                ErrorCode::InternalError,
+                format!("failed to read file: {e}"),
+            )
+        })
 }
 
 fn write_file(state: &State, args: &Map<String, Value>) -> Result<Value, RpcError> {

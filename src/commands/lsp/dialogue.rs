@@ -1368,11 +1368,44 @@ impl Lsp {
         }
     }
 
+    /// The text of a workspace file the editor has open, read through the confinement rule of
+    /// the server it belongs to (ccide-protocol(7) §10): a file swapped for a symlink to one
+    /// outside the server's folders is refused, never read through the link. `Ok(None)`: a
+    /// file that cannot be read (gone, not text) or belongs to no server.
+    fn read_in_workspace(&self, path: &Path) -> Result<Option<String>, String> {
+        let link = self
+            .docs
+            .iter()
+            .find(|d| d.path == path)
+            .and_then(|d| d.link);
+        let Some(folders) = link
+            .and_then(|i| self.links.get(i))
+            .map(|l| l.server.workspaces.clone())
+            .filter(|f| !f.is_empty())
+        else {
+            return Ok(None);
+        };
+        let workspaces = crate::workspaces::Workspaces::new(folders);
+        let real = workspaces.resolve(&path.to_string_lossy())?;
+        match workspaces.read(&real, crate::state::MAX_READ) {
+            Ok(bytes) => Ok(String::from_utf8(bytes).ok()),
+            Err(e) if crate::files::confinement_refused(&e) => {
+                Err(format!("{} {e}", real.display()))
+            }
+            Err(_) => Ok(None),
+        }
+    }
+
     /// The CLI wrote a file the editor has open: a clean buffer is replaced with the new
     /// content (workspace/applyEdit), otherwise the user is told to reload it.
     fn reload(&mut self, path: &Path) {
-        let Ok(new) = std::fs::read_to_string(path) else {
-            return;
+        let new = match self.read_in_workspace(path) {
+            Ok(Some(new)) => new,
+            Ok(None) => return,
+            Err(e) => {
+                self.show(2, format!("Claude Code wrote {}, but {e}", path.display()));
+                return;
+            }
         };
         let (enc, apply) = (self.editor.enc, self.editor.apply_edit);
         let mut edits = Vec::new();

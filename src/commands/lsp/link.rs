@@ -188,6 +188,9 @@ impl Servers for Sockets {
         crate::lockfile::scan(&self.config)
             .into_iter()
             .filter(|l| l.alive)
+            // Another user's lock (or one in a directory others can write) names no server
+            // of ours (ccide-protocol(7) §1.1); a stand-in started instead says why.
+            .filter(|l| crate::lockfile::check_lock_is_ours(&l.path).is_ok())
             .filter_map(|l| {
                 Some(Found {
                     key: l.control?,
