@@ -211,6 +211,44 @@ fn open_change_save_close_are_tabs_and_unsaved_buffers() {
     status_where(&sb, "the editor's tabs gone", |s| s["tabs"] == json!([]));
 }
 
+/// Claude Code wrote the file (its Write tool, no proposal) and the editor reloaded it: the
+/// buffer now holds what the file holds, and is clean though the editor never saved it.
+#[test]
+fn a_buffer_reloaded_from_the_file_claude_wrote_is_clean() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("a.py", "x = 1\n");
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, "x = 1\n");
+    status_where(&sb, "a.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
+    std::fs::write(&f, "x = 2\ny = 3\n").unwrap();
+    // What `:reload` (helix), `:e` (vim) send: the file's text as a change.
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": file_uri(&f), "version": 2}, "contentChanges": [{"text": "x = 2\ny = 3\n"}]}),
+    );
+    // An edit after it is unsaved content; undoing it is clean again.
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": file_uri(&f), "version": 3}, "contentChanges": [{"range": range(1, 4, 1, 5), "text": "4"}]}),
+    );
+    status_where(&sb, "a.py unsaved", |s| {
+        s["documents"] == json!([{"path": f, "bytes": 12}])
+    });
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": file_uri(&f), "version": 4}, "contentChanges": [{"range": range(1, 4, 1, 5), "text": "3"}]}),
+    );
+    status_where(&sb, "a.py clean", |s| s["documents"] == json!([]));
+    let r = claude.call("checkDocumentDirty", json!({"filePath": f}));
+    assert_eq!(
+        crate::util::json_text(&r),
+        json!({"success": true, "filePath": f, "isDirty": false, "isUntitled": false})
+    );
+}
+
 /// A line with two-byte, three-byte and four-byte (two UTF-16 units) characters.
 const WIDE: &str = "def f():\n    s = \"é世😀x\"  # 😀\n    return s\n";
 
@@ -666,13 +704,14 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
         crate::util::texts(&answer),
         ["FILE_SAVED", "print('edited')\n"]
     );
-    // The CLI writes the file; the editor's clean buffer is replaced with it.
+    // The CLI writes the file; the editor's clean buffer is replaced with it, up to the line
+    // break both end with.
     std::fs::write(&f, "print('edited')\n").unwrap();
     let edit = ed.incoming("workspace/applyEdit");
     assert_eq!(
         edit["params"],
         json!({"label": format!("Claude Code wrote {}", f.display()), "edit": {"changes": {file_uri(&f): [
-            {"range": range(0, 0, 1, 0), "newText": "print('edited')\n"}]}}})
+            {"range": range(0, 0, 0, 12), "newText": "print('edited')"}]}}})
     );
     let id = edit["id"].clone();
     ed.send(&json!({"jsonrpc": "2.0", "id": id, "result": {"applied": true}}));

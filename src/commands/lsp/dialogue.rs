@@ -1379,7 +1379,7 @@ impl Lsp {
         for d in self.docs.iter_mut().filter(|d| d.path == path) {
             if apply && d.saved == Some(d.text.hash()) {
                 d.saved = Some(crate::text::hash(new.as_bytes()));
-                let edit = json!({"range": d.everything(enc), "newText": new});
+                let edit = d.replacement(&new, enc);
                 edits.push(json!({"label": format!("Claude Code wrote {}", path.display()), "edit": {"changes": {d.uri.clone(): [edit]}}}));
             } else {
                 edits.push(Value::Null);
