@@ -1040,6 +1040,50 @@ fn diagnostics_of_open_files_are_published_with_the_flag() {
     );
 }
 
+/// A saved file the editor opens is checked (VS Code reports every open editor's diagnostics):
+/// its errors reach the editor and getDiagnostics {}, though Claude Code never asked about
+/// it; saved fixed, its errors go.
+#[test]
+fn an_open_files_errors_reach_the_editor_and_claude_code() {
+    let sb = Sandbox::new();
+    let script = sb.script("check.sh", crate::checkers::TWO_ERRORS);
+    let spec = format!("*.py=compiler:{} {{file}}", script.display());
+    let server = sb.serve(&["--no-default-checkers", "--checker", &spec]);
+    let f = sb.write("bad.py", "bad\n  bad\n");
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &["--diagnostics"]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, "bad\n  bad\n");
+    let error = |message: &str, code: &str, l, c| json!({"message": message, "severity": 1, "source": "check.sh", "code": code, "range": range(l, c, l, c)});
+    let published = |ed: &mut Editor, n: usize| {
+        wait_for("the check's diagnostics in the editor", DEADLINE, || {
+            let p = ed.incoming("textDocument/publishDiagnostics")["params"].clone();
+            (p["diagnostics"].as_array().unwrap().len() == n).then_some(p)
+        })
+    };
+    assert_eq!(
+        published(&mut ed, 2),
+        json!({"uri": file_uri(&f), "diagnostics": [error("one", "X1", 0, 0), error("two", "X2", 1, 2)]})
+    );
+    let all = crate::util::diagnostics(&mut claude, json!({}));
+    assert_eq!(all[0]["uri"], crate::util::uri(&f), "{all}");
+    assert_eq!(all[0]["diagnostics"].as_array().unwrap().len(), 2, "{all}");
+    // Fixed and saved at once, before the unsaved text was pushed.
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": file_uri(&f), "version": 2}, "contentChanges": [{"text": "good\n"}]}),
+    );
+    std::fs::write(&f, "good\n").unwrap();
+    ed.notify(
+        "textDocument/didSave",
+        json!({"textDocument": {"uri": file_uri(&f)}}),
+    );
+    assert_eq!(
+        published(&mut ed, 0),
+        json!({"uri": file_uri(&f), "diagnostics": []})
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Editors that misbehave, servers that come and go
 

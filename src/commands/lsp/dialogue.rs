@@ -511,6 +511,9 @@ impl Lsp {
                         d.text = crate::lsp::text::Text::new(t.to_string());
                     }
                     d.saved = Some(d.text.hash());
+                    // Told even when the edits were saved before they were pushed: the server
+                    // checks the saved file again (ccide-protocol(7) §5.4).
+                    d.pushed = true;
                     self.push(&uri);
                 }
             }
