@@ -861,6 +861,30 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
         list_locks(&sb.config().join("ide")),
         vec![server.lock_path.clone()]
     );
+    // The CLI writes the file: kakoune's unchanged buffer of it is replaced with exactly the
+    // file (before, with an empty last line more: a replacement past the last line break).
+    std::fs::write(&f, "print(\"edited\")\n").unwrap();
+    term.type_text(":buffer hello.py");
+    term.keys(&["Enter"]);
+    let screen = term.read("print(\"edited\")", &failed);
+    let lines: Vec<&str> = screen.lines().collect();
+    assert!(
+        lines[0].contains("print(\"edited\")") && lines[1].starts_with('~'),
+        "an empty last line:\n{screen}"
+    );
+    // kakoune asks whether to reload a file changed behind it (`autoreload` is `ask`): the
+    // buffer equals the file, and reloading it changes nothing.
+    term.read("modified externally", &failed);
+    term.keys(&["Enter"]);
+    let reloaded = term.read_where(
+        "the buffer reloaded",
+        &|s| !s.contains("modified externally") && !s.contains("[+]"),
+        &failed,
+    );
+    assert!(
+        reloaded.lines().nth(1).unwrap().starts_with('~'),
+        "{reloaded}"
+    );
     term.type_text(":kill!");
     term.keys(&["Enter"]);
     status_where(&sb, "kakoune's tabs gone", |s| {
