@@ -393,6 +393,14 @@ fn emacs_eglot_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
         "tools/call",
         json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print(\"new\")\n", "tab_name": tab}}),
     );
+    // The person reads that there is one, then asks where it is.
+    wait_for("the proposal announced in the echo area", STEP, || {
+        failed();
+        log()
+            .contains("Claude Code proposes an edit to")
+            .then_some(())
+    });
+    sync.done("proposed");
     let view = sb.state().join("diffs/1/hello.py");
     let said = format!(
         "Claude Code's proposal for {} is {} (`ccide diff show 1` shows the change)",
@@ -425,6 +433,9 @@ fn emacs_eglot_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     let status = child.exited();
     failed();
     assert!(status.success(), "emacs exited with {status}\n{}", log());
+    // Auto-saving the accepted proposal found its folder (emacs's lock file of the modified
+    // buffer kept it).
+    assert!(!log().contains("Error"), "{}", log());
     status_where(&sb, "emacs's tabs gone", |s| s["tabs"] == json!([]));
     let rest = claude.before_ping();
     assert!(
