@@ -159,8 +159,11 @@ impl Sync {
         std::fs::write(self.0.join(name), "").unwrap();
     }
 
+    /// Writes `name` whole (beside it, then renamed): the editor never reads it half written.
     fn say(&self, name: &str, text: &str) {
-        std::fs::write(self.0.join(name), text).unwrap();
+        let part = self.0.join(format!("{name}.part"));
+        std::fs::write(&part, text).unwrap();
+        std::fs::rename(&part, self.0.join(name)).unwrap();
     }
 
     fn step(&self, name: &str, failed: &dyn Fn()) -> String {
