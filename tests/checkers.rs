@@ -36,6 +36,31 @@ fn the_baseline_includes_an_error_the_file_already_had_and_changes_are_broadcast
     assert_eq!(c.notification("diagnostics_changed")["params"], expected);
 }
 
+/// A checker's body: an error on lines 1 and 2 when the file contains "bad".
+pub(crate) const TWO_ERRORS: &str = r#"if grep -q bad "$1"; then echo "$1:1:1: error: one [X1]"; echo "$1:2:3: error: two [X2]"; fi"#;
+
+/// VS Code reports diagnostics for every open editor: a saved file open in a tab (`ccide open`)
+/// is checked though Claude Code never asked about it, and a file not open is not.
+#[test]
+fn an_open_files_errors_are_in_the_answer_for_every_file() {
+    let sb = Sandbox::new();
+    let script = sb.script("check.sh", TWO_ERRORS);
+    let open = sb.write("open.txt", "bad\n  bad\n");
+    sb.write("closed.txt", "bad\n  bad\n");
+    let s = serve_with(&sb, &script, &[]);
+    let mut c = s.ready_client();
+    sb.run_ok(&["open", open.to_str().unwrap()]);
+    let at =
+        |l, c| json!({"start": {"line": l, "character": c}, "end": {"line": l, "character": c}});
+    assert_eq!(
+        diagnostics(&mut c, json!({})),
+        json!([{"uri": uri(&open), "diagnostics": [
+            {"message": "one", "severity": "Error", "source": "check.sh", "code": "X1", "range": at(0, 0)},
+            {"message": "two", "severity": "Error", "source": "check.sh", "code": "X2", "range": at(1, 2)},
+        ]}])
+    );
+}
+
 #[test]
 fn the_answer_after_an_edit_reflects_the_file_as_written() {
     let sb = Sandbox::new();

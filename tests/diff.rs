@@ -472,3 +472,36 @@ fn diff_ids_keep_counting_across_restarts() {
     let o = sb.run(&["diff", "accept", first.as_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "an old id names no newer diff");
 }
+
+/// A settled proposal's folder loses ccide's files, and stays while an editor keeps its own
+/// there (emacs's lock and auto-save files of a buffer with changes): its auto-save would fail
+/// on a folder removed under it. Once empty, the next proposal removes it.
+#[test]
+fn a_settled_proposals_folder_stays_for_an_editors_files_until_they_go() {
+    let sb = Sandbox::new();
+    let file = sb.write("app.py", "print(1)\n");
+    let s = sb.serve(&[]);
+    let mut c = s.client();
+    let id = open_diff(&mut c, &file, "print(2)\n", TAB);
+    wait_pending(&sb, 1);
+    let dir = sb.state().join("diffs/1");
+    // The proposal named like the file (as `ccide lsp` shows it), and emacs's files beside it.
+    std::fs::write(dir.join("app.py"), "print(2)\n").unwrap();
+    std::fs::write(dir.join("#app.py#"), "print(3)\n").unwrap();
+    std::os::unix::fs::symlink("root@host.1234:1", dir.join(".#app.py")).unwrap();
+    sb.run_ok(&["diff", "accept", "1"]);
+    assert_eq!(texts(&c.response(&id)), ["FILE_SAVED", "print(2)\n"]);
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["#app.py#", ".#app.py"]);
+    // The editor lets go (the buffer killed); the next proposal sweeps the folder.
+    std::fs::remove_file(dir.join("#app.py#")).unwrap();
+    std::fs::remove_file(dir.join(".#app.py")).unwrap();
+    let _next = open_diff(&mut c, &file, "print(4)\n", TAB);
+    wait_pending(&sb, 1);
+    assert!(!dir.exists());
+    assert!(sb.state().join("diffs/2").is_dir());
+}

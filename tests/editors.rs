@@ -5,8 +5,8 @@
 //! screen (vim with ALE, kakoune with kakoune-lsp). Each checks what Claude Code receives: the
 //! selection of `héllo wörld 🦀` with its UTF-16 columns, the open tab, the unsaved buffer,
 //! and one `selection_changed` per action. The editors are found where .ci/editor-install puts
-//! them (or where `CCIDE_NVIM`, `CCIDE_EMACS`, `CCIDE_VIM`, `CCIDE_KAK`, `CCIDE_KAK_LSP` and
-//! `CCIDE_TMUX` say), never by PATH.
+//! them (or where `CCIDE_NVIM`, `CCIDE_EMACS`, `CCIDE_VIM`, `CCIDE_KAK`, `CCIDE_KAK_LSP`,
+//! `CCIDE_HX` and `CCIDE_TMUX` say), never by PATH.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -21,6 +21,11 @@ const STEP: Duration = Duration::from_secs(20);
 
 /// The first `lang` block of README.md's section whose heading begins with `heading`.
 fn recipe(heading: &str, lang: &str) -> String {
+    recipe_nth(heading, lang, 0)
+}
+
+/// The `n`th (from 0) `lang` block of README.md's section whose heading begins with `heading`.
+fn recipe_nth(heading: &str, lang: &str, n: usize) -> String {
     let readme = include_str!("../README.md");
     let section = readme
         .split("\n### ")
@@ -29,9 +34,9 @@ fn recipe(heading: &str, lang: &str) -> String {
     let section = section.split("\n## ").next().unwrap();
     section
         .split(&format!("```{lang}\n"))
-        .nth(1)
+        .nth(n + 1)
         .and_then(|b| b.split("```").next())
-        .unwrap_or_else(|| panic!("README.md's section {heading} has no {lang} block"))
+        .unwrap_or_else(|| panic!("README.md's section {heading} has no {lang} block {n}"))
         .to_string()
 }
 
@@ -154,8 +159,11 @@ impl Sync {
         std::fs::write(self.0.join(name), "").unwrap();
     }
 
+    /// Writes `name` whole (beside it, then renamed): the editor never reads it half written.
     fn say(&self, name: &str, text: &str) {
-        std::fs::write(self.0.join(name), text).unwrap();
+        let part = self.0.join(format!("{name}.part"));
+        std::fs::write(&part, text).unwrap();
+        std::fs::rename(&part, self.0.join(name)).unwrap();
     }
 
     fn step(&self, name: &str, failed: &dyn Fn()) -> String {
@@ -388,6 +396,14 @@ fn emacs_eglot_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
         "tools/call",
         json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print(\"new\")\n", "tab_name": tab}}),
     );
+    // The person reads that there is one, then asks where it is.
+    wait_for("the proposal announced in the echo area", STEP, || {
+        failed();
+        log()
+            .contains("Claude Code proposes an edit to")
+            .then_some(())
+    });
+    sync.done("proposed");
     let view = sb.state().join("diffs/1/hello.py");
     let said = format!(
         "Claude Code's proposal for {} is {} (`ccide diff show 1` shows the change)",
@@ -420,6 +436,9 @@ fn emacs_eglot_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     let status = child.exited();
     failed();
     assert!(status.success(), "emacs exited with {status}\n{}", log());
+    // Auto-saving the accepted proposal found its folder (emacs's lock file of the modified
+    // buffer kept it).
+    assert!(!log().contains("Error"), "{}", log());
     status_where(&sb, "emacs's tabs gone", |s| s["tabs"] == json!([]));
     let rest = claude.before_ping();
     assert!(
@@ -554,6 +573,47 @@ impl Tmux {
         let only = |s: &str| s.contains(item) && others.iter().all(|o| !s.contains(o));
         self.read_where(&format!("the menu with only {item}"), &only, failed);
         self.keys(&["Enter"]);
+    }
+}
+
+impl Tmux {
+    /// Picks `item` from helix's code action menu (shown with `others`, in helix's order): down
+    /// to it, then <ret>.
+    fn helix_pick(&self, item: &str, others: &[&str], failed: &dyn Fn(&str)) {
+        let all = |s: &str| s.contains(item) && others.iter().all(|o| s.contains(o));
+        let menu = self.read_where(&format!("the menu with {item}"), &all, failed);
+        let items: Vec<&str> = menu
+            .lines()
+            .filter_map(|l| l.find("Claude: ").map(|k| l[k..].trim_end()))
+            .collect();
+        let n = items.iter().position(|i| *i == item).unwrap();
+        for _ in 0..n {
+            self.keys(&["Down"]);
+        }
+        self.keys(&["Enter"]);
+    }
+
+    /// Back to helix's normal mode, as a person presses escape until the mode says NOR: the
+    /// first one may only close the completion menu of the words typed.
+    fn helix_normal_mode(&self, failed: &dyn Fn(&str)) {
+        let end = std::time::Instant::now() + STEP;
+        loop {
+            self.keys(&["Escape"]);
+            let pause = std::time::Instant::now() + Duration::from_millis(1000);
+            while std::time::Instant::now() < pause {
+                let s = self.screen();
+                failed(&s);
+                if s.contains(" NOR ") {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "helix stays out of normal mode:\n{}",
+                self.screen()
+            );
+        }
     }
 }
 
@@ -815,9 +875,245 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
         list_locks(&sb.config().join("ide")),
         vec![server.lock_path.clone()]
     );
+    // The CLI writes the file: kakoune's unchanged buffer of it is replaced with exactly the
+    // file (before, with an empty last line more: a replacement past the last line break).
+    std::fs::write(&f, "print(\"edited\")\n").unwrap();
+    term.type_text(":buffer hello.py");
+    term.keys(&["Enter"]);
+    let screen = term.read("print(\"edited\")", &failed);
+    let lines: Vec<&str> = screen.lines().collect();
+    assert!(
+        lines[0].contains("print(\"edited\")") && lines[1].starts_with('~'),
+        "an empty last line:\n{screen}"
+    );
+    // kakoune asks whether to reload a file changed behind it (`autoreload` is `ask`): the
+    // buffer equals the file, and reloading it changes nothing.
+    term.read("modified externally", &failed);
+    term.keys(&["Enter"]);
+    let reloaded = term.read_where(
+        "the buffer reloaded",
+        &|s| !s.contains("modified externally") && !s.contains("[+]"),
+        &failed,
+    );
+    assert!(
+        reloaded.lines().nth(1).unwrap().starts_with('~'),
+        "{reloaded}"
+    );
     term.type_text(":kill!");
     term.keys(&["Enter"]);
     status_where(&sb, "kakoune's tabs gone", |s| {
         s["tabs"] == json!([]) && s["documents"] == json!([])
     });
+}
+
+#[test]
+#[ignore = "needs helix (.ci/editor-install) and tmux"]
+fn helix_selects_mentions_edits_shows_diagnostics_and_reviews_proposals() {
+    let hx = program("CCIDE_HX", "/usr/local/bin/hx", "helix");
+    assert_eq!(
+        version(&hx, &["--version"]),
+        "helix 25.07.1",
+        "README says tried: helix 25.07.1"
+    );
+    let sb = Sandbox::new();
+    let server = sb.serve(&["--no-default-checkers"]);
+    let f = sb.write("hello.py", HELLO);
+    let heading = "helix (tried: helix 25.07.1)";
+    sb.root.write(
+        "home/.config/helix/languages.toml",
+        recipe_nth(heading, "toml", 0),
+    );
+    sb.root.write(
+        "home/.config/helix/config.toml",
+        recipe_nth(heading, "toml", 1),
+    );
+    let mut claude = server.ready_client();
+    let term = Tmux::start(&sb, &[&hx, Path::new("hello.py")], &[]);
+    let log =
+        || std::fs::read_to_string(sb.home().join(".cache/helix/helix.log")).unwrap_or_default();
+    let failed = |screen: &str| {
+        assert!(
+            !screen.contains("Error") && !screen.contains("error"),
+            "helix says:\n{screen}\nhelix.log:\n{}",
+            log()
+        );
+    };
+    let nothing = || {};
+    status_where(&sb, "hello.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
+    // Searching selects `héllo wörld 🦀`; `space a` lists the code actions, the first is
+    // sending the selection: sent once.
+    term.keys(&["/"]);
+    term.type_text("héllo wörld 🦀");
+    term.keys(&["Enter"]);
+    term.read("sel  2:24", &failed);
+    term.keys(&["Space", "a"]);
+    term.helix_pick("Claude: send selection", &["Claude: @-mention"], &failed);
+    let hello = selection(&f, "héllo wörld 🦀", (1, 11), (1, 25));
+    assert_eq!(
+        action(&mut claude, "selection_changed", &nothing),
+        [sel(hello.clone())]
+    );
+    // The second: the mention of line 2 (the menu's request sent the same selection, which is
+    // not sent again).
+    term.keys(&["Space", "a"]);
+    term.helix_pick("Claude: @-mention", &["Claude: send selection"], &failed);
+    assert_eq!(
+        action(&mut claude, "at_mentioned", &nothing),
+        [mention(&f, Some((1, 1)))]
+    );
+    // The README's key mappings: line 1 selected and mentioned by `ccide select` and
+    // `ccide mention` (helix 25.07 expands %{buffer_name} and %{cursor_line}).
+    term.keys(&["g", "g"]);
+    term.read("sel  1:1", &failed);
+    term.keys(&["Space", "c", "s"]);
+    let line1 = selection(&f, "def greet():", (0, 0), (0, 12));
+    assert_eq!(
+        action(&mut claude, "selection_changed", &nothing),
+        [sel(line1)]
+    );
+    term.keys(&["Space", "c", "m"]);
+    assert_eq!(
+        action(&mut claude, "at_mentioned", &nothing),
+        [mention(&f, Some((0, 0)))]
+    );
+    // Unsaved, then saved.
+    term.keys(&["g", "e", "o"]);
+    term.type_text("# more");
+    term.helix_normal_mode(&failed);
+    let s = status_where(&sb, "hello.py unsaved", |s| s["documents"] != json!([]));
+    let bytes = s["documents"][0]["bytes"].as_u64().unwrap();
+    term.type_text(":w");
+    term.keys(&["Enter"]);
+    status_where(&sb, "hello.py saved", |s| s["documents"] == json!([]));
+    let saved = std::fs::read_to_string(&f).unwrap();
+    assert!(
+        saved.starts_with(HELLO) && saved.ends_with("# more\n"),
+        "{saved:?}"
+    );
+    assert_eq!(saved.len() as u64, bytes);
+    // Diagnostics at UTF-16 columns (the README's `config`): `wörld`, and the quote after
+    // the crab (UTF-16 column 25, character 24). `]d` selects the next one; helix shows the
+    // cursor's line and character, from 1.
+    let import = json!([{"uri": format!("file://{}", f.display()), "diagnostics": [
+        {"message": "wörld here", "severity": "Error", "source": "lint",
+         "range": {"start": {"line": 1, "character": 17}, "end": {"line": 1, "character": 22}}},
+        {"message": "after the crab", "severity": "Warning", "source": "lint",
+         "range": {"start": {"line": 1, "character": 25}, "end": {"line": 1, "character": 26}}}]}]);
+    let o = sb.run_stdin(&["diagnostics", "import"], import.to_string().as_bytes());
+    assert!(o.status.success(), "{}", crate::util::stderr(&o));
+    let no_error = |_: &str| {};
+    term.keys(&["g", "g"]);
+    // One error and one warning, counted in the status line.
+    term.read("wörld here", &no_error);
+    term.read("● 1 ● 1", &no_error);
+    term.keys(&["]", "d"]);
+    term.read_where("`wörld` selected", &|s| s.contains("sel  2:22"), &no_error);
+    term.keys(&["]", "d"]);
+    term.read_where(
+        "the quote selected",
+        &|s| s.contains("sel  2:25"),
+        &no_error,
+    );
+    term.keys(&["g", "g"]);
+    let clean = json!([{"uri": format!("file://{}", f.display()), "diagnostics": []}]);
+    sb.run_stdin(&["diagnostics", "import"], clean.to_string().as_bytes());
+    term.read_where("no diagnostics", &|s| !s.contains("●"), &no_error);
+    // A proposal: helix opens it at once (window/showDocument), and takes the focus though
+    // asked not to. From the file: shown again, then rejected.
+    let tab = "✻ [Claude Code] hello.py (0a1b2c) ⧉";
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print(\"new\")\n", "tab_name": tab}}),
+    );
+    let view = |n: u32| sb.state().join(format!("diffs/{n}/hello.py"));
+    let shown = |n: u32| format!("NOR   {} ", view(n).display());
+    term.read(&shown(1), &failed);
+    term.type_text(":o hello.py");
+    term.keys(&["Enter"]);
+    term.read("NOR   hello.py ", &failed);
+    let on_the_file = [
+        "Claude: send selection",
+        "Claude: @-mention",
+        "Claude: show proposed edit",
+        "Claude: accept",
+        "Claude: reject",
+    ];
+    term.keys(&["Space", "a"]);
+    term.helix_pick("Claude: show proposed edit", &on_the_file, &failed);
+    term.read(&shown(1), &failed);
+    term.type_text(":o hello.py");
+    term.keys(&["Enter"]);
+    term.read("NOR   hello.py ", &failed);
+    term.keys(&["Space", "a"]);
+    term.helix_pick("Claude: reject", &on_the_file, &failed);
+    assert_eq!(
+        crate::util::texts(&claude.response(&open_diff)),
+        ["DIFF_REJECTED", tab]
+    );
+    // Another, edited in helix where it opened and accepted as edited there.
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print(\"new\")\n", "tab_name": tab}}),
+    );
+    term.read(&shown(2), &failed);
+    term.read("print(\"new\")", &failed);
+    term.keys(&["%", "s"]);
+    term.type_text("new");
+    term.keys(&["Enter", "c"]);
+    term.type_text("edited");
+    term.helix_normal_mode(&failed);
+    term.read("print(\"edited\")", &failed);
+    term.keys(&["Space", "a"]);
+    let in_the_proposal = [
+        "Claude: accept",
+        "Claude: accept as edited",
+        "Claude: reject",
+    ];
+    term.helix_pick("Claude: accept as edited", &in_the_proposal, &failed);
+    let answer = claude.response(&open_diff);
+    assert_eq!(
+        crate::util::texts(&answer),
+        ["FILE_SAVED", "print(\"edited\")\n"]
+    );
+    assert_eq!(
+        list_locks(&sb.config().join("ide")),
+        vec![server.lock_path.clone()]
+    );
+    // The CLI writes the file: helix's buffer of it is replaced, and is no unsaved content.
+    std::fs::write(&f, "print(\"edited\")\n").unwrap();
+    term.type_text(":o hello.py");
+    term.keys(&["Enter"]);
+    term.read_where(
+        "hello.py replaced",
+        &|s| s.contains("print(\"edited\")") && !s.contains("# more"),
+        &failed,
+    );
+    status_where(&sb, "no unsaved content", |s| s["documents"] == json!([]));
+    // Written behind helix's back (Claude Code's Write tool) and reloaded: clean.
+    std::fs::write(&f, "print(\"written\")\n").unwrap();
+    term.type_text(":reload");
+    term.keys(&["Enter"]);
+    term.read("print(\"written\")", &failed);
+    // A line typed is unsaved content; undone, the buffer is the file again, and clean.
+    term.keys(&["o"]);
+    term.type_text("x");
+    term.helix_normal_mode(&failed);
+    status_where(&sb, "hello.py unsaved", |s| s["documents"] != json!([]));
+    term.keys(&["u"]);
+    status_where(&sb, "hello.py clean", |s| s["documents"] == json!([]));
+    let r = claude.call("checkDocumentDirty", json!({"filePath": f}));
+    assert_eq!(
+        crate::util::json_text(&r),
+        json!({"success": true, "filePath": f, "isDirty": false, "isUntitled": false})
+    );
+    term.type_text(":qa!");
+    term.keys(&["Enter"]);
+    status_where(&sb, "helix's tabs gone", |s| {
+        s["tabs"] == json!([]) && s["documents"] == json!([])
+    });
+    let rest = claude.before_ping();
+    assert!(
+        rest.iter().all(|m| m["method"] != "selection_changed"),
+        "{rest:?}"
+    );
 }

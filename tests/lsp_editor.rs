@@ -211,6 +211,44 @@ fn open_change_save_close_are_tabs_and_unsaved_buffers() {
     status_where(&sb, "the editor's tabs gone", |s| s["tabs"] == json!([]));
 }
 
+/// Claude Code wrote the file (its Write tool, no proposal) and the editor reloaded it: the
+/// buffer now holds what the file holds, and is clean though the editor never saved it.
+#[test]
+fn a_buffer_reloaded_from_the_file_claude_wrote_is_clean() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&[]);
+    let f = sb.write("a.py", "x = 1\n");
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &[]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, "x = 1\n");
+    status_where(&sb, "a.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
+    std::fs::write(&f, "x = 2\ny = 3\n").unwrap();
+    // What `:reload` (helix), `:e` (vim) send: the file's text as a change.
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": file_uri(&f), "version": 2}, "contentChanges": [{"text": "x = 2\ny = 3\n"}]}),
+    );
+    // An edit after it is unsaved content; undoing it is clean again.
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": file_uri(&f), "version": 3}, "contentChanges": [{"range": range(1, 4, 1, 5), "text": "4"}]}),
+    );
+    status_where(&sb, "a.py unsaved", |s| {
+        s["documents"] == json!([{"path": f, "bytes": 12}])
+    });
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": file_uri(&f), "version": 4}, "contentChanges": [{"range": range(1, 4, 1, 5), "text": "3"}]}),
+    );
+    status_where(&sb, "a.py clean", |s| s["documents"] == json!([]));
+    let r = claude.call("checkDocumentDirty", json!({"filePath": f}));
+    assert_eq!(
+        crate::util::json_text(&r),
+        json!({"success": true, "filePath": f, "isDirty": false, "isUntitled": false})
+    );
+}
+
 /// A line with two-byte, three-byte and four-byte (two UTF-16 units) characters.
 const WIDE: &str = "def f():\n    s = \"é世😀x\"  # 😀\n    return s\n";
 
@@ -666,13 +704,14 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
         crate::util::texts(&answer),
         ["FILE_SAVED", "print('edited')\n"]
     );
-    // The CLI writes the file; the editor's clean buffer is replaced with it.
+    // The CLI writes the file; the editor's clean buffer is replaced with it, up to the line
+    // break both end with.
     std::fs::write(&f, "print('edited')\n").unwrap();
     let edit = ed.incoming("workspace/applyEdit");
     assert_eq!(
         edit["params"],
         json!({"label": format!("Claude Code wrote {}", f.display()), "edit": {"changes": {file_uri(&f): [
-            {"range": range(0, 0, 1, 0), "newText": "print('edited')\n"}]}}})
+            {"range": range(0, 0, 0, 12), "newText": "print('edited')"}]}}})
     );
     let id = edit["id"].clone();
     ed.send(&json!({"jsonrpc": "2.0", "id": id, "result": {"applied": true}}));
@@ -998,6 +1037,50 @@ fn diagnostics_of_open_files_are_published_with_the_flag() {
         n["params"],
         json!({"uri": file_uri(&f), "diagnostics": [{"message": "bad", "severity": 2, "source": "lint", "code": "W1",
             "range": {"start": {"line": 1, "character": 18}, "end": {"line": 1, "character": 19}}}]})
+    );
+}
+
+/// A saved file the editor opens is checked (VS Code reports every open editor's diagnostics):
+/// its errors reach the editor and getDiagnostics {}, though Claude Code never asked about
+/// it; saved fixed, its errors go.
+#[test]
+fn an_open_files_errors_reach_the_editor_and_claude_code() {
+    let sb = Sandbox::new();
+    let script = sb.script("check.sh", crate::checkers::TWO_ERRORS);
+    let spec = format!("*.py=compiler:{} {{file}}", script.display());
+    let server = sb.serve(&["--no-default-checkers", "--checker", &spec]);
+    let f = sb.write("bad.py", "bad\n  bad\n");
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &["--diagnostics"]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, "bad\n  bad\n");
+    let error = |message: &str, code: &str, l, c| json!({"message": message, "severity": 1, "source": "check.sh", "code": code, "range": range(l, c, l, c)});
+    let published = |ed: &mut Editor, n: usize| {
+        wait_for("the check's diagnostics in the editor", DEADLINE, || {
+            let p = ed.incoming("textDocument/publishDiagnostics")["params"].clone();
+            (p["diagnostics"].as_array().unwrap().len() == n).then_some(p)
+        })
+    };
+    assert_eq!(
+        published(&mut ed, 2),
+        json!({"uri": file_uri(&f), "diagnostics": [error("one", "X1", 0, 0), error("two", "X2", 1, 2)]})
+    );
+    let all = crate::util::diagnostics(&mut claude, json!({}));
+    assert_eq!(all[0]["uri"], crate::util::uri(&f), "{all}");
+    assert_eq!(all[0]["diagnostics"].as_array().unwrap().len(), 2, "{all}");
+    // Fixed and saved at once, before the unsaved text was pushed.
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": file_uri(&f), "version": 2}, "contentChanges": [{"text": "good\n"}]}),
+    );
+    std::fs::write(&f, "good\n").unwrap();
+    ed.notify(
+        "textDocument/didSave",
+        json!({"textDocument": {"uri": file_uri(&f)}}),
+    );
+    assert_eq!(
+        published(&mut ed, 0),
+        json!({"uri": file_uri(&f), "diagnostics": []})
     );
 }
 

@@ -63,6 +63,11 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
         Request::Open { paths } => {
             let r = open(state, &paths);
             hold(state, session, &paths, true, &r);
+            if r.is_ok() {
+                for p in paths.iter().filter_map(|p| state.resolve(p).ok()) {
+                    state.check_open(&p);
+                }
+            }
             persisted(state, r)
         }
         Request::Close { paths, discard } => {
@@ -89,8 +94,13 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
         // Sent as the editor types (debounced): the path is resolved once.
         Request::Buffer { path, content } => {
             let r = state.resolve(&path).map(|p| {
+                let saved = content.is_none();
                 state.editor.set_document(&p, content);
                 state.text_changed(&p);
+                // Saved: the file changed on disk, and its checks run again.
+                if saved && state.editor.is_open(&p) {
+                    state.check_open(&p);
+                }
                 if let Some(id) = session {
                     state.editor.hold(id, &p, true);
                 }

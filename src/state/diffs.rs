@@ -377,6 +377,7 @@ impl Diffs {
         inner.next_id += 1;
         let _ =
             crate::files::write_volatile(&self.seq, inner.next_id.to_string().as_bytes(), 0o600);
+        sweep_settled(&self.root, &inner.pending);
         let dir = self.root.join(id.to_string());
         let created = SystemTime::now();
         let meta = obj! {
@@ -472,7 +473,7 @@ impl Diffs {
             }
             How::Abandoned => {}
         }
-        let _ = std::fs::remove_dir_all(&d.dir);
+        remove_diff_dir(&d.dir, &d.path);
         match how {
             How::Closed => crate::log::info!(
                 "diff {} for {} closed by client #{}",
@@ -493,6 +494,38 @@ impl Diffs {
         });
         if inner.settled.len() > 256 {
             inner.settled.remove(0);
+        }
+    }
+}
+
+/// Removes a settled diff's directory: the files ccide made in it, then the directory if
+/// nothing else is left. An editor that still holds the proposal in a live, modified buffer
+/// has its own files there (emacs: the lock file `.#NAME`, the auto-save `#NAME#`); the
+/// directory stays for them, so the editor's next auto-save does not fail on a folder removed
+/// under it (ccide-protocol(7) §12.2). A later proposal, or the next start, removes it once
+/// the editor let go.
+fn remove_diff_dir(dir: &Path, file: &Path) {
+    let view = file.file_name().unwrap_or_default();
+    for name in [
+        "original".as_ref(),
+        "proposed".as_ref(),
+        "meta.json".as_ref(),
+        ".view".as_ref(),
+        view,
+    ] {
+        let _ = std::fs::remove_file(dir.join(name));
+    }
+    if let Err(e) = std::fs::remove_dir(dir) {
+        crate::log::debug!("kept {} for an editor's files in it: {e}", dir.display());
+    }
+}
+
+/// Removes the directories of settled diffs that editors have let go of since (empty ones).
+fn sweep_settled(root: &Path, pending: &[PendingDiff]) {
+    for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let dir = e.path();
+        if !pending.iter().any(|d| d.dir == dir) {
+            let _ = std::fs::remove_dir(&dir);
         }
     }
 }

@@ -139,6 +139,16 @@ impl State {
         self.diagnostics.lsp.retext(path, unsaved.as_deref());
     }
 
+    /// A file open in an editor (a tab of `ccide open`, a document of `ccide lsp`) is checked
+    /// as one Claude Code asked about, as VS Code reports diagnostics for every open editor
+    /// (ccide-protocol(7) §5.4): its checks start now, in the background, and it joins the
+    /// files that getDiagnostics {} checks again when they changed (bounded as those are).
+    /// Its editor then shows them too (`ccide lsp --diagnostics`).
+    pub fn check_open(&self, path: &Path) {
+        let unsaved = self.editor.document(path);
+        let _pending = self.diagnostics.refresh(path, unsaved.as_deref());
+    }
+
     /// Sends a notification to every client that can receive one (see `Clients::broadcast`).
     pub fn broadcast(&self, method: &str, params: Value) -> Reach {
         self.clients.broadcast(method, params)

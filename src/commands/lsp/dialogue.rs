@@ -511,6 +511,9 @@ impl Lsp {
                         d.text = crate::lsp::text::Text::new(t.to_string());
                     }
                     d.saved = Some(d.text.hash());
+                    // Told even when the edits were saved before they were pushed: the server
+                    // checks the saved file again (ccide-protocol(7) §5.4).
+                    d.pushed = true;
                     self.push(&uri);
                 }
             }
@@ -1412,7 +1415,7 @@ impl Lsp {
         for d in self.docs.iter_mut().filter(|d| d.path == path) {
             if apply && d.saved == Some(d.text.hash()) {
                 d.saved = Some(crate::text::hash(new.as_bytes()));
-                let edit = json!({"range": d.everything(enc), "newText": new});
+                let edit = d.replacement(&new, enc);
                 edits.push(json!({"label": format!("Claude Code wrote {}", path.display()), "edit": {"changes": {d.uri.clone(): [edit]}}}));
             } else {
                 edits.push(Value::Null);

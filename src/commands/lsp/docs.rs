@@ -61,8 +61,25 @@ impl Doc {
         Ok(())
     }
 
-    pub fn is_dirty(&self) -> bool {
-        self.saved != Some(self.text.hash())
+    /// Whether the editor's text is unsaved content: it differs from what the editor opened or
+    /// last saved, and from the file on disk now. An editor that reloaded a file Claude Code
+    /// wrote holds the file's text without having saved it: that is clean, as in VS Code. The
+    /// file is read only when its size is the text's.
+    pub fn is_dirty(&mut self) -> bool {
+        let h = self.text.hash();
+        if self.saved == Some(h) {
+            return false;
+        }
+        let len = self.text.len() as u64;
+        let on_disk = crate::files::stamp(&self.path)
+            .filter(|s| s.len == len)
+            .and_then(|_| crate::files::read_regular(&self.path, len).ok())
+            .map(|b| crate::text::hash(&b));
+        if on_disk == Some(h) {
+            self.saved = on_disk;
+            return false;
+        }
+        true
     }
 
     /// The selection a range makes: its start and end counted in UTF-16 units, and its text
@@ -91,9 +108,28 @@ impl Doc {
         Some((a.line as usize + 1, end as usize + 1))
     }
 
-    /// The whole text's range, counted in `enc`.
-    pub fn everything(&self, enc: Enc) -> Value {
-        range_to_json(Pos::default(), self.text.end(enc))
+    /// The edit (`range`, `newText`) that makes the document `new`: the whole text replaced, so
+    /// that applying it to an editor that has already reloaded the file gives the same text,
+    /// except for the line break both end with. An editor whose buffer always ends in a line
+    /// break (kakoune) reads a range ending after it as reaching past the buffer, and doubles
+    /// it: the replaced buffer gains an empty last line and differs from the file.
+    pub fn replacement(&self, new: &str, enc: Enc) -> Value {
+        let old_end = self.text.end(enc);
+        let last = old_end
+            .line
+            .checked_sub(1)
+            .filter(|_| old_end.character == 0)
+            .and_then(|l| Some((l, self.text.line(l)?)));
+        if let Some((l, line)) = last {
+            // The ending the text has after its last line: "\n" or "\r\n".
+            let tail = self.text.slice(Pos::new(l, 0), old_end, enc);
+            let ending = &tail[line.len()..];
+            if let Some(kept) = new.strip_suffix(ending) {
+                let end = Pos::new(l, crate::lsp::text::column_of_byte(line, line.len(), enc));
+                return json!({"range": range_to_json(Pos::default(), end), "newText": kept});
+            }
+        }
+        json!({"range": range_to_json(Pos::default(), old_end), "newText": new})
     }
 
     /// Diagnostics as the store has them (columns in UTF-16 units, what the CLI is sent) as
@@ -186,6 +222,59 @@ mod tests {
         d.change(&json!([good, {"text": "all\n"}]), Enc::Utf16)
             .unwrap();
         assert_eq!(d.text.to_string(), "all\n");
+    }
+
+    /// Claude Code wrote the file: the replacement keeps the line break both texts end with (a
+    /// range past it reaches beyond a kakoune buffer), and replaces everything when they do
+    /// not both end with the same one.
+    #[test]
+    fn the_replacement_of_a_written_file_stops_before_the_last_line_break() {
+        let edit = |old: &str, new: &str, enc| doc(old).replacement(new, enc);
+        assert_eq!(
+            edit("print('old')\n", "print('wörld')\nx\n", Enc::Utf16),
+            json!({"range": range(0, 0, 0, 12), "newText": "print('wörld')\nx"})
+        );
+        // The last line's end counted in the editor's units: `é😀` is 3, 6 or 2 of them.
+        for (enc, end) in [(Enc::Utf16, 3), (Enc::Utf8, 6), (Enc::Utf32, 2)] {
+            assert_eq!(
+                edit("a\né😀\r\n", "b\r\n", enc),
+                json!({"range": range(0, 0, 1, end), "newText": "b"}),
+                "{enc:?}"
+            );
+        }
+        for (old, new, end) in [
+            ("a\n", "b", range(0, 0, 1, 0)),
+            ("a", "b\n", range(0, 0, 0, 1)),
+            ("a\r\n", "b\n", range(0, 0, 1, 0)),
+            ("", "b\n", range(0, 0, 0, 0)),
+        ] {
+            assert_eq!(
+                edit(old, new, Enc::Utf16),
+                json!({"range": end, "newText": new}),
+                "{old:?}"
+            );
+        }
+    }
+
+    /// A buffer holding what the file holds now is clean, though the editor never saved it (it
+    /// reloaded what Claude Code wrote); one holding what the editor opened is clean too.
+    #[test]
+    fn a_buffer_equal_to_the_file_on_disk_is_clean() {
+        let dir = std::env::temp_dir().join(format!("ccide-docs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.py");
+        std::fs::write(&path, "old\n").unwrap();
+        let mut d = Doc::new("file:///a.py", path.clone(), "old\n".into());
+        assert!(!d.is_dirty());
+        std::fs::write(&path, "new\n").unwrap();
+        assert!(!d.is_dirty(), "what the editor opened");
+        d.text = Text::new("new\n".into());
+        assert!(!d.is_dirty(), "what the file holds now");
+        d.text = Text::new("neu\n".into());
+        assert!(d.is_dirty(), "same size, other text");
+        d.text = Text::new("new\n\n".into());
+        assert!(d.is_dirty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The store counts UTF-16 units; an error on `foo` after `é🦀` is at 12, which is 15 in

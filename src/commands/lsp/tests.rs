@@ -950,13 +950,14 @@ fn proposals_are_announced_offered_accepted_as_edited_reloaded_and_rejected() {
         answer(&mut claude, 7)["content"],
         json!([{"type": "text", "text": "FILE_SAVED"}, {"type": "text", "text": "print('edited')\n"}])
     );
-    // The CLI writes the file; the editor's clean buffer is replaced with it.
+    // The CLI writes the file; the editor's clean buffer is replaced with it, up to the line
+    // break both end with.
     std::fs::write(&f, "print('edited')\n").unwrap();
     let edit = ed.incoming("workspace/applyEdit");
     assert_eq!(
         edit,
         json!({"label": format!("Claude Code wrote {}", f.display()), "edit": {"changes": {uri(&f): [
-            {"range": range(0, 0, 1, 0), "newText": "print('edited')\n"}]}}})
+            {"range": range(0, 0, 0, 12), "newText": "print('edited')"}]}}})
     );
     // A second proposal, rejected from its code action; then none is offered.
     open_diff(&world, k, &claude, 8, &f, "x\n");
