@@ -150,7 +150,7 @@ pub fn overlapping<'a>(servers: &'a [Found], root: &Path) -> Option<&'a Found> {
         !s.own
             && s.workspaces
                 .iter()
-                .any(|w| w.starts_with(root) || root.starts_with(w))
+                .any(|w| crate::workspaces::nested(w, root))
     })
 }
 
