@@ -237,6 +237,10 @@ pub fn find_server(config: &Path, port: Option<u16>, cwd: &Path) -> Result<LockE
     }
 }
 
+/// How the state directory of `ccide lsp`'s stand-in ends (beside the one `serve` would use
+/// for the folder): it stands aside, handing over, when the folder's own server starts.
+pub const STAND_IN_STATE: &str = ".editor";
+
 /// Refuses to serve `workspaces` beside another running ccide server of one of them, of a
 /// folder inside one or above one (`--state-dir` elsewhere, `serve` in a parent folder): the
 /// CLI connects only when exactly one lock file holds its folder (ccide-protocol(7) §1.3).
@@ -258,6 +262,14 @@ pub fn refuse_overlaps(
         let Some((theirs, ours)) = over.filter(|_| l.control.is_some() && l.alive) else {
             continue;
         };
+        // A stand-in hands its folder over to the server starting (and never starts beside
+        // one itself).
+        let stand_in = l.state.as_ref().and_then(|s| s.file_name());
+        if stand_in.is_some_and(|n| n.to_string_lossy().ends_with(STAND_IN_STATE))
+            && state.is_some()
+        {
+            continue;
+        }
         let same_state = state.is_some()
             && l.state.as_ref().and_then(|s| std::fs::canonicalize(s).ok()) == state;
         // Its pid runs, but nobody listens on its control socket: gone (the pid reused).

@@ -254,8 +254,9 @@ impl Servers for Sockets {
         let ws = [root.to_path_buf()];
         let usual = crate::lockfile::state_dir(None, &ws)?;
         let state = usual.with_file_name(format!(
-            "{}.editor",
-            usual.file_name().unwrap_or_default().to_string_lossy()
+            "{}{}",
+            usual.file_name().unwrap_or_default().to_string_lossy(),
+            crate::control::client::STAND_IN_STATE
         ));
         let argv = [
             "--workspace".into(),
