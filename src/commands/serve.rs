@@ -33,7 +33,7 @@ pub const FLAGS: &[Flag] = &[
         value: Some("DIR"),
         env: Some("CCIDE_WORKSPACE"),
         repeat: true,
-        help: "A workspace folder (repeatable; the environment variable takes a ':'-separated list). Default: the current directory.",
+        help: "A workspace folder (repeatable; the environment variable takes a ':'-separated list). Default: the current directory, unless it is / or the home directory (name those to serve them).",
         default: None,
     },
     flag(
@@ -303,8 +303,7 @@ fn options(args: &Args) -> Result<Options, Fail> {
         // `ccide serve` in / (a container's WORKDIR) or in ~ would hold every project below.
         if implicit && crate::workspaces::too_wide(&canon) {
             return Err(Fail::Usage(format!(
-                "refusing to serve {} (the current directory): it would hold every project below it, and Claude Code connects to no IDE where two servers hold its folder. Run ccide serve in your project's folder, or name this one with --workspace {} if you mean it.",
-                canon.display(),
+                "refusing to serve {0} (the current directory): it would hold every project below it, and Claude Code connects to no IDE where two servers hold its folder. Run ccide serve in your project's folder, or name this one with --workspace {0} (CCIDE_WORKSPACE={0}) if you mean it.",
                 canon.display()
             )));
         }
