@@ -145,7 +145,10 @@ fn serve_detached(config: &Path, root: &Path) -> Result<LockEntry, Fail> {
             root.display()
         )));
     }
-    crate::control::refuse_overlaps(config, &[root.to_path_buf()], None)?;
+    if let Err(overlap) = crate::control::refuse_overlaps(config, &[root.to_path_buf()], None) {
+        // Another bridge's server for this very folder may have appeared meanwhile.
+        return crate::control::find_server(config, None, root).map_err(|_| overlap.into());
+    }
     let state_flag = std::env::var("CCIDE_STATE_DIR")
         .ok()
         .filter(|d| !d.is_empty());
