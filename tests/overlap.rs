@@ -183,8 +183,8 @@ fn a_bridge_above_a_served_project_or_in_home_or_root_starts_no_server() {
 
 /// A server killed with SIGKILL leaves its lock file; when its pid is taken by another
 /// process, the lock looks live. Its control socket refuses (nobody listens), which proves it
-/// gone: the bridge starts a fresh server, which removes the stale lock so that the CLI sees
-/// one server for the folder; `ccide status` answers from the fresh one.
+/// gone: the bridge removes the stale lock (so that the CLI sees one server for the folder) and
+/// starts a fresh server; `ccide status` answers from it.
 #[test]
 fn a_stale_lock_whose_pid_was_reused_does_not_stop_the_bridge() {
     let sb = Sandbox::without_system_tools();
@@ -209,6 +209,15 @@ fn a_stale_lock_whose_pid_was_reused_does_not_stop_the_bridge() {
         lsp.stderr()
     );
     assert!(!stale.exists(), "the stale lock file is removed");
+    // By the bridge, before it starts the server, on its stderr (the CLI's debug log).
+    let log = lsp.stderr();
+    let said = format!(
+        "removed the stale lock file {} of pid {} for {} (its pid runs, but no ccide server answers on its control socket)",
+        stale.display(),
+        other.id(),
+        sb.ws().display()
+    );
+    assert!(log.contains(&said), "{log}");
     let pids = server_pids(&sb);
     assert_eq!(pids.len(), 1, "{pids:?}");
     assert_ne!(pids[0], u64::from(other.id()));

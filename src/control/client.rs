@@ -275,11 +275,15 @@ pub fn refuse_overlaps(
         // Its pid runs, but nobody listens on its control socket: gone (the pid reused).
         let refuses = l.control_refuses();
         if same_state || (refuses && crate::lockfile::proven_dead(&l).is_ok()) {
+            let why = match same_state {
+                true => "its state directory is this server's now",
+                false => "its pid runs, but no ccide server answers on its control socket",
+            };
             crate::log::warn!(
-                "removed the stale lock file {} for {} (pid {} runs, but no ccide server answers on its control socket)",
+                "removed the stale lock file {} of pid {} for {} ({why})",
                 l.path.display(),
-                l.folders(),
-                l.pid
+                l.pid,
+                l.folders()
             );
             let _ = std::fs::remove_file(&l.path);
             continue;
