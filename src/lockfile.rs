@@ -284,7 +284,8 @@ pub fn state_dir_holding(path: &Path) -> Option<PathBuf> {
 /// directory's lock (flock works across pid namespaces), or, for a server too old to hold
 /// one, its pid namespace is ours; and in both cases its control socket refuses.
 pub fn proven_dead(l: &LockEntry) -> Result<(), String> {
-    if l.alive {
+    // A pid that runs may be another process's now: a control socket that refuses says more.
+    if l.alive && !l.control_refuses() {
         return Err("its process runs".into());
     }
     let state_free = match l.state.as_ref().map(|s| s.join("serve.lock")) {
@@ -419,6 +420,24 @@ pub struct LockEntry {
 }
 
 impl LockEntry {
+    /// Whether its server is certainly not there although its pid may run (a pid reused by
+    /// another process after a `kill -9`): its control socket refuses connections (nobody
+    /// listens: ECONNREFUSED) or is gone (ENOENT). Any other failure (no permission, a full
+    /// backlog) proves nothing. Not a ccide lock: false.
+    pub fn control_refuses(&self) -> bool {
+        use std::io::ErrorKind::{ConnectionRefused, NotFound};
+        let Some(c) = &self.control else { return false };
+        match std::os::unix::net::UnixStream::connect(c) {
+            Ok(_) => false,
+            Err(e) => matches!(e.kind(), ConnectionRefused | NotFound),
+        }
+    }
+
+    /// Whether its server may be reached: its pid runs and its control socket does not refuse.
+    pub fn reachable(&self) -> bool {
+        self.alive && !self.control_refuses()
+    }
+
     /// The workspace folders, comma-separated, for people.
     pub fn folders(&self) -> String {
         self.workspaces

@@ -152,6 +152,15 @@ pub fn kill(pid: i32, signal: libc::c_int) -> io::Result<()> {
     check(unsafe { libc::kill(pid, signal) }).map(|_| ())
 }
 
+/// Sends this process SIGTERM, as `kill` would: the thread waiting in
+/// `wait_termination_signal` takes it.
+pub fn terminate_self() {
+    // SAFETY: plain system calls on integers.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGTERM);
+    }
+}
+
 /// Whether a process with this pid exists (the CLI's own liveness test on lock files).
 pub fn process_alive(pid: i64) -> bool {
     if pid <= 0 || pid > i32::MAX as i64 {

@@ -6,6 +6,20 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
+/// Whether one folder holds the other (or they are the same): two servers of such folders
+/// both hold the folder below, and Claude Code there connects to neither (ccide-protocol(7)
+/// §1.3).
+pub fn nested(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// Whether `dir` (canonical) is `/` or the home folder: served, it would hold every project
+/// below it. Never served unless named (ccide-protocol(7) §1.3).
+pub fn too_wide(dir: &Path) -> bool {
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+    dir == Path::new("/") || home.and_then(|h| fs::canonicalize(h).ok()).as_deref() == Some(dir)
+}
+
 /// The folders a server serves, canonical and in order (the first resolves relative paths).
 /// `ccide workspace add/remove` changes them while clients are connected, hence the lock.
 pub struct Workspaces {

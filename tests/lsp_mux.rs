@@ -549,3 +549,157 @@ fn a_clients_own_responses_and_reused_ids_do_not_answer_its_requests() {
     assert_eq!(answer["result"]["contents"]["value"], "SLOW a", "{answer}");
     assert_eq!(got(&sb, "textDocument/hover").len(), 1);
 }
+
+/// A client that stops reading while its answers pile up is cut once 64 MiB wait for it: it
+/// sees the end of its stream (the bridge then exits, and the CLI starts it again), never a
+/// connection left open that lost some of its answers.
+#[test]
+fn a_client_that_stops_reading_is_cut_rather_than_left_without_answers() {
+    let sb = Sandbox::new();
+    // Each hover answers the line's text: 1 MiB.
+    let a = sb.write("a.fk", format!("{}\n", "x".repeat(1 << 20)));
+    let srv = serve(&sb, "", &[]);
+    let path = srv.lock["ccide"]["control"].as_str().unwrap();
+    let mut sock = UnixStream::connect(path).unwrap();
+    let hello = json!({"id": 1, "cmd": "lsp", "root": sb.ws(), "client": "stalled",
+                       "pid": std::process::id(), "extensions": [".fk"], "diagnostics": false});
+    sock.write_all(format!("{hello}\n").as_bytes()).unwrap();
+    let mut r = BufReader::new(sock.try_clone().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert_eq!(line, "{\"id\":1,\"ok\":true}\n");
+    let send = |s: &mut UnixStream, v: Value| s.write_all(&lsp_frame(&v)).unwrap();
+    send(
+        &mut sock,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}),
+    );
+    assert_eq!(read_lsp_frame(&mut r).unwrap()["id"], 0);
+    send(
+        &mut sock,
+        json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}),
+    );
+    let asked = 100;
+    for id in 1..=asked {
+        send(
+            &mut sock,
+            json!({"jsonrpc": "2.0", "id": id, "method": "textDocument/hover",
+                   "params": Lsp::hover_params(&a, 0)}),
+        );
+    }
+    wait_for("serve to cut the client", Duration::from_secs(60), || {
+        srv.log()
+            .contains("LSP client stalled (pid")
+            .then(|| srv.log().contains("unread; closing its connection"))
+            .filter(|cut| *cut)
+    });
+    // What was written before the cut is read, then the end (the last answer may be cut
+    // short): the read ends, it does not wait for answers that will never come.
+    sock.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut rest = Vec::new();
+    let end = std::io::Read::read_to_end(&mut r, &mut rest);
+    // (ECONNRESET when serve closed before reading all it was sent: an end too.)
+    let waited = matches!(&end, Err(e) if read_again(e));
+    assert!(!waited, "the stream did not end: {end:?}");
+    let answers = String::from_utf8_lossy(&rest)
+        .matches("Content-Length: ")
+        .count();
+    assert!(answers < asked, "{answers} answers");
+    // The server stays for the others.
+    let mut c = Lsp::connect(&srv, &sb.ws(), "next");
+    c.initialize(&sb.ws());
+    c.open(&a);
+    assert_eq!(c.hover(&a, 0).as_str().map(str::len), Some(1 << 20));
+}
+
+/// LSP's order at serve's front: a request before `initialize` gets ServerNotInitialized
+/// (-32002), one after `shutdown` InvalidRequest (-32600), and neither reaches a server.
+#[test]
+fn requests_before_initialize_and_after_shutdown_are_refused_as_lsp_says() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.fk", "hello\n");
+    let srv = serve(&sb, "", &[]);
+    let mut c = Lsp::connect(&srv, &sb.ws(), "CLI");
+    let early = c.request("textDocument/hover", Lsp::hover_params(&a, 0));
+    assert_eq!(early["error"]["code"], -32002, "{early}");
+    c.initialize(&sb.ws());
+    c.open(&a);
+    assert_eq!(c.hover(&a, 0), "hello");
+    let again = c.request("initialize", json!({}));
+    assert_eq!(again["error"]["code"], -32600, "{again}");
+    assert_eq!(c.request("shutdown", Value::Null)["result"], Value::Null);
+    let late = c.request("textDocument/hover", Lsp::hover_params(&a, 0));
+    assert_eq!(late["error"]["code"], -32600, "{late}");
+    assert_eq!(got(&sb, "textDocument/hover").len(), 1);
+}
+
+/// A server that counts in UTF-8 although it was offered UTF-16 only (it says so at
+/// `initialize`): a client's positions reach it in its count, and its answers come back in
+/// UTF-16, as diagnostics do.
+#[test]
+fn a_utf8_servers_navigation_is_converted_both_ways() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.fk", "s = \"é🦀\" + target\n");
+    let srv = serve(&sb, "encoding=utf-8", &[]);
+    let mut c = Lsp::connect(&srv, &sb.ws(), "CLI");
+    c.initialize(&sb.ws());
+    c.open(&a);
+    // `target`: UTF-16 character 12, UTF-8 byte 15 (é is 2 bytes, 🦀 4 bytes and 2 units).
+    let def = c.request(
+        "textDocument/definition",
+        json!({"textDocument": {"uri": uri(&a)}, "position": {"line": 0, "character": 12}}),
+    );
+    let at_server = &got(&sb, "textDocument/definition")[0]["params"]["position"];
+    assert_eq!(at_server, &json!({"line": 0, "character": 15}));
+    let here = json!({"line": 0, "character": 12});
+    assert_eq!(
+        def["result"],
+        json!([{"uri": uri(&a), "range": {"start": here, "end": here}}])
+    );
+}
+
+/// `ccide lsp --navigation` with an editor that counts in UTF-8 reads the files an answer
+/// names to convert their positions: only regular files, bounded. A definition in a FIFO or
+/// in /dev/zero passes as it is, at once, and the next request is answered.
+#[test]
+fn an_editor_answer_naming_a_fifo_or_a_device_is_passed_without_reading_it() {
+    let sb = Sandbox::new();
+    let fifo = sb.root.join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let a = sb.write(
+        "a.fk",
+        format!("GOTO {}\nGOTO /dev/zero\nplain\n", fifo.display()),
+    );
+    let _srv = serve(&sb, "", &[]);
+    let mut ed = LspProcess::spawn(&mut sb.command(&["lsp"]), sb.root.join("ed.log"));
+    let init = ed.request(
+        "initialize",
+        json!({"processId": std::process::id(), "rootUri": uri(&sb.ws()),
+               "capabilities": {"general": {"positionEncodings": ["utf-8"]}},
+               "initializationOptions": {"navigation": true}}),
+    );
+    assert_eq!(init["result"]["capabilities"]["positionEncoding"], "utf-8");
+    ed.notify("initialized", json!({}));
+    let text = std::fs::read_to_string(&a).unwrap();
+    ed.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": uri(&a), "languageId": "fk", "version": 1, "text": text}}),
+    );
+    let one = json!({"line": 0, "character": 1});
+    for (line, target) in [(0, uri(&fifo)), (1, "file:///dev/zero".to_string())] {
+        let def = ed.request(
+            "textDocument/definition",
+            json!({"textDocument": {"uri": uri(&a)}, "position": {"line": line, "character": 0}}),
+        );
+        assert_eq!(
+            def["result"],
+            json!([{"uri": target, "range": {"start": one, "end": one}}]),
+            "{def}"
+        );
+    }
+    let h = ed.request("textDocument/hover", Lsp::hover_params(&a, 2));
+    assert_eq!(h["result"]["contents"]["value"], "plain", "{h}");
+}

@@ -23,6 +23,7 @@ mod hardening2;
 mod lsp_editor;
 mod lsp_mux;
 mod lsp_servers;
+mod overlap;
 mod plugin;
 mod protocol_man;
 mod serve;

@@ -135,8 +135,20 @@ fn find_or_serve(config: &Path, root: &Path) -> Result<LockEntry, Fail> {
 
 /// Starts `ccide serve --workspace ROOT` in a session of its own and waits for its lock file.
 /// Two bridges starting at once start two; the state directory's lock lets one run and the
-/// other exit, and both bridges find the one that runs.
+/// other exit, and both bridges find the one that runs. Never for `/` or the home folder (a
+/// session started there would hold every project below), nor beside a server of a folder
+/// inside ROOT (ccide-protocol(7) §1.3): those are refused with what to do.
 fn serve_detached(config: &Path, root: &Path) -> Result<LockEntry, Fail> {
+    if crate::workspaces::too_wide(root) {
+        return Err(Fail::Failed(format!(
+            "no ccide server serves {0}, and none is started for it: it would hold every project below it. Start Claude Code in your project's folder, or serve this one yourself (ccide serve --workspace {0}).",
+            root.display()
+        )));
+    }
+    if let Err(overlap) = crate::control::refuse_overlaps(config, &[root.to_path_buf()], None) {
+        // Another bridge's server for this very folder may have appeared meanwhile.
+        return crate::control::find_server(config, None, root).map_err(|_| overlap.into());
+    }
     let state_flag = std::env::var("CCIDE_STATE_DIR")
         .ok()
         .filter(|d| !d.is_empty());

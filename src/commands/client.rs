@@ -828,7 +828,7 @@ pub fn gc(args: &Args) -> Outcome {
         let Some(control) = &l.control else {
             continue;
         };
-        if l.alive {
+        if l.reachable() {
             continue;
         }
         if let Err(why) = crate::lockfile::proven_dead(&l) {

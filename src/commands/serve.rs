@@ -3,7 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,7 +33,7 @@ pub const FLAGS: &[Flag] = &[
         value: Some("DIR"),
         env: Some("CCIDE_WORKSPACE"),
         repeat: true,
-        help: "A workspace folder (repeatable; the environment variable takes a ':'-separated list). Default: the current directory.",
+        help: "A workspace folder (repeatable; the environment variable takes a ':'-separated list). Default: the current directory, unless it is / or the home directory (name those to serve them).",
         default: None,
     },
     flag(
@@ -283,7 +283,8 @@ fn options(args: &Args) -> Result<Options, Fail> {
     })?;
     crate::log::init(level);
     let mut dirs = args.values("--workspace");
-    if dirs.is_empty() {
+    let implicit = dirs.is_empty();
+    if implicit {
         dirs.push(".".into());
     }
     let mut workspaces: Vec<PathBuf> = Vec::new();
@@ -297,6 +298,13 @@ fn options(args: &Args) -> Result<Options, Fail> {
                 "refusing to serve {}: it is inside the state directory of a ccide server ({}), where its proposals live; a proposal belongs to the server that made it. Serve your project's folder instead.",
                 canon.display(),
                 state.display()
+            )));
+        }
+        // `ccide serve` in / (a container's WORKDIR) or in ~ would hold every project below.
+        if implicit && crate::workspaces::too_wide(&canon) {
+            return Err(Fail::Usage(format!(
+                "refusing to serve {0} (the current directory): it would hold every project below it, and Claude Code connects to no IDE where two servers hold its folder. Run ccide serve in your project's folder, or name this one with --workspace {0} (CCIDE_WORKSPACE={0}) if you mean it.",
+                canon.display()
             )));
         }
         if !workspaces.contains(&canon) {
@@ -447,8 +455,11 @@ pub fn run(args: &Args) -> Outcome {
     // below ever takes these signals.
     crate::sys::block_termination_signals();
     let started = start(args)?;
+    LEAVE_WHEN_FOLDERS_GO.store(true, Ordering::SeqCst);
     let signal = crate::sys::signal_name(crate::sys::wait_termination_signal());
-    crate::log::info!("{signal} received; shutting down");
+    if !FOLDERS_GONE.load(Ordering::SeqCst) {
+        crate::log::info!("{signal} received; shutting down");
+    }
     stop(started);
     Ok(crate::cli::EXIT_OK)
 }
@@ -467,6 +478,7 @@ pub fn start(args: &Args) -> Result<Started, Fail> {
     crate::files::private_dir(&o.state_dir, "state directory")
         .map_err(|e| format!("{e}; to use another, pass --state-dir DIR"))?;
     let claim = lockfile::claim_state_dir(&o.state_dir)?;
+    crate::control::refuse_overlaps(&o.config_dir, &o.workspaces, Some(&o.state_dir))?;
     let identity = lockfile::load_identity(&o.state_dir)?;
     let listener = bind(&o, identity.port)?;
     let port = listener
@@ -636,6 +648,7 @@ fn run_threads(
             .try_clone()
             .map_err(|e| format!("cannot duplicate the control socket: {e}"))?,
         next: Instant::now(),
+        gone_once: false,
     };
     let control_state = state.clone();
     spawn(
@@ -705,6 +718,13 @@ fn log_tools(state: &State) {
     }
 }
 
+/// Set by `run`: a `serve` of its own (detached by a bridge, under systemd) ends by itself once
+/// every workspace folder is gone (`Watch`), through the SIGTERM `run` waits for. A server
+/// inside `ccide lsp` or `ccide claude` is ended by that process.
+static LEAVE_WHEN_FOLDERS_GO: AtomicBool = AtomicBool::new(false);
+/// Set by the timer thread when this server leaves for that reason.
+static FOLDERS_GONE: AtomicBool = AtomicBool::new(false);
+
 /// Removes the lock file and the control socket and says goodbye to the clients.
 pub fn stop(r: Started) {
     crate::sys::sd_notify("STOPPING=1");
@@ -746,6 +766,9 @@ struct Watch {
     control_fd: std::os::fd::RawFd,
     control: std::os::unix::net::UnixListener,
     next: Instant,
+    /// Every folder was gone at the last check (a folder renamed and put back, a checkout
+    /// moved aside, passes).
+    gone_once: bool,
 }
 
 impl Watch {
@@ -754,6 +777,9 @@ impl Watch {
             return;
         }
         self.next = now + Duration::from_secs(2);
+        if self.all_folders_gone() {
+            return;
+        }
         // Held while checking and writing, so `stop` cannot remove them in between.
         let held = self.held.clone();
         let mut held = crate::proc::lock(&held);
@@ -780,6 +806,33 @@ impl Watch {
                 crate::log::error!("the lock file was deleted and cannot be written again: {e}")
             }
         }
+    }
+
+    /// Whether every workspace folder has been gone at two checks in a row, two seconds apart:
+    /// then the server leaves (once), rather than hold a lock file for folders that no longer
+    /// exist for ever. One `stat` per folder.
+    fn all_folders_gone(&mut self) -> bool {
+        if FOLDERS_GONE.load(Ordering::SeqCst) {
+            return true;
+        }
+        let folders = self.state.workspaces.list();
+        let gone = folders.iter().all(|w| !w.is_dir());
+        let leave = gone && self.gone_once;
+        self.gone_once = gone;
+        if !leave || !LEAVE_WHEN_FOLDERS_GO.load(Ordering::SeqCst) {
+            return false;
+        }
+        FOLDERS_GONE.store(true, Ordering::SeqCst);
+        crate::log::warn!(
+            "every workspace folder is gone ({}): leaving, and removing the lock file",
+            folders
+                .iter()
+                .map(|w| w.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        crate::sys::terminate_self();
+        true
     }
 
     fn restore_state(&mut self, h: &mut Held, unlinked: bool) {

@@ -226,9 +226,12 @@ pub fn find_server(config: &Path, port: Option<u16>, cwd: &Path) -> Result<LockE
             ))
         });
     }
+    // A lock whose control socket refuses is stale, whatever its pid (reused since): its
+    // server is gone, and a bridge starts a new one.
     let mut matching: Vec<_> = locks
         .into_iter()
         .filter(|l| l.workspaces.iter().any(|w| cwd.starts_with(w)))
+        .filter(|l| !l.control_refuses())
         .collect();
     match matching.len() {
         0 => Err(FindError::None(format!(
@@ -246,6 +249,80 @@ pub fn find_server(config: &Path, port: Option<u16>, cwd: &Path) -> Result<LockE
                 .join("\n")
         ))),
     }
+}
+
+/// How the state directory of `ccide lsp`'s stand-in ends (beside the one `serve` would use
+/// for the folder): it stands aside, handing over, when the folder's own server starts.
+pub const STAND_IN_STATE: &str = ".editor";
+
+/// Refuses to serve `workspaces` beside another running ccide server of one of them, of a
+/// folder inside one or above one (`--state-dir` elsewhere, `serve` in a parent folder): the
+/// CLI connects only when exactly one lock file holds its folder (ccide-protocol(7) §1.3).
+/// Says which server and what to do. A lock of a server proven gone (its pid reused since, its
+/// control socket refusing) is removed instead, as is one of `state`, which this process holds.
+pub fn refuse_overlaps(
+    config: &Path,
+    workspaces: &[PathBuf],
+    state: Option<&Path>,
+) -> Result<(), String> {
+    let state = state.and_then(|s| std::fs::canonicalize(s).ok());
+    for l in crate::lockfile::scan(config) {
+        let over = l.workspaces.iter().find_map(|w| {
+            let ours = workspaces
+                .iter()
+                .find(|o| crate::workspaces::nested(w, o))?;
+            Some((w.clone(), ours.clone()))
+        });
+        let Some((theirs, ours)) = over.filter(|_| l.control.is_some() && l.alive) else {
+            continue;
+        };
+        // A stand-in hands its folder over to the server starting (and never starts beside
+        // one itself).
+        let stand_in = l.state.as_ref().and_then(|s| s.file_name());
+        if stand_in.is_some_and(|n| n.to_string_lossy().ends_with(STAND_IN_STATE))
+            && state.is_some()
+        {
+            continue;
+        }
+        let same_state = state.is_some()
+            && l.state.as_ref().and_then(|s| std::fs::canonicalize(s).ok()) == state;
+        // Its pid runs, but nobody listens on its control socket: gone (the pid reused).
+        let refuses = l.control_refuses();
+        if same_state || (refuses && crate::lockfile::proven_dead(&l).is_ok()) {
+            let why = match same_state {
+                true => "its state directory is this server's now",
+                false => "its pid runs, but no ccide server answers on its control socket",
+            };
+            crate::log::warn!(
+                "removed the stale lock file {} of pid {} for {} ({why})",
+                l.path.display(),
+                l.pid,
+                l.folders()
+            );
+            let _ = std::fs::remove_file(&l.path);
+            continue;
+        }
+        if refuses {
+            continue;
+        }
+        let relation = if theirs == ours {
+            "the same folder".to_string()
+        } else if theirs.starts_with(&ours) {
+            format!("{}, inside it", theirs.display())
+        } else {
+            format!("{}, above it", theirs.display())
+        };
+        return Err(format!(
+            "refusing to serve {}: another ccide server (pid {}, port {}) already serves {relation}, and Claude Code connects to no IDE where two servers hold its folder. Use that one (`claude --ide` in {} connects to it; `ccide status --all` lists it), or stop it first (kill {}) to serve {} instead.",
+            ours.display(),
+            l.pid,
+            l.port,
+            theirs.display(),
+            l.pid,
+            ours.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Why no single server was found.

@@ -35,7 +35,7 @@ use serde_json::{Map, Value};
 
 use super::protocol::LspClient;
 use crate::langservers::{LangServers, Server, ServerRequest};
-use crate::lsp::connection::{self, Received, Sender};
+use crate::lsp::connection::{self, Received, SendError, Sender};
 use crate::lsp::queue::Incoming;
 use crate::proc::Queue;
 use crate::rpc::{self, ErrorCode, Message, RequestId, ResponseError};
@@ -229,6 +229,9 @@ pub fn serve(
     );
     let inbox: Arc<Queue<In>> = Arc::default();
     let end = writer.try_clone();
+    let Ok(socket) = writer.try_clone() else {
+        return;
+    };
     let i = inbox.clone();
     let deliver: connection::Deliver = Arc::new(move |r| {
         i.push(In::Client(r));
@@ -244,10 +247,13 @@ pub fn serve(
         hub,
         me: hub.next.fetch_add(1, Ordering::Relaxed) + 1,
         out,
+        socket,
+        who: who.clone(),
         inbox,
         root: PathBuf::from(&client.root),
         extensions: client.extensions,
         servers: Vec::new(),
+        phase: Phase::Waiting,
         book: Book::new(),
     };
     while let Some(r) = f.inbox.pop(None) {
@@ -278,6 +284,16 @@ pub fn serve(
     );
 }
 
+/// Where a client is in LSP's lifecycle.
+#[derive(Clone, Copy, PartialEq)]
+enum Phase {
+    /// Before `initialize`.
+    Waiting,
+    Running,
+    /// After `shutdown`.
+    ShutDown,
+}
+
 /// What a client's loop takes in turn: what the client sent, and the servers' answers to
 /// its requests (under the token each was sent with).
 enum In {
@@ -292,17 +308,31 @@ struct Front<'a> {
     /// The client's number: the holder of its documents in the servers.
     me: u64,
     out: Sender,
+    /// The connection itself, to cut it when the client stops reading (`send`).
+    socket: UnixStream,
+    who: String,
     inbox: Arc<Queue<In>>,
     root: PathBuf,
     extensions: Vec<String>,
     /// The servers its `initialize` was answered for; the first answers `workspace/symbol`.
     servers: Vec<Arc<Server>>,
+    phase: Phase,
     book: Book<Arc<Server>>,
 }
 
 impl Front<'_> {
+    /// A client that stops reading is not left with a connection that lost some answers: once
+    /// `CLIENT_QUEUE` waits for it, the connection is cut (its reader sees the end, and the
+    /// loop lets go of it), as a WebSocket client that stops reading is closed. The bridge
+    /// then exits, and the CLI starts it again at its next request.
     fn send(&self, v: &Value) {
-        let _ = self.out.send(v);
+        if let Err(SendError::Full { queued }) = self.out.send(v) {
+            crate::log::warn!(
+                "LSP client {}: {queued} bytes wait for it, unread; closing its connection",
+                self.who
+            );
+            let _ = self.socket.shutdown(std::net::Shutdown::Both);
+        }
     }
 
     fn reply(&self, id: &RequestId, r: Result<Value, ResponseError>) {
@@ -316,9 +346,34 @@ impl Front<'_> {
     /// False when the client is done.
     fn handle(&mut self, m: Message) -> bool {
         match m {
+            // LSP's order: nothing but `initialize` before it, nothing after `shutdown`.
+            Message::Request(r) if self.phase != Phase::Running => {
+                let (code, message) = match (self.phase, r.method.as_str()) {
+                    (Phase::Waiting, "initialize") => {
+                        self.phase = Phase::Running;
+                        self.initialize(&r.id);
+                        return true;
+                    }
+                    (Phase::Waiting, m) => (
+                        ErrorCode::ServerNotInitialized,
+                        format!("{m} before initialize"),
+                    ),
+                    (_, m) => (ErrorCode::InvalidRequest, format!("{m} after shutdown")),
+                };
+                self.fail(&r.id, code, message);
+            }
+            // Before `initialize` notifications are dropped (`exit` aside).
+            Message::Notification(n) if self.phase == Phase::Waiting && n.method != "exit" => {}
             Message::Request(r) => match r.method.as_str() {
-                "initialize" => self.initialize(&r.id),
-                "shutdown" => self.reply(&r.id, Ok(Value::Null)),
+                "initialize" => self.fail(
+                    &r.id,
+                    ErrorCode::InvalidRequest,
+                    "initialize was already answered".into(),
+                ),
+                "shutdown" => {
+                    self.phase = Phase::ShutDown;
+                    self.reply(&r.id, Ok(Value::Null));
+                }
                 m if NAVIGATION.split(' ').any(|n| n == m) => self.forward(r),
                 m => self.fail(
                     &r.id,

@@ -15,7 +15,7 @@ pub mod lsp_front;
 pub mod protocol;
 pub mod server;
 
-pub use client::{Control, FindError, current_dir, find_server};
+pub use client::{Control, FindError, current_dir, find_server, refuse_overlaps};
 pub use server::{bind, run};
 
 #[cfg(test)]

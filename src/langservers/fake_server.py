@@ -30,7 +30,8 @@
 # Navigation, for the clients serve shares it with: textDocument/hover answers the text of the
 # line asked about as the server has it (a line with SLOW 1 s later; with HANG only when
 # cancelled, with -32800; with ASK after sending window/showMessageRequest and getting its
-# answer, which becomes the hover's text); textDocument/definition the position asked about;
+# answer, which becomes the hover's text); textDocument/definition the position asked about
+# (on a line `GOTO PATH`, character 1 of line 0 of PATH);
 # workspace/symbol one symbol per open document, named by its uri.
 import json, os, subprocess, sys, threading, time
 
@@ -256,8 +257,12 @@ while True:
         send({"id": asked.pop(msg["id"]), "result": {"contents": json.dumps(answer)}})
     elif method == "textDocument/definition":
         at = params["position"]
-        send({"id": msg["id"], "result": [{"uri": params["textDocument"]["uri"],
-                                           "range": {"start": at, "end": at}}]})
+        uri = params["textDocument"]["uri"]
+        text, _ = docs.get(uri, ("", 0))
+        line = (text.split("\n") + [""])[at["line"]]
+        if line.startswith("GOTO "):
+            uri, at = "file://" + line[5:], {"line": 0, "character": 1}
+        send({"id": msg["id"], "result": [{"uri": uri, "range": {"start": at, "end": at}}]})
     elif method == "workspace/symbol":
         at = {"line": 0, "character": 0}
         send({"id": msg["id"], "result": [

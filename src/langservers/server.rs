@@ -167,8 +167,8 @@ enum Pending {
         path: PathBuf,
         id: u64,
     },
-    /// Sent on someone's behalf (`Server::request`).
-    Client(OnAnswer),
+    /// Sent on someone's behalf (`Server::request`), about the document of this uri.
+    Client(OnAnswer, String),
 }
 
 /// What the lock decided to hand out once it is released.
@@ -1036,7 +1036,13 @@ impl Server {
                 }
             }
             Pending::Pull { path, id } => self.on_pull_answer(st, &path, id, r.result),
-            Pending::Client(on_answer) => effects.push(Effect::Answer(on_answer, r.result)),
+            Pending::Client(on_answer, asked) => {
+                let mut result = r.result;
+                if let Ok(v) = &mut result {
+                    convert_positions(st, v, &asked, false);
+                }
+                effects.push(Effect::Answer(on_answer, result));
+            }
         }
     }
 
@@ -1421,14 +1427,17 @@ impl Server {
         &self,
         path: &Path,
         method: &str,
-        params: Value,
+        mut params: Value,
         on_answer: OnAnswer,
     ) -> Result<u64, String> {
         let mut st = self.lock();
         let now = Instant::now();
         let running = st.life.phase == Phase::Running;
-        match st.docs.get_mut(path) {
-            Some(d) if d.open && running => d.used = now,
+        let asked = match st.docs.get_mut(path) {
+            Some(d) if d.open && running => {
+                d.used = now;
+                d.uri.clone()
+            }
             _ => {
                 return Err(format!(
                     "{} is not open in language server {}",
@@ -1436,9 +1445,11 @@ impl Server {
                     self.name
                 ));
             }
-        }
+        };
         st.last_used = now;
-        let id = self.send_request(&mut st, method, Some(params), Pending::Client(on_answer));
+        convert_positions(&st, &mut params, &asked, true);
+        let pending = Pending::Client(on_answer, asked);
+        let id = self.send_request(&mut st, method, Some(params), pending);
         Ok(id.as_u64().unwrap_or_default())
     }
 
@@ -1449,7 +1460,7 @@ impl Server {
         let pending = st
             .requests
             .iter()
-            .any(|(k, p)| *k == id && matches!(p, Pending::Client(_)));
+            .any(|(k, p)| *k == id && matches!(p, Pending::Client(..)));
         if pending {
             let mut params = Value::Null;
             params["id"] = id.into();
@@ -1523,7 +1534,7 @@ impl Ticket {
 /// would have answered is gone.
 fn fail_requests(st: &mut State, effects: &mut Effects) {
     for (_, p) in st.requests.drain() {
-        if let Pending::Client(on_answer) = p {
+        if let Pending::Client(on_answer, _) = p {
             let e = ResponseError {
                 code: ErrorCode::RequestFailed as i64,
                 message: "the language server exited before answering".into(),
@@ -1532,6 +1543,38 @@ fn fail_requests(st: &mut State, effects: &mut Effects) {
             effects.push(Effect::Answer(on_answer, Err(e)));
         }
     }
+}
+
+/// Converts each position in a request sent on a client's behalf (`to_server`: from UTF-16
+/// to the server's encoding) or in its answer (back to UTF-16), `asked` being the uri of the
+/// document it is about (ccide-protocol(7) §11.3): by the text the server has of each
+/// document named, else the file's (a regular file, bounded), else not at all.
+fn convert_positions(st: &State, v: &mut Value, asked: &str, to_server: bool) {
+    if st.enc == Enc::Utf16 {
+        return;
+    }
+    let (from, to) = match to_server {
+        true => (Enc::Utf16, st.enc),
+        false => (st.enc, Enc::Utf16),
+    };
+    let mut seen: Vec<(String, Option<Text>)> = Vec::new();
+    crate::lsp::text::each_position(v, asked, asked, false, &mut |p, file, end| {
+        if !seen.iter().any(|s| s.0 == file) {
+            let path = crate::files::uri_path(file, true);
+            let held = path.as_ref().and_then(|p| st.docs.get(p));
+            let held = held.or_else(|| st.docs.values().find(|d| d.uri == file));
+            let text = match held {
+                Some(d) => Some(d.text.clone()),
+                None => path
+                    .and_then(|p| crate::files::read_regular(&p, MAX_DOC_BYTES).ok())
+                    .and_then(|b| String::from_utf8(b).ok()),
+            };
+            seen.push((file.to_string(), text.map(Text::new)));
+        }
+        if let Some((_, Some(text))) = seen.iter().find(|s| s.0 == file) {
+            *p = text.convert(Pos::from_json(p), from, to, end).to_json();
+        }
+    });
 }
 
 /// Converts the ranges of LSP diagnostics about `text` (the document as sent) from the

@@ -15,6 +15,44 @@ use serde_json::Value;
 
 use crate::json::obj;
 
+/// Calls `f` with each position in `v` (an object of `line` and `character`), the file it is
+/// in (the nearest `uri` or `targetUri` around it, else `uri`; a call's `fromRanges` are in
+/// its `from`'s file, a link's `originSelectionRange` in the request's `asked`) and whether it
+/// ends a range.
+pub fn each_position(
+    v: &mut Value,
+    asked: &str,
+    uri: &str,
+    end: bool,
+    f: &mut dyn FnMut(&mut Value, &str, bool),
+) {
+    match v {
+        Value::Array(a) => a
+            .iter_mut()
+            .for_each(|x| each_position(x, asked, uri, end, f)),
+        Value::Object(o)
+            if o.len() == 2 && o.contains_key("line") && o.contains_key("character") =>
+        {
+            f(v, uri, end)
+        }
+        Value::Object(o) => {
+            let own = o.get("uri").or(o.get("targetUri")).and_then(Value::as_str);
+            let own = own.unwrap_or(uri).to_string();
+            let from = o.get("from").and_then(|f| f["uri"].as_str());
+            let from = from.unwrap_or(&own).to_string();
+            for (k, x) in o.iter_mut() {
+                let file = match k.as_str() {
+                    "originSelectionRange" => asked,
+                    "fromRanges" => &from,
+                    _ => &own,
+                };
+                each_position(x, asked, file, k == "end", f);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// How a position's `character` counts.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Enc {

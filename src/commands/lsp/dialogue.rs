@@ -168,47 +168,15 @@ fn text_of(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
+/// The largest file whose positions in an answer are converted (a language server holds no
+/// bigger document); a bigger one's positions pass as they are.
+const MAX_NAMED_FILE: u64 = 8 << 20;
+
 /// A position counted in UTF-16 units as the control protocol takes it.
 fn wire(p: Pos) -> crate::state::editor::Pos {
     crate::state::editor::Pos {
         line: p.line as usize,
         character: p.character as usize,
-    }
-}
-
-/// Calls `f` with each position in `v` (an object of `line` and `character`), the file it is
-/// in (the nearest `uri` or `targetUri` around it, else `uri`; a call's `fromRanges` are in
-/// its `from`'s file, a link's `originSelectionRange` in the request's `asked`) and whether it
-/// ends a range.
-fn positions(
-    v: &mut Value,
-    asked: &str,
-    uri: &str,
-    end: bool,
-    f: &mut dyn FnMut(&mut Value, &str, bool),
-) {
-    match v {
-        Value::Array(a) => a.iter_mut().for_each(|x| positions(x, asked, uri, end, f)),
-        Value::Object(o)
-            if o.len() == 2 && o.contains_key("line") && o.contains_key("character") =>
-        {
-            f(v, uri, end)
-        }
-        Value::Object(o) => {
-            let own = o.get("uri").or(o.get("targetUri")).and_then(Value::as_str);
-            let own = own.unwrap_or(uri).to_string();
-            let from = o.get("from").and_then(|f| f["uri"].as_str());
-            let from = from.unwrap_or(&own).to_string();
-            for (k, x) in o.iter_mut() {
-                let file = match k.as_str() {
-                    "originSelectionRange" => asked,
-                    "fromRanges" => &from,
-                    _ => &own,
-                };
-                positions(x, asked, file, k == "end", f);
-            }
-        }
-        _ => {}
     }
 }
 
@@ -717,7 +685,7 @@ impl Lsp {
         // Per file named, once: the editor's document (by its uri, else by its path: servers
         // and editors encode uris differently), else the file's text.
         let mut seen: Vec<(String, Option<usize>, Option<Text>)> = Vec::new();
-        positions(v, uri, uri, false, &mut |p, file, end| {
+        crate::lsp::text::each_position(v, uri, uri, false, &mut |p, file, end| {
             if !seen.iter().any(|s| s.0 == file) {
                 let path = crate::files::uri_path(file, true);
                 let doc = self.docs.iter().position(|d| d.uri == file).or_else(|| {
@@ -726,7 +694,11 @@ impl Lsp {
                 });
                 let text = match doc {
                     Some(_) => None,
-                    None => path.and_then(|p| std::fs::read_to_string(p).ok()),
+                    // A regular file only, bounded: an answer may name any path (a device
+                    // that never ends, a FIFO that blocks).
+                    None => path
+                        .and_then(|p| crate::files::read_regular(&p, MAX_NAMED_FILE).ok())
+                        .and_then(|b| String::from_utf8(b).ok()),
                 };
                 seen.push((file.to_string(), doc, text.map(Text::new)));
             }

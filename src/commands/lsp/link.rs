@@ -150,7 +150,7 @@ pub fn overlapping<'a>(servers: &'a [Found], root: &Path) -> Option<&'a Found> {
         !s.own
             && s.workspaces
                 .iter()
-                .any(|w| w.starts_with(root) || root.starts_with(w))
+                .any(|w| crate::workspaces::nested(w, root))
     })
 }
 
@@ -257,8 +257,9 @@ impl Servers for Sockets {
         let ws = [root.to_path_buf()];
         let usual = crate::lockfile::state_dir(None, &ws)?;
         let state = usual.with_file_name(format!(
-            "{}.editor",
-            usual.file_name().unwrap_or_default().to_string_lossy()
+            "{}{}",
+            usual.file_name().unwrap_or_default().to_string_lossy(),
+            crate::control::client::STAND_IN_STATE
         ));
         let argv = [
             "--workspace".into(),
