@@ -423,10 +423,14 @@ impl LockEntry {
     /// Whether its server is certainly not there although its pid may run (a pid reused by
     /// another process after a `kill -9`): its control socket refuses connections (nobody
     /// listens: ECONNREFUSED) or is gone (ENOENT). Any other failure (no permission, a full
-    /// backlog) proves nothing. Not a ccide lock: false.
+    /// backlog) proves nothing. Not a ccide lock, or not ours (`check_lock_is_ours`: the
+    /// socket it names is never so much as connected to): false.
     pub fn control_refuses(&self) -> bool {
         use std::io::ErrorKind::{ConnectionRefused, NotFound};
         let Some(c) = &self.control else { return false };
+        if check_lock_is_ours(&self.path).is_err() {
+            return false;
+        }
         match std::os::unix::net::UnixStream::connect(c) {
             Ok(_) => false,
             Err(e) => matches!(e.kind(), ConnectionRefused | NotFound),

@@ -62,14 +62,14 @@ fn a_deleted_state_directory_is_made_again_and_only_the_lost_proposal_fails() {
         "{}",
         srv.log()
     );
-    assert!(
-        srv.log().contains(&format!(
-            "diff {lost_id} for {}: its proposal was in the deleted state directory and is lost; it can only be rejected (ccide diff reject {lost_id}) or answered in Claude Code",
-            a.display()
-        )),
-        "{}",
-        srv.log()
+    // Logged after the line wait_made_again waits for.
+    let lost_line = format!(
+        "diff {lost_id} for {}: its proposal was in the deleted state directory and is lost; it can only be rejected (ccide diff reject {lost_id}) or answered in Claude Code",
+        a.display()
     );
+    wait_for("the lost proposal to be named", DEADLINE, || {
+        srv.log().contains(&lost_line).then_some(())
+    });
 
     // The files are back, from memory.
     let state = sb.state();
