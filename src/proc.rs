@@ -342,9 +342,131 @@ pub fn find_in(dirs: impl IntoIterator<Item = PathBuf>, program: &str) -> Option
     })
 }
 
+/// The cgroup Claude Code starts its tools and plugin servers in when it caps their memory: a
+/// directory of this name in the memory hierarchy (ccide-protocol(7) §13.5).
+pub const CLI_TOOL_CGROUP: &str = "claude-code-bash";
+
+/// The directory of the memory cgroup that a `/proc/PID/cgroup` text names, found as Claude
+/// Code finds it: the cgroup v1 line whose controllers include `memory` (under
+/// /sys/fs/cgroup/memory), else the v2 line `0::` (under /sys/fs/cgroup).
+pub fn memory_cgroup_dir(proc_cgroup: &str) -> Option<PathBuf> {
+    let mut v2 = None;
+    for line in proc_cgroup.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if controllers.split(',').any(|c| c == "memory") {
+            return Some(Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/')));
+        }
+        if id == "0" && controllers.is_empty() {
+            v2 = Some(Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/')));
+        }
+    }
+    v2
+}
+
+/// Whether a memory cgroup directory is Claude Code's tool cgroup or one inside it.
+pub fn in_cli_tool_cgroup(dir: &Path) -> bool {
+    dir.components().any(|c| c.as_os_str() == CLI_TOOL_CGROUP)
+}
+
+/// Where a process started from Claude Code's tool cgroup goes to leave its memory cap.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ToolCgroupExit {
+    /// The starter is not in the tool cgroup: nothing to leave.
+    NotCapped,
+    /// The `cgroup.procs` of the CLI's own cgroup, where the CLI itself moves a process it
+    /// releases from the cap.
+    To(PathBuf),
+    /// The starter is in the tool cgroup (this directory) and so is its parent: a CLI started
+    /// from another session's tool shares that session's cap, and there is no cgroup of its
+    /// own to go to.
+    Nowhere(PathBuf),
+}
+
+/// The exit for a child of a process whose `/proc/self/cgroup` is `own` and whose parent's
+/// (the CLI that started it) is `parent`.
+pub fn tool_cgroup_exit(own: &str, parent: &str) -> ToolCgroupExit {
+    let Some(own) = memory_cgroup_dir(own).filter(|d| in_cli_tool_cgroup(d)) else {
+        return ToolCgroupExit::NotCapped;
+    };
+    match memory_cgroup_dir(parent) {
+        Some(cli) if !in_cli_tool_cgroup(&cli) => ToolCgroupExit::To(cli.join("cgroup.procs")),
+        _ => ToolCgroupExit::Nowhere(own),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const V1_CLI: &str = "9:name=systemd:/user.slice/session-3.scope\n4:memory:/user.slice/session-3.scope\n0::/user.slice/session-3.scope\n";
+    const V1_TOOL: &str = "9:name=systemd:/user.slice/session-3.scope\n4:memory:/user.slice/session-3.scope/claude-code-bash\n0::/user.slice/session-3.scope\n";
+    const V2_CLI: &str = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/vte-1.scope\n";
+    const V2_TOOL: &str =
+        "0::/user.slice/user-1000.slice/user@1000.service/app.slice/claude-code-bash\n";
+
+    #[test]
+    fn the_memory_cgroup_is_the_v1_memory_line_else_the_v2_line() {
+        assert_eq!(
+            memory_cgroup_dir(V1_TOOL),
+            Some(PathBuf::from(
+                "/sys/fs/cgroup/memory/user.slice/session-3.scope/claude-code-bash"
+            ))
+        );
+        assert_eq!(
+            memory_cgroup_dir("5:cpu,memory:/a\n0::/b\n"),
+            Some(PathBuf::from("/sys/fs/cgroup/memory/a"))
+        );
+        assert_eq!(
+            memory_cgroup_dir(V2_TOOL),
+            Some(PathBuf::from(
+                "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/claude-code-bash"
+            ))
+        );
+        assert_eq!(memory_cgroup_dir("1:cpu:/a\n"), None);
+        assert_eq!(memory_cgroup_dir(""), None);
+    }
+
+    #[test]
+    fn a_child_of_the_cli_tool_cgroup_goes_to_the_cli_cgroup() {
+        // v1: the tool cgroup is a child of the CLI's; v2: a sibling (the CLI's is a leaf).
+        assert_eq!(
+            tool_cgroup_exit(V1_TOOL, V1_CLI),
+            ToolCgroupExit::To(PathBuf::from(
+                "/sys/fs/cgroup/memory/user.slice/session-3.scope/cgroup.procs"
+            ))
+        );
+        assert_eq!(
+            tool_cgroup_exit(V2_TOOL, V2_CLI),
+            ToolCgroupExit::To(PathBuf::from(
+                "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/vte-1.scope/cgroup.procs"
+            ))
+        );
+        // Not capped: nothing to do, wherever the parent is.
+        assert_eq!(tool_cgroup_exit(V2_CLI, V2_TOOL), ToolCgroupExit::NotCapped);
+        assert_eq!(tool_cgroup_exit(V1_CLI, V1_CLI), ToolCgroupExit::NotCapped);
+        assert_eq!(tool_cgroup_exit("", V1_CLI), ToolCgroupExit::NotCapped);
+        // A CLI run from another session's tool shares its cap: nowhere of its own to go.
+        assert_eq!(
+            tool_cgroup_exit(V2_TOOL, V2_TOOL),
+            ToolCgroupExit::Nowhere(PathBuf::from(
+                "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/claude-code-bash"
+            ))
+        );
+        let nested = "0::/app.slice/claude-code-bash/inner\n";
+        assert!(matches!(
+            tool_cgroup_exit(nested, nested),
+            ToolCgroupExit::Nowhere(_)
+        ));
+        // Only the parent's cgroup unknown: nowhere known either.
+        assert!(matches!(
+            tool_cgroup_exit(V1_TOOL, ""),
+            ToolCgroupExit::Nowhere(_)
+        ));
+    }
 
     fn sh(script: &str) -> Command {
         let mut cmd = Command::new("sh");

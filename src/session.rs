@@ -453,6 +453,13 @@ fn batch(mut replies: Vec<String>) -> String {
     format!("[{}]", replies.join(","))
 }
 
+/// The name ccide gives itself in `initialize`. It matches the pattern `^Claude Code .+ MCP$`
+/// by which the client recognises an IDE whose `getDiagnostics` answers it filters by the
+/// session's Read rules before the model sees them; under any other name the diagnostics of
+/// a file the session may not read reach the model (ccide-protocol(7) §3.2, §5.4). The user
+/// sees the lock file's `ideName` in /ide and /status, not this name.
+const SERVER_NAME: &str = "Claude Code ccide MCP";
+
 fn initialize(client: &Client, params: &Value) -> Result<Value, RpcError> {
     let asked = params["protocolVersion"].as_str().unwrap_or("");
     let version = if KNOWN_VERSIONS.contains(&asked) {
@@ -474,7 +481,7 @@ fn initialize(client: &Client, params: &Value) -> Result<Value, RpcError> {
     Ok(obj! {
         "protocolVersion": version,
         "capabilities": obj! {"tools": obj! {"listChanged": true}},
-        "serverInfo": obj! {"name": "ccide", "version": env!("CARGO_PKG_VERSION")},
+        "serverInfo": obj! {"name": SERVER_NAME, "version": env!("CARGO_PKG_VERSION")},
     })
 }
 

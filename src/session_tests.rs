@@ -155,7 +155,7 @@ fn initialize_echoes_known_versions_and_answers_others_with_the_newest() {
             json!({"jsonrpc": "2.0", "id": 3, "result": {
                 "protocolVersion": answered,
                 "capabilities": {"tools": {"listChanged": true}},
-                "serverInfo": {"name": "ccide", "version": env!("CARGO_PKG_VERSION")},
+                "serverInfo": {"name": "Claude Code ccide MCP", "version": env!("CARGO_PKG_VERSION")},
             }})
         );
     }

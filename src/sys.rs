@@ -114,6 +114,29 @@ pub fn new_session(cmd: &mut std::process::Command) {
     }
 }
 
+/// Moves a child into another cgroup just before it runs its program, so that whatever it
+/// starts is there too: writes 0 (the writer) to `procs`, a cgroup's `cgroup.procs`. A
+/// failure leaves the child where it was, which the caller sees in /proc/PID/cgroup.
+pub fn join_cgroup_in_child(cmd: &mut std::process::Command, procs: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::process::CommandExt;
+    let Ok(path) = std::ffi::CString::new(procs.as_os_str().as_bytes()) else {
+        return;
+    };
+    // SAFETY: the closure only calls open, write and close, which are async-signal-safe, on a
+    // string made before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd >= 0 {
+                libc::write(fd, b"0".as_ptr().cast(), 1);
+                libc::close(fd);
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Takes an exclusive lock on an open file without waiting; false when another process
 /// holds it. The lock lasts as long as the file stays open (and goes with the process).
 pub fn try_lock_exclusive(f: &std::fs::File) -> io::Result<bool> {

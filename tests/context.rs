@@ -314,7 +314,7 @@ fn a_client_connecting_later_gets_the_current_selection_once_initialized() {
         "initialize",
         json!({"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claude-code","version":"2.1.330"}}),
     );
-    assert_eq!(r["result"]["serverInfo"]["name"], "ccide");
+    assert_eq!(r["result"]["serverInfo"]["name"], "Claude Code ccide MCP");
     // The greeting is only scheduled by notifications/initialized: nothing to wait for.
     assert_eq!(
         quiet(&mut c, "selection_changed"),

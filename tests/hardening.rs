@@ -309,7 +309,10 @@ impl Conn {
             "initialize",
             json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "claude-code", "version": "2.1.330"}}),
         );
-        assert_eq!(r["result"]["serverInfo"]["name"], "ccide", "{r}");
+        assert_eq!(
+            r["result"]["serverInfo"]["name"], "Claude Code ccide MCP",
+            "{r}"
+        );
         self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     }
 

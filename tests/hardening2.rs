@@ -118,7 +118,7 @@ fn forge(srv: &Server) {
         "initialize",
         json!({"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":FORGED,"version":FORGED}}),
     );
-    assert_eq!(r["result"]["serverInfo"]["name"], "ccide");
+    assert_eq!(r["result"]["serverInfo"]["name"], "Claude Code ccide MCP");
     c.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
     c.send(&json!({"jsonrpc":"2.0","method":"ide_connected","params":{"pid": 4242}}));
     assert_eq!(c.request(FORGED, json!({}))["error"]["code"], -32601);

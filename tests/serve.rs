@@ -201,13 +201,45 @@ fn initialize_echoes_known_versions_and_answers_unknown_ones_with_the_latest() {
         r["result"]["capabilities"],
         json!({"tools": {"listChanged": true}})
     );
-    assert_eq!(r["result"]["serverInfo"]["name"], "ccide");
+    assert_eq!(r["result"]["serverInfo"]["name"], "Claude Code ccide MCP");
     assert_eq!(
         r["result"]["serverInfo"]["version"],
         env!("CARGO_PKG_VERSION")
     );
     let r = c.request("initialize", json!({"protocolVersion":"2099-01-01"}));
     assert_eq!(r["result"]["protocolVersion"], "2025-11-25");
+}
+
+/// The client filters the model's `getDiagnostics` results by the session's Read rules (a
+/// `Read(./secret/**)` deny rule, reads outside its folders blocked) only for an IDE whose
+/// `serverInfo.name` matches `^Claude Code .+ MCP$`; under another name, diagnostics quoting a
+/// denied file's code reach the model (ccide-protocol(7) §3.2, §5.4). The lock file's
+/// `ideName`, which /ide and /status show, stays ccide's own.
+#[test]
+fn initialize_names_the_server_so_that_the_client_applies_its_read_rules_to_diagnostics() {
+    let sb = Sandbox::new();
+    let s = sb.serve(&[]);
+    let mut c = s.connect();
+    let r = c.request(
+        "initialize",
+        json!({"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claude-code","version":"2.1.332"}}),
+    );
+    let name = r["result"]["serverInfo"]["name"]
+        .as_str()
+        .expect("serverInfo.name");
+    // The client's test, /^Claude Code .+ MCP$/, spelled out: `.` is any character but a
+    // line terminator, at least one of them.
+    let middle = name
+        .strip_prefix("Claude Code ")
+        .and_then(|n| n.strip_suffix(" MCP"))
+        .unwrap_or_else(|| panic!("{name:?} does not match ^Claude Code .+ MCP$"));
+    assert!(
+        !middle.is_empty() && !middle.contains(['\n', '\r', '\u{2028}', '\u{2029}']),
+        "{name:?} does not match ^Claude Code .+ MCP$"
+    );
+    // Not the JetBrains plugin's name, for which the client skips its diagnostics baseline.
+    assert_eq!(name, "Claude Code ccide MCP");
+    assert_eq!(s.lock["ideName"], "ccide (ws)");
 }
 
 #[test]

@@ -159,7 +159,7 @@ fn a_selection_and_a_mention_made_during_setup_arrive_in_order_once_the_client_i
         "initialize",
         json!({"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claude-code","version":"2.1.330"}}),
     );
-    assert_eq!(r["result"]["serverInfo"]["name"], "ccide");
+    assert_eq!(r["result"]["serverInfo"]["name"], "Claude Code ccide MCP");
     c.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
     c.send(&json!({"jsonrpc":"2.0","method":"ide_connected","params":{"pid": std::process::id()}}));
     // The server reads a connection in order: once this is answered, the client counts as

@@ -7,6 +7,7 @@
 
 mod util;
 
+mod cgroups;
 mod checkers;
 mod confinement;
 mod container;

@@ -736,7 +736,10 @@ impl Client {
             "initialize",
             json!({"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claude-code","version":"2.1.330"}}),
         );
-        assert!(r["result"]["serverInfo"]["name"] == "ccide", "{r}");
+        assert!(
+            r["result"]["serverInfo"]["name"] == "Claude Code ccide MCP",
+            "{r}"
+        );
         self.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
         self.send(
             &json!({"jsonrpc":"2.0","method":"ide_connected","params":{"pid": std::process::id()}}),

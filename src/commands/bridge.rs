@@ -7,7 +7,9 @@
 //!
 //! With no server for the project it starts one, detached (a session of its own, its log in
 //! the state directory): the language servers it keeps warm are there for the next session
-//! too, and a session's end must not take them from the other sessions sharing them.
+//! too, and a session's end must not take them from the other sessions sharing them. Nor
+//! may one session's memory cap: a server started from the CLI's memory-capped tool cgroup
+//! is moved to the CLI's own cgroup, as the CLI moves a process it releases (§13.5).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -19,6 +21,7 @@ use crate::cli::{Args, CONFIG_DIR, Command, EXIT_OK, Fail, Outcome, flag};
 use crate::control::protocol::LspClient;
 use crate::control::{Control, FindError};
 use crate::lockfile::LockEntry;
+use crate::proc::ToolCgroupExit;
 
 pub const COMMAND: Command = Command {
     name: "lsp-bridge",
@@ -175,9 +178,17 @@ fn serve_detached(config: &Path, root: &Path) -> Result<LockEntry, Fail> {
         .current_dir(root)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(log);
+        .stderr(log.try_clone().map_err(failed)?);
     crate::sys::new_session(&mut cmd);
+    let exit = tool_cgroup_exit();
+    if let ToolCgroupExit::To(procs) = &exit {
+        crate::sys::join_cgroup_in_child(&mut cmd, procs);
+    }
     let mut child = cmd.spawn().map_err(failed)?;
+    if let Some(problem) = still_capped(&exit, child.id()) {
+        let _ = writeln!(&log, "ccide lsp-bridge: {problem}");
+        eprintln!("ccide lsp-bridge: {problem}");
+    }
     // Reaped whenever it ends: at once when it lost the start to another bridge's, else when
     // it stops, however long this bridge lives.
     let ended = Arc::new(AtomicBool::new(false));
@@ -204,6 +215,46 @@ fn serve_detached(config: &Path, root: &Path) -> Result<LockEntry, Fail> {
         // Ended without a lock file: another bridge's may yet show, not after long.
         if ended.load(Ordering::SeqCst) {
             deadline = deadline.min(Instant::now() + Duration::from_secs(2));
+        }
+    }
+}
+
+/// Where the server this bridge starts goes to leave the CLI's tool cgroup, from this
+/// process's cgroup and its parent's (the CLI that started it).
+fn tool_cgroup_exit() -> ToolCgroupExit {
+    let read =
+        |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    crate::proc::tool_cgroup_exit(
+        &read("self"),
+        &read(&std::os::unix::process::parent_id().to_string()),
+    )
+}
+
+/// What to tell the user when the started server `pid` is still in the CLI's tool cgroup: the
+/// move failed (tried again here to learn why) or there was nowhere to go.
+fn still_capped(exit: &ToolCgroupExit, pid: u32) -> Option<String> {
+    let consequence = "its language servers count against this Claude Code session's memory cap, and the kernel may kill them (for every session) when the session exceeds it. Start ccide serve outside the session instead: as the systemd user unit `ccide unit` writes, or from a terminal, before the session starts (see ccide(1), lsp-bridge)";
+    match exit {
+        ToolCgroupExit::NotCapped => None,
+        ToolCgroupExit::Nowhere(dir) => Some(format!(
+            "ccide serve (pid {pid}) stays in Claude Code's memory-capped cgroup {}: Claude Code itself runs in it, so there is no cgroup of its own to move the server to; {consequence}",
+            dir.display()
+        )),
+        ToolCgroupExit::To(procs) => {
+            let now = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+            let dir = crate::proc::memory_cgroup_dir(&now)?;
+            if !crate::proc::in_cli_tool_cgroup(&dir) {
+                return None;
+            }
+            let why = match std::fs::write(procs, pid.to_string()) {
+                Ok(()) => return None,
+                Err(e) => e,
+            };
+            Some(format!(
+                "ccide serve (pid {pid}) stays in Claude Code's memory-capped cgroup {}: cannot move it to {}: {why}; {consequence}",
+                dir.display(),
+                procs.display()
+            ))
         }
     }
 }
