@@ -623,7 +623,7 @@ fn run_threads(
         // On its own thread, the acceptor running: finding each server's first file (a walk,
         // tsconfig.json) and starting it takes a while, which a CLI that connects as soon as
         // the lock file is out must not wait for.
-        let lsp = state.diagnostics.lsp.clone();
+        let lsp = state.langservers.clone();
         spawn("lsp-warm", Box::new(move || lsp.warm()))?;
     }
     // The control thread accepts on this descriptor for good; the watch puts a new socket
@@ -681,14 +681,7 @@ fn log_tools(state: &State) {
     for f in &state.formatters {
         crate::log::debug!("formatter {f}");
     }
-    for s in state
-        .diagnostics
-        .lsp
-        .status()
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
+    for s in state.langservers.status().as_array().into_iter().flatten() {
         crate::log::info!(
             "language server {} for {}: {}",
             s["name"].as_str().unwrap_or(""),
@@ -728,7 +721,7 @@ pub fn stop(r: Started) {
         std::thread::sleep(Duration::from_millis(5));
     }
     // No checker, formatter, language server or Python kernel outlives the server.
-    r.sessions.state.diagnostics.shutdown();
+    r.sessions.state.langservers.shutdown();
     crate::proc::kill_all();
     drop(held);
 }
