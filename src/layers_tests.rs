@@ -34,7 +34,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("lsp", &["framing|text", "queue", "connection", "mod"]),
     (
         "langservers",
-        &["registry|finality", "supervisor", "server", "mod"],
+        &[
+            "registry|finality",
+            "profiles",
+            "supervisor",
+            "server",
+            "mod",
+        ],
     ),
     ("diagnostics", &["parse", "lsp", "checkers", "mod"]),
     ("state", &["events", "editor|diffs|exec", "mod"]),

@@ -17,11 +17,12 @@
 //!    the per-call context and the shape of an MCP tool result, the connected clients and
 //!    broadcast) and `lsp` (Content-Length framing, connections as queues, the requests
 //!    pending each way, positions in UTF-8/16/32).
-//! 4. `langservers` (the language servers ccide keeps warm, as their LSP client: which serves
-//!    a file, their processes, when a result is final), then `diagnostics` (the store, the
+//! 4. `langservers` (the language servers ccide keeps warm, as their LSP client: the built-ins
+//!    as one table of profiles, which serves a file, their processes, when a result is
+//!    final), then `diagnostics` (the store, the
 //!    checkers, the output parsers, language servers' results read).
-//! 5. `state`: the shared state (editor model, diffs, exec, events) over the workspaces and
-//!    diagnostics.
+//! 5. `state`: the shared state (editor model, diffs, exec, events) over the workspaces, the
+//!    language servers and the diagnostics (which are handed the language servers).
 //! 6. `tools`: the MCP tools, plain functions over `State`.
 //! 7. `session` (the MCP lifecycle, greeting, keepalive) and `control` (the control socket:
 //!    every command once as a `Request`, one handler for every connection, the client).

@@ -295,6 +295,18 @@ fn the_built_in_checker_steps_aside_for_a_language_server() {
 /// characters (the uri is echoed exactly): a type error an edit introduces is in the answer
 /// right after the edit, and was not in the baseline.
 fn real_server(lsp: &str, files: &[(&str, &str)], edit: (&str, &str), expect: &str) {
+    real_server_with(lsp, &[], files, edit, expect)
+}
+
+/// `real_server`, serve (and so the server) run with `env` too, `BIN` in a value naming the
+/// installed servers' directory.
+fn real_server_with(
+    lsp: &str,
+    env: &[(&str, &str)],
+    files: &[(&str, &str)],
+    edit: (&str, &str),
+    expect: &str,
+) {
     let dir = PathBuf::from(
         std::env::var_os("CCIDE_TEST_LSP_DIR")
             .expect("CCIDE_TEST_LSP_DIR names the language servers .ci/lsp-install installed"),
@@ -307,8 +319,9 @@ fn real_server(lsp: &str, files: &[(&str, &str)], edit: (&str, &str), expect: &s
             text.replace("PROJ", &proj.display().to_string()),
         );
     }
-    let spec = lsp.replace("BIN", &dir.join("bin").display().to_string());
-    let s = sb.serve(&[
+    let bin = dir.join("bin").display().to_string();
+    let spec = lsp.replace("BIN", &bin);
+    let mut serve = sb.serve_command(&[
         "--no-default-lsp",
         "--no-default-checkers",
         "--lsp-warm",
@@ -317,6 +330,10 @@ fn real_server(lsp: &str, files: &[(&str, &str)], edit: (&str, &str), expect: &s
         "--lsp",
         &spec,
     ]);
+    for (k, v) in env {
+        serve.env(k, v.replace("BIN", &bin));
+    }
+    let s = Server::spawn(&mut serve, &sb.config());
     let mut c = s.client();
     let file = sb.ws().join("proj ä b").join(edit.0);
     // The CLI's baseline before the edit: the file has no error.
@@ -399,6 +416,20 @@ fn clangd_reports_the_error_an_edit_makes() {
         ],
         ("m.c", "int main(void) { return undeclared; }\n"),
         "undeclared",
+    );
+}
+
+/// bash-language-server's diagnostics are shellcheck's (without it, it reports none): the one
+/// .ci/lsp-install put beside it, named as its `SHELLCHECK_PATH` (never found on PATH).
+#[test]
+#[ignore = "needs language servers (.ci/lsp-install)"]
+fn bash_language_server_reports_what_shellcheck_finds_after_an_edit() {
+    real_server_with(
+        "*.sh='BIN/bash-language-server' start",
+        &[("SHELLCHECK_PATH", "BIN/shellcheck")],
+        &[("run.sh", "#!/bin/bash\necho \"$1\"\n")],
+        ("run.sh", "#!/bin/bash\necho $1\n"),
+        "Double quote to prevent globbing and word splitting.",
     );
 }
 

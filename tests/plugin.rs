@@ -531,7 +531,10 @@ fn plugin_install_writes_a_marketplace_and_asks_claude_to_install_it_twice_alike
     let manifest = read("ccide/.claude-plugin/plugin.json");
     let servers = manifest["lspServers"].as_object().unwrap();
     let names: Vec<&String> = servers.keys().collect();
-    assert_eq!(names, ["c", "go", "python", "rust", "typescript"]);
+    assert_eq!(
+        names,
+        ["c", "go", "python", "rust", "shellscript", "typescript"]
+    );
     assert_eq!(servers["go"], go_entry("2.1.330", true));
     assert_eq!(
         servers["typescript"]["extensionToLanguage"][".tsx"],

@@ -37,16 +37,6 @@ pub const PLUGIN_SINCE: Version = [2, 0, 74];
 /// refuses it (its schema is strict and has no such key), 2.1.330 has it.
 pub const DIAGNOSTICS_KEY_SINCE: Version = [2, 1, 330];
 
-/// The file patterns of ccide's built-in language servers, one server per line (the
-/// `--lsp` built-ins of `ccide serve`), for a plugin that is not tied to one workspace.
-const BUILTIN_SERVERS: &[&str] = &[
-    "*.ts *.tsx *.mts *.cts *.js *.jsx *.mjs *.cjs",
-    "*.py *.pyi",
-    "*.go",
-    "*.c *.h *.cc *.cpp *.cxx *.hpp *.hh *.hxx",
-    "*.rs",
-];
-
 const NAME: &str = "ccide";
 
 /// `X.Y.Z` at the start of `text` ("2.1.330 (Claude Code)"); what follows the third number
@@ -112,12 +102,13 @@ pub fn entries(servers: Vec<Vec<&str>>) -> Vec<Entry> {
     out
 }
 
-/// The entries for ccide's built-in language servers.
+/// The entries for ccide's built-in language servers (the `--lsp` built-ins of `ccide
+/// serve`), for a plugin that is not tied to one workspace: one per language of the profiles.
 pub fn builtin_entries() -> Vec<Entry> {
     entries(
-        BUILTIN_SERVERS
-            .iter()
-            .map(|s| s.split(' ').collect())
+        crate::langservers::languages()
+            .into_iter()
+            .map(<[&str]>::to_vec)
             .collect(),
     )
 }
@@ -486,7 +477,7 @@ mod tests {
         std::fs::create_dir_all(&t).unwrap();
         std::fs::write(t.join("Cargo.toml"), "").unwrap();
         std::fs::write(t.join("compile_commands.json"), "[]").unwrap();
-        let table: Vec<&str> = BUILTIN_SERVERS.iter().flat_map(|s| s.split(' ')).collect();
+        let table: Vec<&str> = crate::langservers::languages().concat();
         let specs = crate::langservers::builtins(
             std::slice::from_ref(&t),
             &|p| Some(PathBuf::from(p)),

@@ -125,7 +125,7 @@ pub const FLAGS: &[Flag] = &[
         value: Some("PATTERN=COMMAND"),
         env: None,
         repeat: true,
-        help: "Run the language server COMMAND (over stdio, kept warm) for files matching PATTERN (repeatable; same rules as --checker): its diagnostics join the checkers'. Built-ins when on PATH: typescript-language-server or TypeScript 7's tsc --lsp, basedpyright, pyright or ty, gopls, clangd (with a compile_commands.json), rust-analyzer (trusted only). Where one covers a file, the built-in checker for it steps aside.",
+        help: "Run the language server COMMAND (over stdio, kept warm) for files matching PATTERN (repeatable; same rules as --checker): its diagnostics join the checkers'. Built-ins when on PATH, the first found for each language: typescript-language-server or TypeScript 7's tsc, basedpyright-langserver, pyright-langserver or ty, gopls, clangd (with a compile_commands.json), rust-analyzer (trusted only), bash-language-server (with shellcheck). Where one covers a file, the built-in checker for it steps aside.",
         default: None,
     },
     flag(
@@ -635,7 +635,7 @@ fn run_threads(
         // On its own thread, the acceptor running: finding each server's first file (a walk,
         // tsconfig.json) and starting it takes a while, which a CLI that connects as soon as
         // the lock file is out must not wait for.
-        let lsp = state.diagnostics.lsp.clone();
+        let lsp = state.langservers.clone();
         spawn("lsp-warm", Box::new(move || lsp.warm()))?;
     }
     // The control thread accepts on this descriptor for good; the watch puts a new socket
@@ -694,14 +694,7 @@ fn log_tools(state: &State) {
     for f in &state.formatters {
         crate::log::debug!("formatter {f}");
     }
-    for s in state
-        .diagnostics
-        .lsp
-        .status()
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
+    for s in state.langservers.status().as_array().into_iter().flatten() {
         crate::log::info!(
             "language server {} for {}: {}",
             s["name"].as_str().unwrap_or(""),
@@ -748,7 +741,7 @@ pub fn stop(r: Started) {
         std::thread::sleep(Duration::from_millis(5));
     }
     // No checker, formatter, language server or Python kernel outlives the server.
-    r.sessions.state.diagnostics.shutdown();
+    r.sessions.state.langservers.shutdown();
     crate::proc::kill_all();
     drop(held);
 }
@@ -956,6 +949,114 @@ mod tests {
             "99999999999999999999",
         ] {
             assert_eq!(read(bad), None, "{bad}");
+        }
+    }
+}
+
+/// The lists of built-in language servers people read (the README's table, ccide(1),
+/// `--lsp`'s help) name every profile, and nothing else.
+#[cfg(test)]
+mod builtin_server_lists {
+    use crate::langservers::PROFILES;
+
+    /// `text` between the line holding `from` and the next line holding `to`.
+    fn between<'a>(text: &'a str, from: &str, to: &str) -> Vec<&'a str> {
+        let mut lines = text.lines().skip_while(|l| !l.contains(from));
+        assert!(lines.next().is_some(), "no {from:?}");
+        let part: Vec<&str> = lines.take_while(|l| !l.contains(to)).collect();
+        assert!(!part.is_empty(), "nothing after {from:?}");
+        part
+    }
+
+    /// A program a list names: the first word of a command, not a flag or a file.
+    fn program(command: &str) -> Option<String> {
+        let word = command.split_whitespace().next()?;
+        (!word.starts_with('-') && !word.contains('.')).then(|| word.to_string())
+    }
+
+    /// The README's table: the commands in code spans of its "built-in" column.
+    fn readme(text: &str) -> Vec<String> {
+        let rows = between(text, "| language | built-in", "How it behaves");
+        rows.iter()
+            .filter_map(|r| r.split('|').nth(2))
+            .flat_map(|cell| cell.split('`').skip(1).step_by(2))
+            .filter_map(program)
+            .collect()
+    }
+
+    /// ccide(1): the bold commands of the `--lsp` paragraph's list of built-ins.
+    fn man(text: &str) -> Vec<String> {
+        let lines = between(
+            text,
+            "Built\\-ins, when on PATH",
+            "Where a server covers a file",
+        );
+        lines
+            .iter()
+            .filter_map(|l| {
+                let (_, rest) = l.split_once(' ')?;
+                [".B ", ".BR ", ".RB "]
+                    .iter()
+                    .any(|m| l.starts_with(m))
+                    .then_some(rest)
+            })
+            .filter_map(|rest| {
+                let plain = rest
+                    .replace("\\-", "-")
+                    .replace(['"', '(', ')', ',', ';', ':'], " ");
+                program(&plain)
+            })
+            .collect()
+    }
+
+    /// `--lsp`'s help: the last word of each item of the list, without what is in brackets.
+    fn help(text: &str) -> Vec<String> {
+        let (_, list) = text.split_once("Built-ins when on PATH").unwrap();
+        let (_, list) = list.split_once(": ").unwrap();
+        let (list, _) = list.split_once(". ").unwrap();
+        let mut plain = String::new();
+        let mut depth = 0;
+        for c in list.chars() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                c if depth == 0 => plain.push(c),
+                _ => {}
+            }
+        }
+        plain
+            .split([','])
+            .flat_map(|item| item.split(" or "))
+            .filter_map(|item| item.split_whitespace().last().map(str::to_string))
+            .collect()
+    }
+
+    #[test]
+    fn every_list_names_the_profiles_and_nothing_else() {
+        let flag = super::COMMAND
+            .flags
+            .iter()
+            .find(|f| f.name == "--lsp")
+            .unwrap();
+        let lists = [
+            ("README.md", readme(include_str!("../../README.md"))),
+            ("man/ccide.1", man(include_str!("../../man/ccide.1"))),
+            ("serve's --lsp help", help(flag.help)),
+        ];
+        let table: Vec<&str> = PROFILES.iter().map(|p| p.name).collect();
+        for (doc, names) in lists {
+            for p in &table {
+                assert!(
+                    names.iter().any(|n| n == p),
+                    "{doc} does not name the built-in language server {p}: {names:?}"
+                );
+            }
+            for n in &names {
+                assert!(
+                    table.contains(&n.as_str()),
+                    "{doc} names {n}, which is not a built-in language server (src/langservers/profiles.rs)"
+                );
+            }
         }
     }
 }

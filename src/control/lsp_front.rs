@@ -242,7 +242,7 @@ pub fn serve(
         return;
     };
     let mut f = Front {
-        lsp: state.diagnostics.lsp.clone(),
+        lsp: state.langservers.clone(),
         state,
         hub,
         me: hub.next.fetch_add(1, Ordering::Relaxed) + 1,

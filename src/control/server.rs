@@ -28,7 +28,7 @@ pub fn bind(path: &Path) -> Result<UnixListener, String> {
 }
 
 pub fn run(state: Arc<State>, listener: UnixListener) {
-    let hub = Hub::new(&state.diagnostics.lsp);
+    let hub = Hub::new(&state.langservers);
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         let me = crate::sys::getuid();

@@ -28,7 +28,9 @@ use parse::{Diagnostic, Format, Severity};
 pub struct Diagnostics {
     pub store: Arc<Store>,
     pub checks: Checks,
-    pub lsp: Arc<LangServers>,
+    /// The language servers, to hand them files and ask whether one covers a file; they are
+    /// the state's (`State::langservers`), their results come in through `sink`.
+    langservers: Arc<LangServers>,
     workspaces: Arc<Workspaces>,
     clients: Arc<Clients>,
     /// Where checkers' output is captured (the state directory).
@@ -89,33 +91,36 @@ fn entry(uri: String, ds: &[Diagnostic]) -> Value {
     v
 }
 
+/// Where a language server's final results go: the store, as a checker's, under the server's
+/// own origin, the clients told of each change. The language servers are built with it
+/// (`LangServers::new`) before the `Diagnostics` that asks them.
+pub fn sink(store: &Arc<Store>, clients: &Arc<Clients>) -> langservers::Sink {
+    let (store, clients) = (store.clone(), clients.clone());
+    Arc::new(move |server: &str, f: langservers::Final| {
+        let ds = lsp::diagnostics(&f.items, &f.path, server);
+        publish(
+            &store,
+            &clients,
+            &langservers::origin(server),
+            BTreeMap::from([(f.path, ds)]),
+        );
+    })
+}
+
 impl Diagnostics {
+    /// `store` opened in `state_dir`; `langservers` built with `sink(store, clients)`.
     pub fn new(
         state_dir: &Path,
+        store: Arc<Store>,
         checks: Checks,
-        servers: (Vec<langservers::Spec>, langservers::Config),
+        langservers: Arc<LangServers>,
         workspaces: Arc<Workspaces>,
         clients: Arc<Clients>,
     ) -> Diagnostics {
-        let store = Arc::new(Store::open(state_dir));
-        // A language server's final result goes where a checker's goes, under its own origin.
-        let sink: langservers::Sink = {
-            let (store, clients) = (store.clone(), clients.clone());
-            Arc::new(move |server: &str, f: langservers::Final| {
-                let ds = lsp::diagnostics(&f.items, &f.path, server);
-                publish(
-                    &store,
-                    &clients,
-                    &langservers::origin(server),
-                    BTreeMap::from([(f.path, ds)]),
-                );
-            })
-        };
-        let lsp = LangServers::new(servers.0, workspaces.clone(), servers.1, sink);
         Diagnostics {
             store,
             checks,
-            lsp,
+            langservers,
             workspaces,
             clients,
             scratch: state_dir.to_path_buf(),
@@ -149,7 +154,7 @@ impl Diagnostics {
             }
         }
         let mut pending = Vec::new();
-        if let Some(t) = self.lsp.touch(file, unsaved) {
+        if let Some(t) = self.langservers.touch(file, unsaved) {
             pending.push(Pending::Lsp(t));
         }
         if let Some(r) = self.check(file) {
@@ -166,7 +171,7 @@ impl Diagnostics {
         if self.workspaces.refuses(file) {
             return None;
         }
-        let covered = self.lsp.covers(file);
+        let covered = self.langservers.covers(file);
         if covered && let Some(origin) = self.checks.step_aside(&self.workspaces, file) {
             // Its server delivers again: what the checker said meanwhile would go stale.
             let mut none = BTreeMap::new();
@@ -205,7 +210,7 @@ impl Diagnostics {
         let mut files: BTreeSet<PathBuf> = self.seen.lock().unwrap().clone();
         files.extend(self.checks.tracked());
         let mut pending = Vec::new();
-        for t in self.lsp.refresh_known(unsaved) {
+        for t in self.langservers.refresh_known(unsaved) {
             pending.push(Pending::Lsp(t));
         }
         for f in &files {
@@ -224,12 +229,8 @@ impl Diagnostics {
         } else {
             langservers::Change::Changed
         };
-        self.lsp.files_changed(&[(path.to_path_buf(), change)]);
-    }
-
-    /// Stops the language servers (with their process groups).
-    pub fn shutdown(&self) {
-        self.lsp.shutdown();
+        self.langservers
+            .files_changed(&[(path.to_path_buf(), change)]);
     }
 
     /// Stores diagnostics produced elsewhere; files outside the workspace are dropped. Every

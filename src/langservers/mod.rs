@@ -1,6 +1,8 @@
 //! The project's language servers (typescript-language-server, pyright, clangd, ...), kept
 //! warm for the life of `serve` (ccide-protocol(7) §11): ccide is their LSP client.
 //!
+//! - `profiles`: the built-in servers, one profile each (command, files, how each is found,
+//!   trust, finality);
 //! - `registry`: the servers there are (`--lsp`, the built-ins) and which serves a file;
 //! - `supervisor`: a server's process and its life (start, restart with backoff, the process
 //!   tree killed);
@@ -17,6 +19,7 @@
 //! requests ccide does not answer itself to whoever registered for them.
 
 mod finality;
+mod profiles;
 mod registry;
 mod server;
 mod supervisor;
@@ -32,7 +35,10 @@ use serde_json::Value;
 use crate::proc::Queue;
 use crate::workspaces::Workspaces;
 pub use finality::Final;
-pub use registry::{Spec, builtins, origin, parse_spec};
+#[cfg(test)]
+pub use profiles::PROFILES;
+pub use profiles::{builtins, languages};
+pub use registry::{Spec, origin, parse_spec};
 use server::Inbound;
 pub use server::{Config, Server, ServerRequest, Sink, Ticket};
 pub use supervisor::MAX_ITEMS;

@@ -1,7 +1,7 @@
 //! Which language servers there are and which serves a file: `--lsp 'PATTERN=COMMAND'`, the
 //! built-ins for what is installed, one server per distinct command (`--lsp '*.ts=CMD' --lsp
 //! '*.tsx=CMD'` share a process), and the files a server covers (its patterns, inside a
-//! workspace). A new built-in server is added in `builtins`, and only there.
+//! workspace). The built-ins are `profiles`'.
 
 use std::path::{Path, PathBuf};
 
@@ -83,7 +83,7 @@ pub fn first_file(workspaces: &Workspaces, patterns: &[String]) -> Option<PathBu
 
 /// The configuration files read here (tsconfig.json, package.json) are far smaller; one
 /// larger, or not a regular file (a FIFO would block), is not read.
-const MAX_CONFIG: u64 = 1 << 20;
+pub(super) const MAX_CONFIG: u64 = 1 << 20;
 
 /// A file of the project `config` (a tsconfig.json) describes: in its `files`, else under the
 /// directories its `include` patterns start with (the whole directory without either list) and
@@ -221,146 +221,6 @@ fn walk(roots: &[PathBuf], ok: &dyn Fn(&Path) -> bool) -> Option<PathBuf> {
         }
     }
     None
-}
-
-pub const TS_PATTERNS: &[&str] = &[
-    "*.ts", "*.tsx", "*.mts", "*.cts", "*.js", "*.jsx", "*.mjs", "*.cjs",
-];
-const C_PATTERNS: &[&str] = &[
-    "*.c", "*.h", "*.cc", "*.cpp", "*.cxx", "*.hpp", "*.hh", "*.hxx",
-];
-
-/// The built-in servers for what `find` locates (normally `crate::trust::find`), for `workspaces`
-/// (the first decides which):
-/// TypeScript/JavaScript, Python, Go, C/C++ (with a compile_commands.json) and Rust (with a
-/// Cargo.toml). Commands name the program by the path found. Opening a repository never runs
-/// a program it ships unless the user `trusted` it (`--trust-workspace`): then only are the
-/// project's own TypeScript 7 and rust-analyzer (which builds and runs the workspace's build
-/// scripts and proc macros, and follows its .cargo/config.toml) used, and a program found
-/// inside the workspace (a PATH naming node_modules/.bin).
-pub fn builtins(
-    workspaces: &[PathBuf],
-    find: &dyn Fn(&str) -> Option<PathBuf>,
-    trusted: bool,
-) -> Vec<Spec> {
-    let find = |n: &str| find(n).filter(|p| crate::trust::allowed(p, workspaces, trusted));
-    let workspace = workspaces[0].as_path();
-    let mut out = Vec::new();
-    let mut add = |patterns: &[&str], program: &Path, args: &[&str]| {
-        let mut words = vec![program.to_string_lossy().into_owned()];
-        words.extend(args.iter().map(|a| a.to_string()));
-        for p in patterns {
-            out.push(Spec {
-                pattern: p.to_string(),
-                words: words.clone(),
-                name: crate::pattern::program_name(&words[0]),
-                builtin: true,
-            });
-        }
-    };
-    // TypeScript 7 (the native port) is an LSP server itself, pull-only and several times
-    // faster than tsserver (ccide-protocol(7) §11.4); the project's own copy decides (if
-    // trusted), else typescript-language-server (with the TypeScript beside it, unless
-    // trusted: `initialization_options`).
-    let local_tsc = workspace.join("node_modules/.bin/tsc");
-    if trusted && typescript_major(&local_tsc).is_some_and(|m| m >= 7) {
-        add(TS_PATTERNS, &local_tsc, &["--lsp", "--stdio"]);
-    } else if let Some(p) = find("typescript-language-server") {
-        add(TS_PATTERNS, &p, &["--stdio"]);
-    } else if let Some(p) = find("tsc").filter(|p| typescript_major(p).is_some_and(|m| m >= 7)) {
-        add(TS_PATTERNS, &p, &["--lsp", "--stdio"]);
-    }
-    let py = &["*.py", "*.pyi"];
-    if let Some(p) = find("basedpyright-langserver") {
-        add(py, &p, &["--stdio"]);
-    } else if let Some(p) = find("pyright-langserver") {
-        add(py, &p, &["--stdio"]);
-    } else if let Some(p) = find("ty") {
-        add(py, &p, &["server"]);
-    }
-    if let Some(p) = find("gopls") {
-        add(&["*.go"], &p, &[]);
-    }
-    // clangd without a compilation database guesses flags and reports wrong errors. Its
-    // background index serves navigation, which ccide does not use, and costs memory (half as
-    // much again on a large C project, ccide-protocol(7) §11.4).
-    if ["compile_commands.json", "build/compile_commands.json"]
-        .iter()
-        .any(|f| workspace.join(f).is_file())
-        && let Some(p) = find("clangd")
-    {
-        add(C_PATTERNS, &p, &["--background-index=false"]);
-    }
-    if trusted
-        && workspace.join("Cargo.toml").is_file()
-        && let Some(p) =
-            find("rust-analyzer").filter(|p| rust_analyzer_present(p, rustup_home().as_deref()))
-    {
-        add(&["*.rs"], &p, &[]);
-    }
-    out
-}
-
-/// The major version of the TypeScript package a `tsc` belongs to (its `package.json`, two
-/// directories above `bin/tsc`), without running it.
-fn typescript_major(tsc: &Path) -> Option<u32> {
-    let real = std::fs::canonicalize(tsc).ok()?;
-    let pkg = real.parent()?.parent()?.join("package.json");
-    let v: Value =
-        serde_json::from_slice(&crate::files::read_regular(&pkg, MAX_CONFIG).ok()?).ok()?;
-    v["version"].as_str()?.split('.').next()?.parse().ok()
-}
-
-/// The `initializationOptions` a server gets. typescript-language-server loads the
-/// TypeScript it finds in the workspace (node_modules, walking up from the root), a program
-/// the repository ships, unless told which: unless the user trusts the workspace, it is told
-/// to use the one installed beside it, and without one it is not started.
-pub fn initialization_options(
-    name: &str,
-    program: &str,
-    workspaces: &[PathBuf],
-    trusted: bool,
-) -> Result<Option<Value>, String> {
-    if name != "typescript-language-server" || trusted {
-        return Ok(None);
-    }
-    let found = match program.contains('/') {
-        true => Some(PathBuf::from(program)),
-        false => crate::proc::find_on_path(program),
-    };
-    // What node's `require("typescript")` finds from the server's own files.
-    let real = found.and_then(|p| std::fs::canonicalize(p).ok());
-    let tsserver = real.iter().flat_map(|r| r.ancestors()).find_map(|a| {
-        let t = a.join("node_modules/typescript/lib/tsserver.js");
-        (t.is_file() && !crate::trust::inside(workspaces, &t)).then_some(t)
-    });
-    let Some(tsserver) = tsserver else {
-        return Err("no TypeScript installed beside typescript-language-server (npm install -g typescript), and ccide does not load the workspace's own without --trust-workspace".into());
-    };
-    let mut v = Value::Null;
-    v["tsserver"]["path"] = tsserver.to_string_lossy().into_owned().into();
-    Ok(Some(v))
-}
-
-/// rustup puts a `rust-analyzer` proxy on PATH even when the component is not installed; that
-/// proxy then fails with "Unknown binary 'rust-analyzer' in official toolchain" (seen here).
-/// So a proxy counts only if some toolchain under `rustup_home` has the real one.
-pub fn rust_analyzer_present(p: &Path, rustup_home: Option<&Path>) -> bool {
-    if !crate::trust::rustup_proxy(p) {
-        return true;
-    }
-    rustup_home
-        .and_then(|h| std::fs::read_dir(h.join("toolchains")).ok())
-        .is_some_and(|rd| {
-            rd.flatten()
-                .any(|t| t.path().join("bin/rust-analyzer").is_file())
-        })
-}
-
-fn rustup_home() -> Option<PathBuf> {
-    std::env::var_os("RUSTUP_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".rustup")))
 }
 
 /// The origin of a server's diagnostics in the store, `lsp:NAME`: each server's result

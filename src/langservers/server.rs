@@ -263,10 +263,6 @@ const TSSERVER_PARTS: [&str; 3] = [
     "suggestionDiagnosticsSync",
 ];
 
-/// Servers whose every versioned publish is the whole result for that version
-/// (ccide-protocol(7) §11.5), by the name in their `serverInfo`.
-const COMPLETE_PUSHES: &[&str] = &["clangd"];
-
 impl Server {
     pub fn new(
         index: usize,
@@ -623,7 +619,7 @@ impl Server {
                 program.display()
             ))
         } else {
-            super::registry::initialization_options(
+            super::profiles::initialization_options(
                 &self.name,
                 &self.words[0],
                 &folders,
@@ -1113,7 +1109,10 @@ impl Server {
         };
         let info = &r["serverInfo"];
         let pushes = match info["name"].as_str() {
-            Some(n) if COMPLETE_PUSHES.contains(&n) => Pushes::Complete,
+            // By the name in its `serverInfo` (ccide-protocol(7) §11.5).
+            Some(n) if super::profiles::profile(n).is_some_and(|p| p.complete_pushes) => {
+                Pushes::Complete
+            }
             _ => Pushes::MayBePartial,
         };
         st.fin.configure(source, pushes);

@@ -6,7 +6,7 @@
 //! any of these, in `finality.rs`.
 
 use super::*;
-use registry::{TS_PATTERNS, rust_analyzer_present};
+use profiles::{TS_PATTERNS, rust_analyzer_present};
 use serde_json::json;
 use std::sync::Mutex;
 
@@ -1929,4 +1929,29 @@ fn typescript_language_server_is_told_to_use_the_typescript_beside_it() {
             );
         }
     }
+}
+
+/// bash-language-server's diagnostics are shellcheck's: without shellcheck it is no built-in,
+/// and the built-in checker for shell scripts keeps the files it would cover.
+#[test]
+fn bash_language_server_is_a_builtin_only_with_shellcheck() {
+    let dir = TempDir::new("builtins-bash");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let server = dir.write("bin/bash-language-server", "");
+    let shellcheck = dir.write("bin/shellcheck", "");
+    let alone = |n: &str| (n == "bash-language-server").then(|| server.clone());
+    assert!(builtins(std::slice::from_ref(&ws), &alone, false).is_empty());
+    let both = |n: &str| match n {
+        "bash-language-server" => Some(server.clone()),
+        "shellcheck" => Some(shellcheck.clone()),
+        _ => None,
+    };
+    let specs = builtins(std::slice::from_ref(&ws), &both, false);
+    let got: Vec<(&str, &[String])> = specs
+        .iter()
+        .map(|s| (s.pattern.as_str(), s.words.as_slice()))
+        .collect();
+    let words = [server.to_string_lossy().into_owned(), "start".to_string()];
+    assert_eq!(got, [("*.sh", &words[..]), ("*.bash", &words[..])]);
 }

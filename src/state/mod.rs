@@ -15,9 +15,10 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
-use crate::diagnostics::Diagnostics;
 use crate::diagnostics::checkers::Checks;
+use crate::diagnostics::{self, Diagnostics};
 use crate::json::{self, obj};
+use crate::langservers::LangServers;
 use crate::lockfile::{LockContent, LockFile};
 use crate::proc::lock;
 use crate::rpc::clients::{ClientInfo, Clients, Reach};
@@ -53,6 +54,9 @@ pub struct Config {
 
 pub struct State {
     pub workspaces: Arc<Workspaces>,
+    /// The language servers kept warm (ccide-protocol(7) §11): the diagnostics hand them
+    /// files, the control socket's `lsp` clients and `lsp-bridge` navigate through them.
+    pub langservers: Arc<LangServers>,
     pub editor: Editor,
     pub diffs: Diffs,
     pub exec: Arc<Exec>,
@@ -82,17 +86,26 @@ impl State {
     pub fn open(c: Config, clients: Arc<Clients>) -> Result<State, String> {
         let workspaces = Arc::new(Workspaces::new(c.workspaces));
         let events = Arc::new(Events::default());
+        let store = Arc::new(diagnostics::Store::open(&c.state_dir));
+        let langservers = LangServers::new(
+            c.lsp.0,
+            workspaces.clone(),
+            c.lsp.1,
+            diagnostics::sink(&store, &clients),
+        );
         Ok(State {
             diffs: Diffs::open(&c.state_dir, events.clone())?,
             editor: Editor::open(&c.state_dir, c.mention_max_age),
             exec: Arc::new(Exec::new(c.exec, events.clone())),
             diagnostics: Arc::new(Diagnostics::new(
                 &c.state_dir,
+                store,
                 c.checks,
-                c.lsp,
+                langservers.clone(),
                 workspaces.clone(),
                 clients.clone(),
             )),
+            langservers,
             workspaces,
             events,
             formatters: c.formatters,
@@ -136,7 +149,7 @@ impl State {
     /// through it (ccide-protocol(7) §11.8) sees what the editor shows.
     pub fn text_changed(&self, path: &Path) {
         let unsaved = self.editor.document(path);
-        self.diagnostics.lsp.retext(path, unsaved.as_deref());
+        self.langservers.retext(path, unsaved.as_deref());
     }
 
     /// A file open in an editor (a tab of `ccide open`, a document of `ccide lsp`) is checked
@@ -199,7 +212,7 @@ impl State {
             "tabs": self.editor.tabs().iter().map(|t| obj!{"path": json::path(&t.path), "active": t.active, "preview": t.preview}).collect::<Vec<_>>(),
             "selection": self.editor.selection(),
             "documents": self.editor.documents().iter().map(|(p, n)| obj!{"path": json::path(p), "bytes": *n}).collect::<Vec<_>>(),
-            "language_servers": self.diagnostics.lsp.status(),
+            "language_servers": self.langservers.status(),
         }
     }
 
