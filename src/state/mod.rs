@@ -1,9 +1,10 @@
 //! The shared state of a server: the workspace folders, the editor model, pending diffs,
-//! executeCode approvals and kernels, the diagnostics, the event stream, and the identity the
-//! lock file announces. Tools, the session and the control socket work through it; it knows
+//! executeCode approvals and kernels, the diagnostics (and, in `diagnostics`, how clients and
+//! commands see them), the event stream, and the identity the lock file announces. Tools, the session and the control socket work through it; it knows
 //! nothing of them. It is built from a `Config` without a port or a lock file, so tests build
 //! one in a temporary directory.
 
+pub mod diagnostics;
 pub mod diffs;
 pub mod editor;
 pub mod events;
@@ -91,7 +92,7 @@ impl State {
                 c.checks,
                 c.lsp,
                 workspaces.clone(),
-                clients.clone(),
+                diagnostics::to_clients(clients.clone()),
             )),
             workspaces,
             events,
