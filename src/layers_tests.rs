@@ -43,7 +43,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("diagnostics", &["parse", "lsp", "checkers", "mod"]),
-    ("state", &["events", "editor|diffs|exec", "mod"]),
+    ("state", &["events", "editor|diffs|exec|diagnostics", "mod"]),
     (
         "tools",
         &["editor|workspace|diffs|diagnostics|exec|format", "mod"],
@@ -344,20 +344,20 @@ fn children(code: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The arrows that run up: (file, what it imports, why). `files` are (path relative to
-/// `src`, text); files named `*tests.rs` are test code and not read.
-fn upward(files: &[(String, String)]) -> Vec<String> {
-    let mut modules: BTreeMap<Vec<String>, (String, Place)> = BTreeMap::new();
+/// Every import of every source file: (file, the path it names made absolute, the file that
+/// holds it). `files` are (path relative to `src`, text); files named `*tests.rs` are test
+/// code and not read, nor is a file's use of itself.
+fn imports(files: &[(String, String)]) -> Vec<(String, Vec<String>, String)> {
+    let mut modules: BTreeMap<Vec<String>, String> = BTreeMap::new();
     for (rel, _) in files {
-        let (m, p) = place_of(rel);
-        modules.insert(m, (rel.clone(), p));
+        modules.insert(place_of(rel).0, rel.clone());
     }
-    let mut bad = Vec::new();
+    let mut out = Vec::new();
     for (rel, text) in files {
         if rel.ends_with("tests.rs") {
             continue;
         }
-        let (module, from) = place_of(rel);
+        let (module, _) = place_of(rel);
         let code = code_only(text);
         let kids = children(&code);
         for path in paths(&code) {
@@ -377,16 +377,60 @@ fn upward(files: &[(String, String)]) -> Vec<String> {
                 first if kids.contains(first) => [module.clone(), path.clone()].concat(),
                 _ => continue,
             };
-            let target = (0..=abs.len())
-                .rev()
-                .find_map(|n| modules.get(&abs[..n]))
-                .map(|(f, p)| (f.clone(), p.clone()));
-            let Some((file, to)) = target else { continue };
-            if &file == rel {
+            let target = (0..=abs.len()).rev().find_map(|n| modules.get(&abs[..n]));
+            let Some(file) = target else { continue };
+            if file != rel {
+                out.push((rel.clone(), abs, file.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The arrows that run up: (file, what it imports, why).
+fn upward(files: &[(String, String)]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (rel, abs, file) in imports(files) {
+        if let Err(why) = runs_down(&place_of(&rel).1, &place_of(&file).1) {
+            bad.push(format!("{rel} imports {} ({file}): {why}", abs.join("::")));
+        }
+    }
+    bad.sort();
+    bad.dedup();
+    bad
+}
+
+/// What a module must not reach though the layers allow it: (module, what it must not
+/// import, names of that it must not use even without importing them, why).
+const SEAMS: &[(&str, &str, &[&str], &str)] = &[(
+    "diagnostics",
+    "rpc::clients",
+    &["Clients", "Client", "broadcast"],
+    "the store tells its sink what changed; who hears of it, and in what JSON, is for the \
+     layers above (state)",
+)];
+
+/// The files that cross a seam of `SEAMS`: (file, what it imports or names, why).
+fn across_seams(files: &[(String, String)]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (module, beyond, names, why) in SEAMS {
+        let inside = |rel: &str| place_of(rel).0.first().is_some_and(|m| m == module);
+        let beyond: Vec<String> = beyond.split("::").map(String::from).collect();
+        for (rel, abs, _) in imports(files) {
+            if inside(&rel) && abs.starts_with(&beyond) {
+                bad.push(format!("{rel} imports {}: {why}", abs.join("::")));
+            }
+        }
+        for (rel, text) in files {
+            if !inside(rel) || rel.ends_with("tests.rs") {
                 continue;
             }
-            if let Err(why) = runs_down(&from, &to) {
-                bad.push(format!("{rel} imports {} ({file}): {why}", abs.join("::")));
+            for t in tokens(&code_only(text)) {
+                if let Tok::Ident(name) = t
+                    && names.contains(&name.as_str())
+                {
+                    bad.push(format!("{rel} names {name}: {why}"));
+                }
             }
         }
     }
@@ -435,6 +479,15 @@ fn every_import_runs_down_the_layers() {
     assert!(files.len() > 20);
     let bad = upward(&files);
     assert!(bad.is_empty(), "imports that run up:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn the_diagnostics_store_never_reaches_the_clients() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &src, &mut files);
+    let bad = across_seams(&files);
+    assert!(bad.is_empty(), "seams crossed:\n{}", bad.join("\n"));
 }
 
 fn file(rel: &str, text: &str) -> (String, String) {
@@ -504,4 +557,45 @@ fn the_checker_catches_upward_imports_wherever_they_hide() {
         "#[cfg(test)]\nmod tests {\n    use crate::state::State;\n}\nfn ok() {}\n",
     ));
     assert_eq!(test_code, Vec::<String>::new());
+}
+
+/// The seam check: an import of the client list from the diagnostics store is caught, through
+/// `crate` or a group, and so is a broadcast through a list handed in; elsewhere, in comments,
+/// strings and test code they are not.
+#[test]
+fn the_seam_check_catches_the_store_reaching_the_clients() {
+    let base = [
+        file("main.rs", "mod rpc;\nmod diagnostics;\nmod state;\n"),
+        file("rpc/mod.rs", "pub mod clients;\n"),
+        file("rpc/clients.rs", "pub struct Clients;\n"),
+        file(
+            "state/mod.rs",
+            "use crate::rpc::clients::Clients;\nfn f(c: &Clients) { c.broadcast(); }\n",
+        ),
+        file("diagnostics/mod.rs", "pub mod parse;\n"),
+        file(
+            "diagnostics/parse.rs",
+            "// Clients broadcast\nconst S: &str = \"broadcast\";\n#[cfg(test)]\nmod tests { use crate::rpc::clients::Clients; }\n",
+        ),
+    ];
+    let check = |extra: (String, String)| {
+        let mut files = base.to_vec();
+        files.retain(|f| f.0 != extra.0);
+        files.push(extra);
+        across_seams(&files)
+    };
+    assert_eq!(check(file("state/events.rs", "")), Vec::<String>::new());
+    let imported = check(file(
+        "diagnostics/mod.rs",
+        "pub mod parse;\nuse crate::{rpc::{clients::Clients}};\n",
+    ));
+    assert_eq!(imported.len(), 2, "{imported:?}");
+    assert!(imported[0].starts_with("diagnostics/mod.rs imports rpc::clients::Clients: "));
+    assert!(imported[1].starts_with("diagnostics/mod.rs names Clients: "));
+    let handed_in = check(file(
+        "diagnostics/parse.rs",
+        "fn f<T: Tell>(to: &T) { to.broadcast(); }\n",
+    ));
+    assert_eq!(handed_in.len(), 1, "{handed_in:?}");
+    assert!(handed_in[0].starts_with("diagnostics/parse.rs names broadcast: "));
 }

@@ -22,7 +22,8 @@
 //!    final), then `diagnostics` (the store, the
 //!    checkers, the output parsers, language servers' results read).
 //! 5. `state`: the shared state (editor model, diffs, exec, events) over the workspaces, the
-//!    language servers and the diagnostics (which are handed the language servers).
+//!    language servers and the diagnostics (which are handed the language servers), and the
+//!    diagnostics' way out to the clients (`state::diagnostics`).
 //! 6. `tools`: the MCP tools, plain functions over `State`.
 //! 7. `session` (the MCP lifecycle, greeting, keepalive) and `control` (the control socket:
 //!    every command once as a `Request`, one handler for every connection, the client).
@@ -35,7 +36,8 @@
 //!   editor model or the language servers ccide runs; `langservers` knows nothing of the
 //!   diagnostics store (it hands final results, as LSP items, to a sink).
 //! - `state` never imports tools, the session or the control socket; `diagnostics` never
-//!   imports `state`.
+//!   imports `state`, nor the connected clients: the store hands the files whose diagnostics
+//!   changed to a sink, and `state` decides who hears of it and in what JSON.
 //! - Only `sys` holds `unsafe` (denied everywhere else; `only_sys_holds_unsafe` checks it).
 //! - ccide never writes a file the CLI will write (openDiff's target): the CLI does, after
 //!   FILE_SAVED.

@@ -10,6 +10,7 @@ use super::protocol::{ExecAction, Request, Span, WorkspaceOp, failure};
 use crate::diagnostics::parse::Format;
 use crate::json::{self, obj};
 use crate::state::State;
+use crate::state::diagnostics;
 use crate::state::editor::{self, selection_payload};
 
 /// Answers one request. `session` is the connection's editor session, if it attached one.
@@ -113,8 +114,7 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
             for raw in paths {
                 if let Ok(p) = state.resolve(&raw) {
                     let ds = state.diagnostics.store.get(&p);
-                    let wire = ds.iter().map(crate::diagnostics::to_wire).collect();
-                    files.insert(raw, wire);
+                    files.insert(raw, diagnostics::items(&ds));
                 }
             }
             obj! {"ok": true, "files": files}
@@ -128,7 +128,7 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
                 .as_deref()
                 .and_then(Format::from_name)
                 .unwrap_or(Format::Auto);
-            state.diagnostics.import(&text, format, &cwd(&c))
+            diagnostics::imported(&state.diagnostics.import(&text, format, &cwd(&c)))
         }
         Request::DiagnosticsList => {
             let files: Vec<Value> = state
@@ -138,8 +138,8 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
                 .iter()
                 .map(|(p, ds)| {
                     obj! {"uri": crate::files::file_url(p), "path": json::path(p),
-                        "diagnostics": ds.iter().map(crate::diagnostics::to_wire).collect::<Vec<_>>(),
-                        "lines": ds.iter().map(|d| crate::diagnostics::describe(p, d)).collect::<Vec<_>>()}
+                    "diagnostics": diagnostics::items(ds),
+                    "lines": ds.iter().map(|d| diagnostics::describe(p, d)).collect::<Vec<_>>()}
                 })
                 .collect();
             obj! {"ok": true, "files": files}

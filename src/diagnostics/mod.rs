@@ -4,7 +4,8 @@
 //! origin's; the output formats checkers and imports speak (`parse`), and the drop directory.
 //! Answers come from the store at once: the CLI gives a baseline call 500 ms and disables
 //! baselines after three misses, so nothing slow ever runs on the request path. Knows the
-//! workspace folders and how to broadcast, nothing of the editor or the session.
+//! workspace folders, nothing of the editor, the session or its clients: what changed goes to
+//! a `Sink`, and the layer above decides who hears of it and in what JSON.
 
 pub mod checkers;
 pub mod lsp;
@@ -19,12 +20,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::langservers::{self, LangServers};
-use crate::rpc::clients::Clients;
 use crate::workspaces::Workspaces;
 use checkers::{Checks, Running};
 use parse::{Diagnostic, Format, Severity};
 
-/// The diagnostics of a server: the store, its sources, and who to tell of changes.
+/// The diagnostics of a server: the store, its sources, and where its changes go.
 pub struct Diagnostics {
     pub store: Arc<Store>,
     pub checks: Checks,
@@ -32,7 +32,7 @@ pub struct Diagnostics {
     /// the state's (`State::langservers`), their results come in through `sink`.
     langservers: Arc<LangServers>,
     workspaces: Arc<Workspaces>,
-    clients: Arc<Clients>,
+    changed: Sink,
     /// Where checkers' output is captured (the state directory).
     scratch: PathBuf,
     /// Files whose diagnostics were asked for: getDiagnostics {} runs their checkers again
@@ -64,43 +64,36 @@ pub fn wait_all(pending: &[Pending], budget: Duration) {
     }
 }
 
-/// Replaces `origin`'s diagnostics of the files in `by_file` and tells the clients of every
-/// file whose diagnostics changed; returns how many changed.
+/// Where the store's changes go: every file whose diagnostics changed, in order, each with
+/// all its diagnostics now (none: cleared). Called once the change is on disk, outside the
+/// store's lock, only when something changed.
+pub type Sink = Arc<dyn Fn(&[(PathBuf, Vec<Diagnostic>)]) + Send + Sync>;
+
+/// Replaces `origin`'s diagnostics of the files in `by_file` and hands the files whose
+/// diagnostics changed to `changed`; returns how many changed.
 fn publish(
     store: &Store,
-    clients: &Clients,
+    changed: &Sink,
     origin: &str,
     by_file: BTreeMap<PathBuf, Vec<Diagnostic>>,
 ) -> usize {
-    let changed = store.replace(origin, by_file);
-    for (p, ds) in &changed {
-        broadcast_change(clients, p, ds);
+    let files = store.replace(origin, by_file);
+    if !files.is_empty() {
+        changed(&files);
     }
-    changed.len()
-}
-
-fn broadcast_change(clients: &Clients, p: &Path, ds: &[Diagnostic]) {
-    clients.broadcast("diagnostics_changed", entry(uri_of(p), ds));
-}
-
-/// `{"uri": ..., "diagnostics": [...]}`, as getDiagnostics answers for a file.
-fn entry(uri: String, ds: &[Diagnostic]) -> Value {
-    let mut v = Value::Object(Default::default());
-    v["uri"] = uri.into();
-    v["diagnostics"] = ds.iter().map(to_wire).collect();
-    v
+    files.len()
 }
 
 /// Where a language server's final results go: the store, as a checker's, under the server's
-/// own origin, the clients told of each change. The language servers are built with it
+/// own origin, each change handed on to `changed`. The language servers are built with it
 /// (`LangServers::new`) before the `Diagnostics` that asks them.
-pub fn sink(store: &Arc<Store>, clients: &Arc<Clients>) -> langservers::Sink {
-    let (store, clients) = (store.clone(), clients.clone());
+pub fn sink(store: &Arc<Store>, changed: &Sink) -> langservers::Sink {
+    let (store, changed) = (store.clone(), changed.clone());
     Arc::new(move |server: &str, f: langservers::Final| {
         let ds = lsp::diagnostics(&f.items, &f.path, server);
         publish(
             &store,
-            &clients,
+            &changed,
             &langservers::origin(server),
             BTreeMap::from([(f.path, ds)]),
         );
@@ -115,30 +108,33 @@ impl Diagnostics {
         checks: Checks,
         langservers: Arc<LangServers>,
         workspaces: Arc<Workspaces>,
-        clients: Arc<Clients>,
+        changed: Sink,
     ) -> Diagnostics {
         Diagnostics {
             store,
             checks,
             langservers,
             workspaces,
-            clients,
+            changed,
             scratch: state_dir.to_path_buf(),
             seen: Mutex::default(),
         }
     }
 
-    /// Replaces `origin`'s diagnostics of the files in `by_file` and tells the clients of
-    /// every file whose diagnostics changed.
+    /// Replaces `origin`'s diagnostics of the files in `by_file` and hands the files whose
+    /// diagnostics changed to the sink; returns how many changed.
     pub fn replace(&self, origin: &str, by_file: BTreeMap<PathBuf, Vec<Diagnostic>>) -> usize {
-        publish(&self.store, &self.clients, origin, by_file)
+        publish(&self.store, &self.changed, origin, by_file)
     }
 
-    /// Forgets one file's diagnostics, or all, telling the clients; returns the files cleared.
+    /// Forgets one file's diagnostics, or all, handing the files cleared to the sink; returns
+    /// them.
     pub fn clear(&self, only: Option<&Path>) -> Vec<PathBuf> {
         let cleared = self.store.clear(only);
-        for p in &cleared {
-            broadcast_change(&self.clients, p, &[]);
+        if !cleared.is_empty() {
+            let none: Vec<(PathBuf, Vec<Diagnostic>)> =
+                cleared.iter().map(|p| (p.clone(), Vec::new())).collect();
+            (self.changed)(&none);
         }
         cleared
     }
@@ -235,7 +231,7 @@ impl Diagnostics {
 
     /// Stores diagnostics produced elsewhere; files outside the workspace are dropped. Every
     /// file named in the input (even with an empty list, in protocol format) is replaced.
-    pub fn import(&self, text: &str, format: Format, base: &Path) -> Value {
+    pub fn import(&self, text: &str, format: Format, base: &Path) -> Imported {
         let mut by_file: BTreeMap<PathBuf, Vec<Diagnostic>> = BTreeMap::new();
         // Files listed with no diagnostics in protocol input mean "now clean".
         if matches!(format, Format::Protocol | Format::Auto)
@@ -267,16 +263,14 @@ impl Diagnostics {
             }
         }
         by_file.retain(|p, _| self.workspaces.contains(p));
-        let count: usize = by_file.values().map(Vec::len).sum();
+        let diagnostics: usize = by_file.values().map(Vec::len).sum();
         let files = by_file.len();
-        let changed = self.replace("import", by_file);
-        let mut v = Value::Null;
-        v["ok"] = true.into();
-        v["files"] = files.into();
-        v["diagnostics"] = count.into();
-        v["changed"] = changed.into();
-        v["outside_workspace"] = outside.into();
-        v
+        Imported {
+            files,
+            diagnostics,
+            changed: self.replace("import", by_file),
+            outside_workspace: outside,
+        }
     }
 
     /// A path a tool printed, as the workspace names it: a path through a symlink to the
@@ -291,27 +285,29 @@ impl Diagnostics {
         }
     }
 
-    /// The answer from the store: the requested uri echoed exactly, or every file.
-    pub fn answer(&self, uri: Option<String>) -> Vec<Value> {
-        let Some(uri) = uri else {
-            return self
-                .store
-                .all()
-                .iter()
-                .map(|(p, ds)| entry(uri_of(p), ds))
-                .collect();
-        };
-        // Raw `file://` + path, never percent-encoded (ccide-protocol(7) §5).
-        let raw = crate::files::raw_uri_path(&uri);
-        let path = PathBuf::from(raw);
-        let mut ds = self.store.get(&path);
+    /// The diagnostics of the file a getDiagnostics `uri` names: raw `file://` + path, never
+    /// percent-encoded (ccide-protocol(7) §5), else the file its path resolves to.
+    pub fn of_uri(&self, uri: &str) -> Vec<Diagnostic> {
+        let path = PathBuf::from(crate::files::raw_uri_path(uri));
+        let ds = self.store.get(&path);
         if ds.is_empty()
             && let Ok(canon) = std::fs::canonicalize(&path)
         {
-            ds = self.store.get(&canon);
+            return self.store.get(&canon);
         }
-        vec![entry(uri, &ds)]
+        ds
     }
+}
+
+/// What an import stored.
+pub struct Imported {
+    /// The workspace files it named.
+    pub files: usize,
+    pub diagnostics: usize,
+    /// The files whose diagnostics changed.
+    pub changed: usize,
+    /// Diagnostics of files outside the workspace, dropped.
+    pub outside_workspace: usize,
 }
 
 /// Per file, the diagnostics of each origin ("import", or one checker): a checker's new result
@@ -364,27 +360,6 @@ fn merged(origins: &BTreeMap<String, Vec<Diagnostic>>) -> Vec<Diagnostic> {
     origins.values().flatten().cloned().collect()
 }
 
-/// The wire form of one diagnostic: 0-based positions, severity as the CLI spells it.
-pub fn to_wire(d: &Diagnostic) -> Value {
-    // Built field by field: smaller in the binary than `json!` (no serializer per type).
-    let mut v = Value::Object(Default::default());
-    v["message"] = d.message.clone().into();
-    v["severity"] = d.severity.as_str().into();
-    v["range"]["start"]["line"] = d.start_line.into();
-    v["range"]["start"]["character"] = d.start_char.into();
-    v["range"]["end"]["line"] = d.end_line.into();
-    v["range"]["end"]["character"] = d.end_char.into();
-    v["source"] = d.source.clone().into();
-    if let Some(c) = &d.code {
-        v["code"] = c.as_str().into();
-    }
-    v
-}
-
-fn uri_of(p: &Path) -> String {
-    crate::files::file_url(p)
-}
-
 impl Store {
     pub fn open(state_dir: &Path) -> Store {
         let file = state_dir.join("diagnostics.json");
@@ -426,12 +401,15 @@ impl Store {
     }
 
     /// What `diagnostics.json` holds for `files`, numbered: called under the `files` lock, so
-    /// the numbers follow the order of the changes.
+    /// the numbers follow the order of the changes. Each file's diagnostics of each origin, in
+    /// the protocol format `open` reads back: `{"uri", "diagnostics", "origin"}`.
     fn snapshot(&self, files: &Files) -> (u64, Vec<u8>) {
         let mut all = Vec::new();
         for (p, origins) in files {
             for (origin, ds) in origins {
-                let mut e = entry(uri_of(p), ds);
+                let mut e = Value::Object(Default::default());
+                e["uri"] = crate::files::file_url(p).into();
+                e["diagnostics"] = ds.iter().map(parse::to_wire).collect();
                 e["origin"] = origin.as_str().into();
                 all.push(e);
             }
@@ -568,35 +546,12 @@ pub fn watch_drop_dir(diagnostics: &Diagnostics, dir: &Path) {
             let r = diagnostics.import(&text, Format::Auto, &base);
             crate::log::info!(
                 "imported {} diagnostic(s) from {}",
-                r["diagnostics"],
+                r.diagnostics,
                 p.display()
             );
             let _ = std::fs::remove_file(&p);
         }
     }
-}
-
-/// One line per diagnostic, as `ccide diagnostics` prints them.
-pub fn describe(p: &Path, d: &Diagnostic) -> String {
-    let code = d
-        .code
-        .as_deref()
-        .map(|c| format!(" [{c}]"))
-        .unwrap_or_default();
-    format!(
-        "{}:{}:{}: {}: {} ({}){code}",
-        p.display(),
-        d.start_line + 1,
-        d.start_char + 1,
-        match d.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-            Severity::Info => "info",
-            Severity::Hint => "hint",
-        },
-        d.message,
-        d.source
-    )
 }
 
 #[cfg(test)]

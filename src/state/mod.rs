@@ -1,9 +1,10 @@
 //! The shared state of a server: the workspace folders, the editor model, pending diffs,
-//! executeCode approvals and kernels, the diagnostics, the event stream, and the identity the
-//! lock file announces. Tools, the session and the control socket work through it; it knows
+//! executeCode approvals and kernels, the diagnostics (and, in `diagnostics`, how clients and
+//! commands see them), the event stream, and the identity the lock file announces. Tools, the session and the control socket work through it; it knows
 //! nothing of them. It is built from a `Config` without a port or a lock file, so tests build
 //! one in a temporary directory.
 
+pub mod diagnostics;
 pub mod diffs;
 pub mod editor;
 pub mod events;
@@ -15,8 +16,8 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
+use crate::diagnostics::Diagnostics;
 use crate::diagnostics::checkers::Checks;
-use crate::diagnostics::{self, Diagnostics};
 use crate::json::{self, obj};
 use crate::langservers::LangServers;
 use crate::lockfile::{LockContent, LockFile};
@@ -86,12 +87,13 @@ impl State {
     pub fn open(c: Config, clients: Arc<Clients>) -> Result<State, String> {
         let workspaces = Arc::new(Workspaces::new(c.workspaces));
         let events = Arc::new(Events::default());
-        let store = Arc::new(diagnostics::Store::open(&c.state_dir));
+        let store = Arc::new(crate::diagnostics::Store::open(&c.state_dir));
+        let changed = diagnostics::to_clients(clients.clone());
         let langservers = LangServers::new(
             c.lsp.0,
             workspaces.clone(),
             c.lsp.1,
-            diagnostics::sink(&store, &clients),
+            crate::diagnostics::sink(&store, &changed),
         );
         Ok(State {
             diffs: Diffs::open(&c.state_dir, events.clone())?,
@@ -103,7 +105,7 @@ impl State {
                 c.checks,
                 langservers.clone(),
                 workspaces.clone(),
-                clients.clone(),
+                changed,
             )),
             langservers,
             workspaces,

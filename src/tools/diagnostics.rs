@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use crate::diagnostics::wait_all;
 use crate::rpc::call::{Call, Reply, answer_later, arg_str, tool_json};
 use crate::state::State;
+use crate::state::diagnostics::answer;
 
 /// How long a `{uri}` request waits for a running check: well inside the CLI's 500 ms.
 const BASELINE_WAIT: Duration = Duration::from_millis(350);
@@ -32,7 +33,7 @@ pub fn get_diagnostics(state: &Arc<State>, call: &Call, args: &Map<String, Value
         None => Vec::new(),
     };
     if uri.is_some() && pending.is_empty() {
-        return Reply::Now(Ok(tool_json(&Value::Array(diagnostics.answer(uri)))));
+        return Reply::Now(Ok(tool_json(&Value::Array(answer(diagnostics, uri)))));
     }
     // Waiting must not hold up the connection: answer from another thread. The CLI's
     // baseline call before an edit ({uri}, 500 ms deadline) waits a little for a result under
@@ -49,7 +50,7 @@ pub fn get_diagnostics(state: &Arc<State>, call: &Call, args: &Map<String, Value
             } else {
                 diagnostics.refresh_all_and_wait(&|p| state.editor.document(p));
             }
-            Some(tool_json(&Value::Array(diagnostics.answer(uri))))
+            Some(tool_json(&Value::Array(answer(diagnostics, uri))))
         }),
     )
 }

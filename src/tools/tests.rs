@@ -1138,10 +1138,11 @@ fn execute_code_with_exec_ask_waits_for_the_user_and_a_denial_answers() {
 // getDiagnostics
 
 fn import(ide: &Ide, text: &str) -> Value {
-    ide.ts
-        .state
-        .diagnostics
-        .import(text, Format::Protocol, &ide.ws())
+    crate::state::diagnostics::imported(&ide.ts.state.diagnostics.import(
+        text,
+        Format::Protocol,
+        &ide.ws(),
+    ))
 }
 
 fn wire(message: &str, line: u64, start: u64, end: u64, source: &str, code: Option<&str>) -> Value {
