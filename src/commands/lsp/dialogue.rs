@@ -172,14 +172,6 @@ fn text_of(p: &Path) -> String {
 /// bigger document); a bigger one's positions pass as they are.
 const MAX_NAMED_FILE: u64 = 8 << 20;
 
-/// A position counted in UTF-16 units as the control protocol takes it.
-fn wire(p: Pos) -> crate::state::editor::Pos {
-    crate::state::editor::Pos {
-        line: p.line as usize,
-        character: p.character as usize,
-    }
-}
-
 impl Lsp {
     pub fn new(out: Sender, servers: Box<dyn Servers>, o: Options) -> Lsp {
         let now = Instant::now();
@@ -1222,7 +1214,7 @@ impl Lsp {
         let (a, b, text) = d.selection(range, self.editor.enc);
         let req = Request::Select {
             path: text_of(&d.path),
-            span: Span::Exact(wire(a), wire(b)),
+            span: Span::Exact(a, b),
             text: Some(text),
         };
         if !always && self.last.as_ref() == Some(&req) {
