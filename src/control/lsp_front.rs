@@ -233,7 +233,7 @@ pub fn serve(
         return;
     };
     let i = inbox.clone();
-    let deliver: connection::Deliver = Arc::new(move |r| {
+    let deliver: crate::proc::Deliver<Received> = Arc::new(move |r| {
         i.push(In::Client(r));
     });
     // What came with the `lsp` line is in `reader`'s buffer, read first.

@@ -641,7 +641,7 @@ impl Server {
         };
         let cwd = folders.first().map_or(Path::new("/"), |w| w.as_path());
         let (inbox, server, run) = (self.inbox.clone(), self.index, st.run);
-        let deliver: supervisor::Deliver = Arc::new(move |event| {
+        let deliver: crate::proc::Deliver<Event> = Arc::new(move |event| {
             inbox.push(Inbound::Event { server, run, event });
         });
         #[cfg(test)]

@@ -444,7 +444,10 @@ pub fn selection_for(
     let text = stdin_text.unwrap_or_else(|| text_between(content, pos(start), pos(end)));
     // The wire counts UTF-16 units, as VS Code does.
     let wire = |(line, character): (usize, usize)| {
-        pos((line, utf16_len(ls.get(line).copied().unwrap_or(""), character)))
+        pos((
+            line,
+            utf16_len(ls.get(line).copied().unwrap_or(""), character),
+        ))
     };
     Ok(selection_payload(path, wire(start), wire(end), &text))
 }

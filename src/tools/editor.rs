@@ -9,10 +9,10 @@ use serde_json::{Map, Value};
 use crate::files::file_url;
 use crate::files::language_id;
 use crate::json::{self, obj};
+use crate::lsp::text::Pos;
 use crate::rpc::RpcError;
 use crate::rpc::call::{Call, Reply, arg_bool, arg_str, tool_error, tool_json, tool_texts};
 use crate::state::State;
-use crate::lsp::text::Pos;
 use crate::state::editor::selection_payload;
 
 macro_rules! tri {
@@ -104,7 +104,10 @@ fn pos_of(text: &str, byte: usize) -> Pos {
     let before = &text[..byte];
     let line = before.matches('\n').count();
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    Pos::new(line as u32, before[line_start..].encode_utf16().count() as u32)
+    Pos::new(
+        line as u32,
+        before[line_start..].encode_utf16().count() as u32,
+    )
 }
 
 pub fn open_files(state: &Arc<State>, _call: &Call, args: &Map<String, Value>) -> Reply {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::docs::Doc;
-use super::link::{Choice, Deliver, Found, Servers, Session, choose, overlapping};
+use super::link::{Choice, Found, Servers, Session, choose, overlapping};
 use super::proposals::{COMMANDS, Proposals, actions};
 use super::quirks::{self, Quirks};
 use crate::cli::{EXIT_FAILURE, EXIT_OK};
@@ -23,7 +23,7 @@ use crate::control::protocol::{LspClient, Request, Span};
 use crate::lsp::connection::{Connection, Received, Sender};
 use crate::lsp::queue::Incoming;
 use crate::lsp::text::{Enc, Pos, Text};
-use crate::proc::Queue;
+use crate::proc::{Deliver, Queue};
 use crate::rpc::{ErrorCode, Message, Notification, RequestId, RpcError};
 
 /// Editors that request code actions as the cursor moves send one per keystroke: the selection
@@ -585,7 +585,7 @@ impl Lsp {
         }
         if self.links[i].nav.is_none() {
             let (inbox, l) = (self.inbox.clone(), &self.links[i]);
-            let deliver: crate::lsp::connection::Deliver = Arc::new(move |r| {
+            let deliver: Deliver<Received> = Arc::new(move |r| {
                 inbox.push(In::Nav(i, r));
             });
             let hello = LspClient {
@@ -826,7 +826,7 @@ impl Lsp {
         l.retry = Instant::now() + Duration::from_millis(250);
         l.generation += 1;
         let (inbox, generation) = (self.inbox.clone(), l.generation);
-        let deliver: Deliver = Arc::new(move |ev| {
+        let deliver: Deliver<Option<Value>> = Arc::new(move |ev| {
             inbox.push(In::Event(i, generation, ev));
         });
         let answer = match self.servers.attach(&l.server, &self.editor.name, deliver) {
