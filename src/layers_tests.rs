@@ -47,17 +47,17 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "protocol",
             "editors",
-            "handler|client|lsp_front",
+            "handler|client|lsp_mux",
             "server",
             "mod",
         ],
     ),
     (
         "commands",
-        &["serve|unit|bridge|plugin", "client", "lsp", "mod"],
+        &["serve|unit|bridge|plugin", "client", "lsp_editor", "mod"],
     ),
     (
-        "commands::lsp",
+        "commands::lsp_editor",
         &["quirks|docs|proposals|link", "dialogue", "mod"],
     ),
 ];

@@ -24,9 +24,14 @@
 //!    diagnostics.
 //! 6. `tools`: the MCP tools, plain functions over `State`.
 //! 7. `session` (the MCP lifecycle, greeting, keepalive) and `control` (the control socket:
-//!    every command once as a `Request`, one handler for every connection, the client).
-//! 8. `cli` (flags, parser, help) and `commands` (serve, the client commands, lsp, lsp-bridge,
-//!    plugin, unit).
+//!    every command once as a `Request`, one handler for every connection, the LSP clients
+//!    multiplexed onto the language servers (`lsp_mux`), the client).
+//! 8. `cli` (flags, parser, help) and `commands` (serve, the client commands, `ccide lsp`
+//!    (`lsp_editor`), lsp-bridge, plugin, unit).
+//!
+//! "lsp" alone names the protocol layer; the language servers ccide runs are `langservers`
+//! (and so are fields that hold them), the server an editor starts is `lsp_editor`, and
+//! serve's LSP connections for its clients are `lsp_mux`.
 //! 9. `main`: the table of commands.
 //!
 //! Invariants, each enforced by the layers or by a test:
@@ -295,7 +300,7 @@ pub const COMMANDS: &[Command] = &[
             ),
             CONFIG_DIR,
         ],
-        run: commands::lsp::run,
+        run: commands::lsp_editor::run,
         passthrough: false,
     },
     commands::bridge::COMMAND,

@@ -48,7 +48,7 @@ pub struct Config {
     pub trusted: bool,
     pub checks: Checks,
     /// The language servers (`--lsp` and the built-ins) and how they are run.
-    pub lsp: (Vec<crate::langservers::Spec>, crate::langservers::Config),
+    pub langservers: (Vec<crate::langservers::Spec>, crate::langservers::Config),
 }
 
 pub struct State {
@@ -89,7 +89,7 @@ impl State {
             diagnostics: Arc::new(Diagnostics::new(
                 &c.state_dir,
                 c.checks,
-                c.lsp,
+                c.langservers,
                 workspaces.clone(),
                 clients.clone(),
             )),
@@ -512,7 +512,7 @@ pub mod testing {
                 formatters: Vec::new(),
                 trusted: false,
                 checks: Checks::new(Vec::new(), Duration::from_secs(2), Duration::from_secs(20)),
-                lsp: (Vec::new(), Default::default()),
+                langservers: (Vec::new(), Default::default()),
             },
             clients.clone(),
         )

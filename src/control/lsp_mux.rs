@@ -1,4 +1,4 @@
-//! The LSP front of the control socket: a connection that sent `lsp` (ccide-protocol(7) §9.2)
+//! The LSP multiplexer of the control socket: a connection that sent `lsp` (ccide-protocol(7) §9.2)
 //! carries Content-Length framed LSP both ways from then on, one client per connection (a CLI
 //! session through `ccide lsp-bridge`, an editor through `ccide lsp --navigation`). Every
 //! client shares the language servers `serve` keeps warm for getDiagnostics, and ccide stays
@@ -80,9 +80,9 @@ fn key(s: &Arc<Server>) -> usize {
 
 impl Hub {
     /// The hub of a serve: each of its servers' own requests goes through it (`route`).
-    pub fn new(lsp: &LangServers) -> Arc<Hub> {
+    pub fn new(langservers: &LangServers) -> Arc<Hub> {
         let hub: Arc<Hub> = Arc::default();
-        for s in lsp.all() {
+        for s in langservers.all() {
             let (h, k) = (Arc::downgrade(&hub), key(s));
             s.on_request(Some(Arc::new(move |req| match h.upgrade() {
                 Some(hub) => hub.route(k, req),
@@ -241,8 +241,8 @@ pub fn serve(
     let Ok(out) = connection::start("lsp-client", reader, w, CLIENT_QUEUE, deliver) else {
         return;
     };
-    let mut f = Front {
-        lsp: state.diagnostics.lsp.clone(),
+    let mut f = Client {
+        langservers: state.diagnostics.lsp.clone(),
         state,
         hub,
         me: hub.next.fetch_add(1, Ordering::Relaxed) + 1,
@@ -301,9 +301,10 @@ enum In {
     Answer(u64, Result<Value, ResponseError>),
 }
 
-struct Front<'a> {
+/// One client's loop and bookkeeping.
+struct Client<'a> {
     state: &'a State,
-    lsp: Arc<LangServers>,
+    langservers: Arc<LangServers>,
     hub: &'a Arc<Hub>,
     /// The client's number: the holder of its documents in the servers.
     me: u64,
@@ -320,7 +321,7 @@ struct Front<'a> {
     book: Book<Arc<Server>>,
 }
 
-impl Front<'_> {
+impl Client<'_> {
     /// A client that stops reading is not left with a connection that lost some answers: once
     /// `CLIENT_QUEUE` waits for it, the connection is cut (its reader sees the end, and the
     /// loop lets go of it), as a WebSocket client that stops reading is closed. The bridge
@@ -421,14 +422,14 @@ impl Front<'_> {
     fn initialize(&mut self, id: &RequestId) {
         let mut servers: Vec<Arc<Server>> = Vec::new();
         for e in &self.extensions {
-            if let Some(s) = self.lsp.server(&self.root.join(format!("_{e}")))
+            if let Some(s) = self.langservers.server(&self.root.join(format!("_{e}")))
                 && !servers.iter().any(|x| Arc::ptr_eq(x, s))
             {
                 servers.push(s.clone());
             }
         }
         if self.extensions.is_empty() {
-            servers = self.lsp.all().to_vec();
+            servers = self.langservers.all().to_vec();
         }
         // All started at once: the answer waits for the slowest, not for their sum.
         for s in &servers {
@@ -478,7 +479,7 @@ impl Front<'_> {
         let Some(path) = about(params).and_then(|p| self.path(&p)) else {
             return true;
         };
-        let Some(s) = self.lsp.server(&path).cloned() else {
+        let Some(s) = self.langservers.server(&path).cloned() else {
             return true;
         };
         match method {
@@ -506,8 +507,8 @@ impl Front<'_> {
             // workspace/symbol: a document of the client's in its first server, which a
             // server such as tsserver needs to know the project.
             None => self.servers.first().and_then(|s| {
-                let lsp = &self.lsp;
-                let mine = |p: &&PathBuf| lsp.server(p).is_some_and(|x| Arc::ptr_eq(x, s));
+                let langservers = &self.langservers;
+                let mine = |p: &&PathBuf| langservers.server(p).is_some_and(|x| Arc::ptr_eq(x, s));
                 self.book.docs.iter().find(mine).cloned()
             }),
         };
@@ -515,7 +516,7 @@ impl Front<'_> {
             let e = "the request names no document in a workspace folder of ccide serve (for workspace/symbol: open one first)";
             return self.fail(&r.id, ErrorCode::InvalidParams, e.into());
         };
-        let s = self.lsp.server(&path).cloned();
+        let s = self.langservers.server(&path).cloned();
         let ready = s.filter(|s| s.initialize_result(Instant::now() + START_WAIT).is_some());
         let Some((s, version)) = ready.and_then(|s| Some((s.clone(), self.hold(&s, &path)?)))
         else {
@@ -578,7 +579,7 @@ impl Front<'_> {
         }
         let cancelled = pending.len();
         for path in &self.book.docs {
-            if let Some(s) = self.lsp.server(path) {
+            if let Some(s) = self.langservers.server(path) {
                 s.release(path, me);
             }
         }

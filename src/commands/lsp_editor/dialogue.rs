@@ -18,7 +18,7 @@ use super::link::{Choice, Found, Servers, Session, choose, overlapping};
 use super::proposals::{COMMANDS, Proposals, actions};
 use super::quirks::{self, Quirks};
 use crate::cli::{EXIT_FAILURE, EXIT_OK};
-use crate::control::lsp_front::{NAVIGATION, PASSED};
+use crate::control::lsp_mux::{NAVIGATION, PASSED};
 use crate::control::protocol::{LspClient, Request, Span};
 use crate::lsp::connection::{Connection, Received, Sender};
 use crate::lsp::queue::Incoming;
@@ -110,7 +110,7 @@ struct Link {
     nav: Option<Sender>,
 }
 
-pub struct Lsp {
+pub struct Dialogue {
     out: Sender,
     inbox: Arc<Queue<In>>,
     servers: Box<dyn Servers>,
@@ -172,10 +172,10 @@ fn text_of(p: &Path) -> String {
 /// bigger document); a bigger one's positions pass as they are.
 const MAX_NAMED_FILE: u64 = 8 << 20;
 
-impl Lsp {
-    pub fn new(out: Sender, servers: Box<dyn Servers>, o: Options) -> Lsp {
+impl Dialogue {
+    pub fn new(out: Sender, servers: Box<dyn Servers>, o: Options) -> Dialogue {
         let now = Instant::now();
-        Lsp {
+        Dialogue {
             out,
             inbox: Arc::default(),
             servers,

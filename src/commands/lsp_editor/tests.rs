@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::dialogue::{Lsp, Options};
+use super::dialogue::{Dialogue, Options};
 use super::link::{Found, Servers, Session};
 use crate::control::editors;
 use crate::control::handler::handle;
@@ -308,7 +308,7 @@ impl Ed {
         let (conn, theirs) = Connection::memory();
         let servers = InProcess(world.clone());
         let thread = std::thread::spawn(move || {
-            Lsp::new(theirs.sender.clone(), Box::new(servers), o).run(theirs)
+            Dialogue::new(theirs.sender.clone(), Box::new(servers), o).run(theirs)
         });
         Ed {
             conn,
