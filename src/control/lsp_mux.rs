@@ -66,16 +66,29 @@ pub struct Hub {
 
 #[derive(Default)]
 struct Routes {
-    /// A request pending at a server (by `key`): the server's id for it, its client, and the
-    /// way to that client.
-    pending: Vec<(usize, u64, u64, Sender)>,
-    /// A server's request sent to a client: the client, the id it got.
-    asks: Vec<(u64, u64, ServerRequest)>,
+    pending: Vec<Route>,
+    asks: Vec<Asked>,
 }
 
-/// A server as the hub knows it.
-fn key(s: &Arc<Server>) -> usize {
-    Arc::as_ptr(s) as usize
+/// A client's request pending at a server: the way back to that client for the server's own
+/// requests meanwhile.
+struct Route {
+    /// The server's `index` in the serve's list.
+    server: usize,
+    /// The server's id for the request.
+    sid: u64,
+    /// The client's number (`Client::me`).
+    client: u64,
+    to: Sender,
+}
+
+/// A server's request sent to a client, until the client answers.
+struct Asked {
+    /// The client's number (`Client::me`).
+    client: u64,
+    /// The id the client got it under.
+    id: u64,
+    request: ServerRequest,
 }
 
 impl Hub {
@@ -83,9 +96,9 @@ impl Hub {
     pub fn new(langservers: &LangServers) -> Arc<Hub> {
         let hub: Arc<Hub> = Arc::default();
         for s in langservers.all() {
-            let (h, k) = (Arc::downgrade(&hub), key(s));
+            let (h, server) = (Arc::downgrade(&hub), s.index());
             s.on_request(Some(Arc::new(move |req| match h.upgrade() {
-                Some(hub) => hub.route(k, req),
+                Some(hub) => hub.route(server, req),
                 None => Some(req),
             })));
         }
@@ -101,11 +114,11 @@ impl Hub {
     /// know, as the CLI does).
     fn route(&self, server: usize, req: ServerRequest) -> Option<ServerRequest> {
         let mut r = self.lock();
-        let Some((_, _, client, to)) = r
+        let Some(Route { client, to, .. }) = r
             .pending
             .iter()
-            .filter(|p| p.0 == server)
-            .max_by_key(|p| p.1)
+            .filter(|p| p.server == server)
+            .max_by_key(|p| p.sid)
         else {
             return Some(req);
         };
@@ -119,7 +132,11 @@ impl Hub {
             return Some(req);
         }
         let client = *client;
-        r.asks.push((client, id, req));
+        r.asks.push(Asked {
+            client,
+            id,
+            request: req,
+        });
         None
     }
 }
@@ -390,11 +407,14 @@ impl Client<'_> {
                 };
                 let mut routes = self.hub.lock();
                 let me = self.me;
-                let i = routes.asks.iter().position(|a| a.0 == me && a.1 == id);
+                let i = routes
+                    .asks
+                    .iter()
+                    .position(|a| a.client == me && a.id == id);
                 let Some(i) = i else { return true };
-                let (_, _, req) = routes.asks.swap_remove(i);
+                let asked = routes.asks.swap_remove(i);
                 drop(routes);
-                req.respond(r.result.map_err(|e| {
+                asked.request.respond(r.result.map_err(|e| {
                     let code = if e.code == ErrorCode::MethodNotFound as i64 {
                         ErrorCode::MethodNotFound
                     } else {
@@ -410,8 +430,11 @@ impl Client<'_> {
     /// A server's answer to the client's request sent under `token`.
     fn answered(&mut self, token: u64, result: Result<Value, ResponseError>) {
         if let Some((id, p)) = self.book.answered(token) {
-            let (k, sid) = (key(&p.server), p.sid);
-            self.hub.lock().pending.retain(|h| h.0 != k || h.1 != sid);
+            let (server, sid) = (p.server.index(), p.sid);
+            self.hub
+                .lock()
+                .pending
+                .retain(|r| r.server != server || r.sid != sid);
             let now = p.server.version(&p.path);
             self.reply(&id, outcome(result, p.version, now));
         }
@@ -540,12 +563,17 @@ impl Client<'_> {
         let on_answer = Box::new(move |result| {
             inbox.push(In::Answer(token, result));
         });
-        let k = key(&s);
+        let server = s.index();
         // Held until the request is in the hub: the server may ask something at once.
         let mut routes = self.hub.lock();
         match s.request(&path, &r.method, r.params, on_answer) {
             Ok(sid) => {
-                routes.pending.push((k, sid, self.me, self.out.clone()));
+                routes.pending.push(Route {
+                    server,
+                    sid,
+                    client: self.me,
+                    to: self.out.clone(),
+                });
                 drop(routes);
                 self.book.pending.register(
                     r.id,
@@ -569,9 +597,9 @@ impl Client<'_> {
         self.inbox.close();
         let me = self.me;
         let mut routes = self.hub.lock();
-        routes.pending.retain(|h| h.2 != me);
+        routes.pending.retain(|r| r.client != me);
         // Dropped, they get ccide's answer.
-        routes.asks.retain(|a| a.0 != me);
+        routes.asks.retain(|a| a.client != me);
         drop(routes);
         let pending = self.book.pending.take_all(|_, _| true);
         for (_, p) in &pending {

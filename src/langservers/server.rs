@@ -324,6 +324,11 @@ impl Server {
     /// Whether it is usable and delivering: not crashed since it last handed out a result (a
     /// server that crashes on every file delivers nothing, and the checker it silenced answers
     /// meanwhile).
+    /// Its place in the list of a serve's servers: what names it for as long as the serve runs.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
     pub fn delivering(&self) -> bool {
         let st = self.lock();
         st.life.phase != Phase::Failed && !st.closed && st.life.delivering
