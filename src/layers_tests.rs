@@ -592,3 +592,52 @@ fn the_readme_layout_names_every_module() {
         assert!(readme.contains(name), "README's layout names {name}");
     }
 }
+
+/// Type names with one home: each is declared (`struct`, `enum`, `type`, `trait`) in one
+/// file, and every other file uses that one.
+const ONE_HOME: &[&str] = &["Pos", "Deliver"];
+
+/// Where `name` is declared as a type: one line per declaration, `file: kind name`.
+fn declarations(files: &[(String, String)], name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (rel, text) in files {
+        let t = tokens(&code_only(text));
+        for w in t.windows(2) {
+            if let (Tok::Ident(kind), Tok::Ident(n)) = (&w[0], &w[1])
+                && ["struct", "enum", "type", "trait"].contains(&kind.as_str())
+                && n == name
+            {
+                out.push(format!("{rel}: {kind} {n}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn each_shared_type_name_has_one_home() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &src, &mut files);
+    for name in ONE_HOME {
+        let found = declarations(&files, name);
+        assert_eq!(found.len(), 1, "`{name}` is declared once: {found:?}");
+    }
+    // The checker: a second home is seen, in a module of its own or behind `pub`; a comment,
+    // a string or a use is not a declaration.
+    let two = [
+        file("lsp/text.rs", "pub struct Pos { line: u32 }"),
+        file(
+            "state/editor.rs",
+            "mod m { pub(crate) type Pos = (u32, u32); }",
+        ),
+        file(
+            "a.rs",
+            "// struct Pos\nconst S: &str = \"enum Pos\";\nuse x::Pos;",
+        ),
+    ];
+    assert_eq!(
+        declarations(&two, "Pos"),
+        ["lsp/text.rs: struct Pos", "state/editor.rs: type Pos"]
+    );
+}
