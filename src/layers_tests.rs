@@ -53,17 +53,17 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "protocol",
             "editors",
-            "handler|client|lsp_front",
+            "handler|client|lsp_mux",
             "server",
             "mod",
         ],
     ),
     (
         "commands",
-        &["serve|unit|bridge|plugin", "client", "lsp", "mod"],
+        &["serve|unit|bridge|plugin", "client", "lsp_editor", "mod"],
     ),
     (
-        "commands::lsp",
+        "commands::lsp_editor",
         &["quirks|docs|proposals|link", "dialogue", "mod"],
     ),
 ];
@@ -598,4 +598,146 @@ fn the_seam_check_catches_the_store_reaching_the_clients() {
     ));
     assert_eq!(handed_in.len(), 1, "{handed_in:?}");
     assert!(handed_in[0].starts_with("diagnostics/parse.rs names broadcast: "));
+}
+
+/// README's "Layout of the source" table, as (layer, modules, role) rows.
+fn readme_layout() -> Vec<(u32, Vec<String>, String)> {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let section = readme
+        .split("\n## Layout of the source\n")
+        .nth(1)
+        .expect("README has a Layout of the source section");
+    let section = section.split("\n## ").next().unwrap();
+    let ticked = |s: &str| -> Vec<String> {
+        s.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(|m| m.trim_end_matches(".rs").to_string())
+            .collect()
+    };
+    section
+        .lines()
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.strip_prefix("| ")?.splitn(3, " | ").collect();
+            let layer = cols.first()?.parse().ok()?;
+            Some((layer, ticked(cols.get(1)?), cols.get(2)?.to_string()))
+        })
+        .collect()
+}
+
+/// The layout table in README names every top-level module once, in the order of `LAYERS`,
+/// and in each module's row each of its files; its text names the layer test.
+#[test]
+fn the_readme_layout_names_every_module() {
+    let rows = readme_layout();
+    assert!(rows.len() > 5, "{rows:?}");
+    let layer_of = |m: &str| -> Vec<u32> {
+        rows.iter()
+            .filter(|r| r.1.iter().any(|x| x == m))
+            .map(|r| r.0)
+            .collect()
+    };
+    let top = LAYERS.iter().find(|(m, _)| m.is_empty()).unwrap().1;
+    let mut last = 0;
+    let mut listed = BTreeSet::new();
+    for rank in top {
+        for m in rank.split('|') {
+            let at = layer_of(m);
+            assert_eq!(
+                at.len(),
+                1,
+                "README's layout table names `{m}` once: {at:?}"
+            );
+            assert!(
+                at[0] >= last,
+                "README's layout table puts `{m}` below a lower layer"
+            );
+            last = at[0];
+            listed.insert(m.to_string());
+        }
+    }
+    let extra: Vec<&String> = rows
+        .iter()
+        .flat_map(|r| &r.1)
+        .filter(|m| !listed.contains(*m))
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "README's layout table names modules LAYERS does not: {extra:?}"
+    );
+    for (module, parts) in LAYERS.iter().filter(|(m, _)| !m.is_empty()) {
+        let top = module.split("::").next().unwrap();
+        let row = rows.iter().find(|r| r.1.iter().any(|x| x == top)).unwrap();
+        let mut names = vec![module.rsplit("::").next().unwrap()];
+        names.extend(
+            parts
+                .iter()
+                .flat_map(|r| r.split('|'))
+                .filter(|p| *p != "mod"),
+        );
+        for name in names {
+            assert!(
+                row.2.contains(&format!("`{name}`")) || row.1.iter().any(|x| x == name),
+                "README's layout row of `{top}` does not name `{name}` (in {module})"
+            );
+        }
+    }
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    for name in [
+        "`every_import_runs_down_the_layers`",
+        "`src/layers_tests.rs`",
+    ] {
+        assert!(readme.contains(name), "README's layout names {name}");
+    }
+}
+
+/// Type names with one home: each is declared (`struct`, `enum`, `type`, `trait`) in one
+/// file, and every other file uses that one.
+const ONE_HOME: &[&str] = &["Pos", "Deliver"];
+
+/// Where `name` is declared as a type: one line per declaration, `file: kind name`.
+fn declarations(files: &[(String, String)], name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (rel, text) in files {
+        let t = tokens(&code_only(text));
+        for w in t.windows(2) {
+            if let (Tok::Ident(kind), Tok::Ident(n)) = (&w[0], &w[1])
+                && ["struct", "enum", "type", "trait"].contains(&kind.as_str())
+                && n == name
+            {
+                out.push(format!("{rel}: {kind} {n}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn each_shared_type_name_has_one_home() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &src, &mut files);
+    for name in ONE_HOME {
+        let found = declarations(&files, name);
+        assert_eq!(found.len(), 1, "`{name}` is declared once: {found:?}");
+    }
+    // The checker: a second home is seen, in a module of its own or behind `pub`; a comment,
+    // a string or a use is not a declaration.
+    let two = [
+        file("lsp/text.rs", "pub struct Pos { line: u32 }"),
+        file(
+            "state/editor.rs",
+            "mod m { pub(crate) type Pos = (u32, u32); }",
+        ),
+        file(
+            "a.rs",
+            "// struct Pos\nconst S: &str = \"enum Pos\";\nuse x::Pos;",
+        ),
+    ];
+    assert_eq!(
+        declarations(&two, "Pos"),
+        ["lsp/text.rs: struct Pos", "state/editor.rs: type Pos"]
+    );
 }

@@ -26,9 +26,14 @@
 //!    diagnostics' way out to the clients (`state::diagnostics`).
 //! 6. `tools`: the MCP tools, plain functions over `State`.
 //! 7. `session` (the MCP lifecycle, greeting, keepalive) and `control` (the control socket:
-//!    every command once as a `Request`, one handler for every connection, the client).
-//! 8. `cli` (flags, parser, help) and `commands` (serve, the client commands, lsp, lsp-bridge,
-//!    plugin, unit).
+//!    every command once as a `Request`, one handler for every connection, the LSP clients
+//!    multiplexed onto the language servers (`lsp_mux`), the client).
+//! 8. `cli` (flags, parser, help) and `commands` (serve, the client commands, `ccide lsp`
+//!    (`lsp_editor`), lsp-bridge, plugin, unit).
+//!
+//! "lsp" alone names the protocol layer; the language servers ccide runs are `langservers`
+//! (and so are fields that hold them), the server an editor starts is `lsp_editor`, and
+//! serve's LSP connections for its clients are `lsp_mux`.
 //! 9. `main`: the table of commands.
 //!
 //! Invariants, each enforced by the layers or by a test:
@@ -298,7 +303,7 @@ pub const COMMANDS: &[Command] = &[
             ),
             CONFIG_DIR,
         ],
-        run: commands::lsp::run,
+        run: commands::lsp_editor::run,
         passthrough: false,
     },
     commands::bridge::COMMAND,
@@ -500,23 +505,79 @@ mod tests {
         }
     }
 
-    /// ccide(1)'s SYNOPSIS shows every command of the table.
+    /// ccide(1)'s SYNOPSIS shows every command of the table with its usage line, as `--help`
+    /// prints it.
     #[test]
-    fn the_man_pages_synopsis_shows_every_command() {
+    fn the_man_pages_synopsis_shows_every_commands_usage() {
         let man = include_str!("../man/ccide.1");
-        let synopsis: Vec<&str> = man
+        let synopsis: Vec<String> = man
             .lines()
             .skip_while(|l| *l != ".SH SYNOPSIS")
             .take_while(|l| *l != ".SH DESCRIPTION")
+            .map(|l| {
+                ["\\fB", "\\fI", "\\fR"]
+                    .iter()
+                    .fold(l.replace("\\-", "-"), |l, font| l.replace(font, ""))
+            })
             .collect();
+        let missing: Vec<&str> = super::COMMANDS
+            .iter()
+            .map(|c| c.usage)
+            .filter(|u| !synopsis.iter().any(|l| l == u))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "ccide(1)'s SYNOPSIS has no line {missing:#?}"
+        );
+    }
+
+    /// README's Commands section gives each command's usage line (without `[OPTIONS]`, bars
+    /// in a cell escaped) and names each of its flags; serve's flags are in the table of
+    /// Configuration, one row each.
+    #[test]
+    fn the_readmes_commands_section_shows_every_usage_and_flag() {
+        let readme = include_str!("../README.md");
+        let section = |title: &str| {
+            readme
+                .split(&format!("\n## {title}\n"))
+                .nth(1)
+                .and_then(|rest| rest.split("\n## ").next())
+                .unwrap_or_else(|| panic!("README has no section {title}"))
+        };
+        let commands = section("Commands");
+        let configuration = section("Configuration");
+        // Bars unescaped and without spaces around them, as a cell and `--help` write them.
+        let squeeze = |s: &str| s.replace("\\|", "|").replace(" | ", "|");
+        let rows: Vec<String> = commands
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split_once("` |"))
+            .map(|(usage, _)| squeeze(usage))
+            .collect();
+        let mut missing = Vec::new();
         for c in super::COMMANDS {
-            let shown = format!("\\fBccide {}\\fR", c.name.replace('-', "\\-"));
-            assert!(
-                synopsis.iter().any(|l| l.starts_with(&shown)),
-                "ccide(1)'s SYNOPSIS has no line for {}",
-                c.name
-            );
+            let usage = squeeze(c.usage.trim_end_matches(" [OPTIONS]"));
+            if !rows
+                .iter()
+                .any(|r| *r == usage || r.starts_with(&format!("{usage} [")))
+            {
+                missing.push(format!("a row for {usage:?}"));
+            }
+            for f in c.flags {
+                let named = if c.name == "serve" {
+                    configuration.contains(&format!("\n| `{}", f.name))
+                } else {
+                    names_flag(commands, f.name)
+                };
+                if !named {
+                    missing.push(format!("{} of {}", f.name, c.name));
+                }
+            }
         }
+        assert!(
+            missing.is_empty(),
+            "README's Commands section lacks {missing:#?}"
+        );
     }
 
     /// The README installs the man pages where man-db finds them without MANPATH: in
@@ -570,6 +631,14 @@ mod tests {
         ] {
             assert!(install.contains(how), "Install does not say {how}");
         }
+    }
+
+    /// Whether `text` names `flag` as a word of its own (`--json` in `--json`, `[--json]` or
+    /// `--json=`, not in `--json-lines`).
+    fn names_flag(text: &str, flag: &str) -> bool {
+        let part = |c: char| c.is_alphanumeric() || c == '-';
+        text.match_indices(flag)
+            .any(|(i, _)| !text[..i].ends_with(part) && !text[i + flag.len()..].starts_with(part))
     }
 
     /// The lines of `.SS name` up to the next section.

@@ -15,7 +15,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Stack of every thread ccide starts. JSON from clients and tools is parsed recursively (up to
@@ -46,6 +46,10 @@ fn spawn_boxed(name: &str, f: Box<dyn FnOnce() + Send>) -> io::Result<std::threa
 pub fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap()
 }
+
+/// Where a thread hands what it reads or sees (a message, an event), to whoever started it:
+/// called on that thread, so it only moves `T` on (onto a `Queue`, a socket), never decides.
+pub type Deliver<T> = Arc<dyn Fn(T) + Send + Sync>;
 
 /// A queue between threads: any thread pushes, the owner pops with a deadline; closing it wakes
 /// every waiter. (std's mpsc would bring its three channel flavours, about 5 KB of code per

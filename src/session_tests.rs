@@ -204,14 +204,8 @@ fn a_selection_and_mentions_made_during_setup_arrive_in_order_with_the_greeting(
     // Setup has not settled: nothing is sent, the client counts as held.
     let sel = crate::state::editor::selection_payload(
         &a,
-        crate::state::editor::Pos {
-            line: 1,
-            character: 0,
-        },
-        crate::state::editor::Pos {
-            line: 1,
-            character: 3,
-        },
+        crate::lsp::text::Pos::new(1, 0),
+        crate::lsp::text::Pos::new(1, 3),
         "two",
     );
     let held = json!({"filePath": a, "lineStart": 1, "lineEnd": 1});

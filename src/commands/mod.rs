@@ -1,11 +1,11 @@
 //! The commands: `serve` runs a server; the client commands talk to one through its control
-//! socket; `lsp` is the language server an editor starts; `bridge` (`lsp-bridge`) is the one
+//! socket; `lsp_editor` (`ccide lsp`) is the language server an editor starts; `bridge` (`lsp-bridge`) is the one
 //! Claude Code starts through ccide's plugin, which `plugin` makes and installs; `unit` writes
 //! systemd units.
 
 pub mod bridge;
 pub mod client;
-pub mod lsp;
+pub mod lsp_editor;
 pub mod plugin;
 pub mod serve;
 pub mod unit;

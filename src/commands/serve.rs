@@ -600,7 +600,7 @@ fn run_threads(
             formatters: o.formatters,
             trusted: o.trusted,
             checks,
-            lsp: (
+            langservers: (
                 servers,
                 langservers::Config {
                     idle: o.lsp_idle,

@@ -11,7 +11,7 @@
 pub mod client;
 pub mod editors;
 pub mod handler;
-pub mod lsp_front;
+pub mod lsp_mux;
 pub mod protocol;
 pub mod server;
 

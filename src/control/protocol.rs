@@ -6,7 +6,8 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::state::editor::{HumanRange, Pos};
+use crate::lsp::text::Pos;
+use crate::state::editor::HumanRange;
 
 /// Largest request line, its newline not counted (a `buffer` command carries a whole file).
 pub const MAX_LINE: usize = 64 << 20;
@@ -548,10 +549,10 @@ impl Fields {
     fn position(&mut self, key: &str) -> Option<Pos> {
         let v = self.take(key)?;
         match (v[0].as_u64(), v[1].as_u64(), v.as_array().map(Vec::len)) {
-            (Some(line), Some(character), Some(2)) => Some(Pos {
-                line: line as usize,
-                character: character as usize,
-            }),
+            (Some(line), Some(character), Some(2)) => {
+                let n = |v: u64| v.min(u32::MAX as u64) as u32;
+                Some(Pos::new(n(line), n(character)))
+            }
             _ => {
                 self.refuse(bad(key, "[line, character]"));
                 None

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::editors;
 use super::handler::handle;
-use super::lsp_front::Hub;
+use super::lsp_mux::Hub;
 use super::protocol::{LspClient, MAX_LINE, Request, failure, leading_id, short_path};
 use crate::state::State;
 
@@ -55,7 +55,7 @@ fn serve_one(state: &Arc<State>, hub: &Arc<Hub>, stream: UnixStream) {
         return;
     };
     // Read as a file: an LSP client's connection is then read by the same code as a language
-    // server's pipe (`lsp_front`).
+    // server's pipe (`lsp_mux`).
     let read_half = std::fs::File::from(std::os::fd::OwnedFd::from(read_half));
     let mut reader = BufReader::with_capacity(64 << 10, read_half);
     let mut writer = stream;
@@ -80,7 +80,7 @@ fn serve_one(state: &Arc<State>, hub: &Arc<Hub>, stream: UnixStream) {
             Ok(Read::End) | Err(_) => break,
         };
         line = Vec::new();
-        let mut lsp = None;
+        let mut lsp_client = None;
         let mut answer = match request {
             Ok(Request::Events) if session.is_none() => {
                 state.events.subscribe(writer);
@@ -88,7 +88,7 @@ fn serve_one(state: &Arc<State>, hub: &Arc<Hub>, stream: UnixStream) {
             }
             Ok(Request::Lsp(client)) if session.is_none() => match lsp_root(state, &client) {
                 Ok(()) => {
-                    lsp = Some(client);
+                    lsp_client = Some(client);
                     crate::json::obj! {"ok": true}
                 }
                 Err(e) => failure(&e),
@@ -109,9 +109,9 @@ fn serve_one(state: &Arc<State>, hub: &Arc<Hub>, stream: UnixStream) {
         if writer.write_all(text.as_bytes()).is_err() {
             break;
         }
-        if let Some(client) = lsp {
+        if let Some(client) = lsp_client {
             // From here on the connection carries LSP, both ways (ccide-protocol(7) §9.2).
-            super::lsp_front::serve(state, hub, reader, writer, client);
+            super::lsp_mux::serve(state, hub, reader, writer, client);
             return;
         }
     }

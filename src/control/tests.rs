@@ -1058,7 +1058,8 @@ fn diagnostics_import_of_an_empty_list_clears_the_file_however_its_uri_is_spelt(
 /// One request of every command, with its fields set.
 fn every_request() -> Vec<Request> {
     use super::protocol::{ExecAction, Span, WorkspaceOp};
-    use crate::state::editor::{HumanRange, Pos};
+    use crate::lsp::text::Pos;
+    use crate::state::editor::HumanRange;
     let s = |t: &str| Some(t.to_string());
     let paths = vec!["/w/a.txt".to_string(), "b c.txt".to_string()];
     vec![
@@ -1224,7 +1225,7 @@ fn every_request_reads_back_as_written_with_its_id_first_on_the_line() {
 #[test]
 fn the_editors_selection_command_is_select_with_positions() {
     use super::protocol::Span;
-    use crate::state::editor::Pos;
+    use crate::lsp::text::Pos;
     // What `ccide lsp` sends (ccide-protocol(7) §9.2 keeps the old name working).
     let old = json!({"cmd": "selection", "path": "/w/a.txt", "start": [1, 2], "end": [3, 0], "text": "x"});
     let pos = |line, character| Pos { line, character };

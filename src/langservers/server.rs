@@ -320,6 +320,11 @@ impl Server {
     /// Whether it is usable and delivering: not crashed since it last handed out a result (a
     /// server that crashes on every file delivers nothing, and the checker it silenced answers
     /// meanwhile).
+    /// Its place in the list of a serve's servers: what names it for as long as the serve runs.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
     pub fn delivering(&self) -> bool {
         let st = self.lock();
         st.life.phase != Phase::Failed && !st.closed && st.life.delivering
@@ -637,7 +642,7 @@ impl Server {
         };
         let cwd = folders.first().map_or(Path::new("/"), |w| w.as_path());
         let (inbox, server, run) = (self.inbox.clone(), self.index, st.run);
-        let deliver: supervisor::Deliver = Arc::new(move |event| {
+        let deliver: crate::proc::Deliver<Event> = Arc::new(move |event| {
             inbox.push(Inbound::Event { server, run, event });
         });
         #[cfg(test)]

@@ -1,7 +1,7 @@
 //! A language server's process and its life. The process is spawned in its own process group
 //! by a thread that lives as long as it (so PR_SET_PDEATHSIG means "ccide died"); its pipes are
 //! an `lsp::connection` whose threads only move messages: what the server says, and finally
-//! that it exited, go to the `Deliver` its owner gave, never into the owner's code. The owner
+//! that it exited, go to the `Deliver<Event>` its owner gave, never into the owner's code. The owner
 //! (`server`) decides, and tells the process what to do through `Process`: send, stop
 //! gracefully, kill. `Life` is the bookkeeping of starts and exits: crashes, backoff, giving up
 //! (ccide-protocol(7) §11.7).
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::lsp::connection::{self, Received, SendError, Sender};
-use crate::proc::Queue;
+use crate::proc::{Deliver, Queue};
 
 /// What a process reports to its owner.
 #[derive(Debug)]
@@ -23,8 +23,6 @@ pub enum Event {
     /// The process ended (and was reaped): how.
     Exited(String),
 }
-
-pub type Deliver = Arc<dyn Fn(Event) + Send + Sync>;
 
 /// What the owning thread is told.
 enum Control {
@@ -88,7 +86,7 @@ impl Process {
 /// Starts `cmd` (its program, arguments, directory and environment set); what it says and its
 /// end go to `deliver`. At most `limit` bytes wait to be written to it (`SendError::Full`
 /// beyond).
-pub fn spawn(cmd: Command, limit: usize, deliver: Deliver) -> Result<Process, String> {
+pub fn spawn(cmd: Command, limit: usize, deliver: Deliver<Event>) -> Result<Process, String> {
     let control: Arc<Queue<Control>> = Arc::default();
     let ready: Arc<Queue<Control>> = Arc::default();
     let (c, r) = (control.clone(), ready.clone());
@@ -110,7 +108,7 @@ pub fn spawn(cmd: Command, limit: usize, deliver: Deliver) -> Result<Process, St
 fn own(
     mut cmd: Command,
     limit: usize,
-    deliver: Deliver,
+    deliver: Deliver<Event>,
     control: &Arc<Queue<Control>>,
     ready: &Queue<Control>,
 ) {
@@ -280,7 +278,7 @@ fn scan_publish(b: &[u8]) -> Option<(usize, usize, usize, usize, usize)> {
 
 /// What the connection's threads deliver, passed on; the end of the stream is also told to
 /// the owning thread, after the owner has it (so `Exited` comes after it).
-fn pipe(deliver: &Deliver, control: &Arc<Queue<Control>>) -> connection::Deliver {
+fn pipe(deliver: &Deliver<Event>, control: &Arc<Queue<Control>>) -> Deliver<Received> {
     let (d, c) = (deliver.clone(), control.clone());
     Arc::new(move |r: Received| {
         let end = matches!(r, Received::Closed(_));
@@ -339,7 +337,7 @@ fn live(
 /// An in-memory server for tests: the other end of `conn` plays the language server; closing
 /// its side is the process exiting.
 #[cfg(test)]
-pub fn memory(conn: connection::Connection, deliver: Deliver) -> Process {
+pub fn memory(conn: connection::Connection, deliver: Deliver<Event>) -> Process {
     use std::sync::atomic::{AtomicBool, Ordering};
     let control: Arc<Queue<Control>> = Arc::default();
     let ended = Arc::new(AtomicBool::new(false));

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::Value;
 
 use super::framing;
-use crate::proc::Queue;
+use crate::proc::{Deliver, Queue};
 use crate::rpc::{self, ErrorCode, Message, RpcError};
 
 /// What a connection's reading side delivers.
@@ -117,9 +117,6 @@ pub struct Connection {
     pub receiver: Arc<Queue<Received>>,
 }
 
-/// Where the reading threads hand what they read.
-pub type Deliver = Arc<dyn Fn(Received) + Send + Sync>;
-
 /// Shrinks a message body before it is parsed (a parsed message takes several times its size).
 pub type Trim = fn(&mut Vec<u8>);
 
@@ -176,7 +173,7 @@ pub fn start(
     reader: BufReader<File>,
     writer: File,
     limit: usize,
-    deliver: Deliver,
+    deliver: Deliver<Received>,
 ) -> std::io::Result<Sender> {
     start_trimmed(name, reader, writer, limit, None, deliver)
 }
@@ -187,7 +184,7 @@ fn start_trimmed(
     writer: File,
     limit: usize,
     trim: Option<Trim>,
-    deliver: Deliver,
+    deliver: Deliver<Received>,
 ) -> std::io::Result<Sender> {
     let out = Arc::new(Outbound::Stream {
         queue: Queue::default(),
@@ -211,7 +208,7 @@ pub fn child(
     name: &str,
     limit: usize,
     trim: Option<Trim>,
-    deliver: Deliver,
+    deliver: Deliver<Received>,
 ) -> std::io::Result<(Sender, Option<std::thread::JoinHandle<()>>)> {
     let missing = || std::io::Error::other("the child's pipes were not set up");
     let stdin = child.stdin.take().ok_or_else(missing)?;
@@ -248,7 +245,7 @@ pub fn child(
     Ok((sender, stderr_reader))
 }
 
-fn read_all(mut r: BufReader<File>, trim: Option<Trim>, deliver: &Deliver) {
+fn read_all(mut r: BufReader<File>, trim: Option<Trim>, deliver: &Deliver<Received>) {
     let end = loop {
         match framing::read_framed(&mut r) {
             Ok(Some(mut body)) => {

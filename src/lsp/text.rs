@@ -106,7 +106,9 @@ impl Enc {
     }
 }
 
-/// A position as LSP writes it: 0-based line, and `character` in some `Enc`.
+/// A position as LSP writes it: 0-based line, and `character` in some `Enc`. The one position
+/// type: Claude Code's selections and the control protocol's `select` count UTF-16 units
+/// too; what counts otherwise says so (`state::editor::text_between`: Unicode scalars).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Pos {
     pub line: u32,

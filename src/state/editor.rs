@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::json::{self, obj};
+use crate::lsp::text::Pos;
 use crate::proc::lock;
 
 #[derive(Clone)]
@@ -17,19 +18,6 @@ pub struct Tab {
     pub path: PathBuf,
     pub active: bool,
     pub preview: bool,
-}
-
-/// A position as the protocol counts it: 0-based line, 0-based character.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Pos {
-    pub line: usize,
-    pub character: usize,
-}
-
-impl Pos {
-    fn to_json(self) -> Value {
-        obj! {"line": self.line, "character": self.character}
-    }
 }
 
 #[derive(Default)]
@@ -360,7 +348,7 @@ fn offset(content: &str, p: Pos) -> usize {
         .map_or(content.len(), |i| line_start + i);
     let line = &content[line_start..line_end];
     let line = line.strip_suffix('\r').unwrap_or(line);
-    match line.char_indices().nth(p.character) {
+    match line.char_indices().nth(p.character as usize) {
         Some((i, _)) => line_start + i,
         None => line_start + line.len(),
     }
@@ -398,10 +386,7 @@ pub fn selection_for(
 ) -> Result<Value, String> {
     let Some(sl) = r.start_line else {
         // A file alone: "this file is open", no text; the CLI shows "[⧉ In file]".
-        let origin = Pos {
-            line: 0,
-            character: 0,
-        };
+        let origin = Pos::default();
         return Ok(selection_payload(
             path,
             origin,
@@ -427,46 +412,42 @@ pub fn selection_for(
             )
         })
     };
-    let start = Pos {
-        line: sl - 1,
-        character: r.start_col.map_or(0, |c| c - 1),
-    };
+    // (0-based line, characters): people count characters.
+    let start = (sl - 1, r.start_col.map_or(0, |c| c - 1));
     let end = match (r.end_line, r.end_col) {
         // FILE:LINE:COL alone is a cursor.
         (None, None) if r.start_col.is_some() => start,
         // FILE:LINE selects the whole line.
-        (None, None) => Pos {
-            line: sl - 1,
-            character: line_len(sl)?,
-        },
+        (None, None) => (sl - 1, line_len(sl)?),
         (el, ec) => {
             let el = el.unwrap_or(sl);
             let el_len = line_len(el)?;
-            Pos {
-                line: el - 1,
-                character: ec.unwrap_or(el_len),
-            }
+            (el - 1, ec.unwrap_or(el_len))
         }
     };
     line_len(sl)?;
-    if (end.line, end.character) < (start.line, start.character) {
+    if end < start {
         return Err("the selection ends before it starts".into());
     }
-    for (pos, what) in [(start, "start"), (end, "end")] {
-        let len = ls.get(pos.line).map_or(0, |l| l.chars().count());
-        if pos.character > len {
+    for ((line, character), what) in [(start, "start"), (end, "end")] {
+        let len = ls.get(line).map_or(0, |l| l.chars().count());
+        if character > len {
             return Err(format!(
                 "the {what} column {} is past the end of line {} ({len} characters)",
-                pos.character + usize::from(what == "start"),
-                pos.line + 1
+                character + usize::from(what == "start"),
+                line + 1
             ));
         }
     }
-    let text = stdin_text.unwrap_or_else(|| text_between(content, start, end));
-    // People count characters; the wire counts UTF-16 units, as VS Code does.
-    let wire = |p: Pos| Pos {
-        line: p.line,
-        character: utf16_len(ls.get(p.line).copied().unwrap_or(""), p.character),
+    // Both are inside the file now, so they fit a `Pos`.
+    let pos = |(line, character): (usize, usize)| Pos::new(line as u32, character as u32);
+    let text = stdin_text.unwrap_or_else(|| text_between(content, pos(start), pos(end)));
+    // The wire counts UTF-16 units, as VS Code does.
+    let wire = |(line, character): (usize, usize)| {
+        pos((
+            line,
+            utf16_len(ls.get(line).copied().unwrap_or(""), character),
+        ))
     };
     Ok(selection_payload(path, wire(start), wire(end), &text))
 }
@@ -503,7 +484,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn p(line: usize, character: usize) -> Pos {
+    fn p(line: u32, character: u32) -> Pos {
         Pos { line, character }
     }
 

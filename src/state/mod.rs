@@ -50,7 +50,7 @@ pub struct Config {
     pub trusted: bool,
     pub checks: Checks,
     /// The language servers (`--lsp` and the built-ins) and how they are run.
-    pub lsp: (Vec<crate::langservers::Spec>, crate::langservers::Config),
+    pub langservers: (Vec<crate::langservers::Spec>, crate::langservers::Config),
 }
 
 pub struct State {
@@ -90,9 +90,9 @@ impl State {
         let store = Arc::new(crate::diagnostics::Store::open(&c.state_dir));
         let changed = diagnostics::to_clients(clients.clone());
         let langservers = LangServers::new(
-            c.lsp.0,
+            c.langservers.0,
             workspaces.clone(),
-            c.lsp.1,
+            c.langservers.1,
             crate::diagnostics::sink(&store, &changed),
         );
         Ok(State {
@@ -527,7 +527,7 @@ pub mod testing {
                 formatters: Vec::new(),
                 trusted: false,
                 checks: Checks::new(Vec::new(), Duration::from_secs(2), Duration::from_secs(20)),
-                lsp: (Vec::new(), Default::default()),
+                langservers: (Vec::new(), Default::default()),
             },
             clients.clone(),
         )

@@ -9,10 +9,11 @@ use serde_json::{Map, Value};
 use crate::files::file_url;
 use crate::files::language_id;
 use crate::json::{self, obj};
+use crate::lsp::text::Pos;
 use crate::rpc::RpcError;
 use crate::rpc::call::{Call, Reply, arg_bool, arg_str, tool_error, tool_json, tool_texts};
 use crate::state::State;
-use crate::state::editor::{Pos, selection_payload};
+use crate::state::editor::selection_payload;
 
 macro_rules! tri {
     ($e:expr) => {
@@ -103,10 +104,10 @@ fn pos_of(text: &str, byte: usize) -> Pos {
     let before = &text[..byte];
     let line = before.matches('\n').count();
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    Pos {
-        line,
-        character: before[line_start..].encode_utf16().count(),
-    }
+    Pos::new(
+        line as u32,
+        before[line_start..].encode_utf16().count() as u32,
+    )
 }
 
 pub fn open_files(state: &Arc<State>, _call: &Call, args: &Map<String, Value>) -> Reply {
@@ -185,10 +186,7 @@ pub fn get_current_selection(state: &Arc<State>, _call: &Call, _: &Map<String, V
     let mut v = match state.editor.selection() {
         Some(s) if s["filePath"] == active.to_string_lossy().as_ref() => s,
         _ => {
-            let origin = Pos {
-                line: 0,
-                character: 0,
-            };
+            let origin = Pos::default();
             selection_payload(&active, origin, origin, "")
         }
     };

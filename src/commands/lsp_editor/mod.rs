@@ -57,14 +57,14 @@ pub fn run(args: &Args) -> Outcome {
     };
     let conn = Connection::stdio(EDITOR_QUEUE)
         .map_err(|e| Fail::Failed(format!("cannot start reading the editor: {e}")))?;
-    let lsp = dialogue::Lsp::new(conn.sender.clone(), Box::new(servers), options);
-    let inbox = lsp.inbox();
+    let front = dialogue::Dialogue::new(conn.sender.clone(), Box::new(servers), options);
+    let inbox = front.inbox();
     crate::proc::spawn_thread("signals", move || {
         crate::sys::wait_termination_signal();
         inbox.push(dialogue::In::End);
     })
     .map_err(|e| Fail::Failed(format!("cannot start a thread: {e}")))?;
-    Ok(lsp.run(conn))
+    Ok(front.run(conn))
 }
 
 #[cfg(test)]

@@ -14,16 +14,16 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::docs::Doc;
-use super::link::{Choice, Deliver, Found, Servers, Session, choose, overlapping};
+use super::link::{Choice, Found, Servers, Session, choose, overlapping};
 use super::proposals::{COMMANDS, Proposals, actions};
 use super::quirks::{self, Quirks};
 use crate::cli::{EXIT_FAILURE, EXIT_OK};
-use crate::control::lsp_front::{NAVIGATION, PASSED};
+use crate::control::lsp_mux::{NAVIGATION, PASSED};
 use crate::control::protocol::{LspClient, Request, Span};
 use crate::lsp::connection::{Connection, Received, Sender};
 use crate::lsp::queue::Incoming;
 use crate::lsp::text::{Enc, Pos, Text};
-use crate::proc::Queue;
+use crate::proc::{Deliver, Queue};
 use crate::rpc::{ErrorCode, Message, Notification, RequestId, RpcError};
 
 /// Editors that request code actions as the cursor moves send one per keystroke: the selection
@@ -110,7 +110,7 @@ struct Link {
     nav: Option<Sender>,
 }
 
-pub struct Lsp {
+pub struct Dialogue {
     out: Sender,
     inbox: Arc<Queue<In>>,
     servers: Box<dyn Servers>,
@@ -172,18 +172,10 @@ fn text_of(p: &Path) -> String {
 /// bigger document); a bigger one's positions pass as they are.
 const MAX_NAMED_FILE: u64 = 8 << 20;
 
-/// A position counted in UTF-16 units as the control protocol takes it.
-fn wire(p: Pos) -> crate::state::editor::Pos {
-    crate::state::editor::Pos {
-        line: p.line as usize,
-        character: p.character as usize,
-    }
-}
-
-impl Lsp {
-    pub fn new(out: Sender, servers: Box<dyn Servers>, o: Options) -> Lsp {
+impl Dialogue {
+    pub fn new(out: Sender, servers: Box<dyn Servers>, o: Options) -> Dialogue {
         let now = Instant::now();
-        Lsp {
+        Dialogue {
             out,
             inbox: Arc::default(),
             servers,
@@ -593,7 +585,7 @@ impl Lsp {
         }
         if self.links[i].nav.is_none() {
             let (inbox, l) = (self.inbox.clone(), &self.links[i]);
-            let deliver: crate::lsp::connection::Deliver = Arc::new(move |r| {
+            let deliver: Deliver<Received> = Arc::new(move |r| {
                 inbox.push(In::Nav(i, r));
             });
             let hello = LspClient {
@@ -834,7 +826,7 @@ impl Lsp {
         l.retry = Instant::now() + Duration::from_millis(250);
         l.generation += 1;
         let (inbox, generation) = (self.inbox.clone(), l.generation);
-        let deliver: Deliver = Arc::new(move |ev| {
+        let deliver: Deliver<Option<Value>> = Arc::new(move |ev| {
             inbox.push(In::Event(i, generation, ev));
         });
         let answer = match self.servers.attach(&l.server, &self.editor.name, deliver) {
@@ -1222,7 +1214,7 @@ impl Lsp {
         let (a, b, text) = d.selection(range, self.editor.enc);
         let req = Request::Select {
             path: text_of(&d.path),
-            span: Span::Exact(wire(a), wire(b)),
+            span: Span::Exact(a, b),
             text: Some(text),
         };
         if !always && self.last.as_ref() == Some(&req) {

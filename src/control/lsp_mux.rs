@@ -1,4 +1,4 @@
-//! The LSP front of the control socket: a connection that sent `lsp` (ccide-protocol(7) §9.2)
+//! The LSP multiplexer of the control socket: a connection that sent `lsp` (ccide-protocol(7) §9.2)
 //! carries Content-Length framed LSP both ways from then on, one client per connection (a CLI
 //! session through `ccide lsp-bridge`, an editor through `ccide lsp --navigation`). Every
 //! client shares the language servers `serve` keeps warm for getDiagnostics, and ccide stays
@@ -66,26 +66,39 @@ pub struct Hub {
 
 #[derive(Default)]
 struct Routes {
-    /// A request pending at a server (by `key`): the server's id for it, its client, and the
-    /// way to that client.
-    pending: Vec<(usize, u64, u64, Sender)>,
-    /// A server's request sent to a client: the client, the id it got.
-    asks: Vec<(u64, u64, ServerRequest)>,
+    pending: Vec<Route>,
+    asks: Vec<Asked>,
 }
 
-/// A server as the hub knows it.
-fn key(s: &Arc<Server>) -> usize {
-    Arc::as_ptr(s) as usize
+/// A client's request pending at a server: the way back to that client for the server's own
+/// requests meanwhile.
+struct Route {
+    /// The server's `index` in the serve's list.
+    server: usize,
+    /// The server's id for the request.
+    sid: u64,
+    /// The client's number (`Client::me`).
+    client: u64,
+    to: Sender,
+}
+
+/// A server's request sent to a client, until the client answers.
+struct Asked {
+    /// The client's number (`Client::me`).
+    client: u64,
+    /// The id the client got it under.
+    id: u64,
+    request: ServerRequest,
 }
 
 impl Hub {
     /// The hub of a serve: each of its servers' own requests goes through it (`route`).
-    pub fn new(lsp: &LangServers) -> Arc<Hub> {
+    pub fn new(langservers: &LangServers) -> Arc<Hub> {
         let hub: Arc<Hub> = Arc::default();
-        for s in lsp.all() {
-            let (h, k) = (Arc::downgrade(&hub), key(s));
+        for s in langservers.all() {
+            let (h, server) = (Arc::downgrade(&hub), s.index());
             s.on_request(Some(Arc::new(move |req| match h.upgrade() {
-                Some(hub) => hub.route(k, req),
+                Some(hub) => hub.route(server, req),
                 None => Some(req),
             })));
         }
@@ -101,11 +114,11 @@ impl Hub {
     /// know, as the CLI does).
     fn route(&self, server: usize, req: ServerRequest) -> Option<ServerRequest> {
         let mut r = self.lock();
-        let Some((_, _, client, to)) = r
+        let Some(Route { client, to, .. }) = r
             .pending
             .iter()
-            .filter(|p| p.0 == server)
-            .max_by_key(|p| p.1)
+            .filter(|p| p.server == server)
+            .max_by_key(|p| p.sid)
         else {
             return Some(req);
         };
@@ -119,7 +132,11 @@ impl Hub {
             return Some(req);
         }
         let client = *client;
-        r.asks.push((client, id, req));
+        r.asks.push(Asked {
+            client,
+            id,
+            request: req,
+        });
         None
     }
 }
@@ -233,7 +250,7 @@ pub fn serve(
         return;
     };
     let i = inbox.clone();
-    let deliver: connection::Deliver = Arc::new(move |r| {
+    let deliver: crate::proc::Deliver<Received> = Arc::new(move |r| {
         i.push(In::Client(r));
     });
     // What came with the `lsp` line is in `reader`'s buffer, read first.
@@ -241,8 +258,8 @@ pub fn serve(
     let Ok(out) = connection::start("lsp-client", reader, w, CLIENT_QUEUE, deliver) else {
         return;
     };
-    let mut f = Front {
-        lsp: state.langservers.clone(),
+    let mut f = Client {
+        langservers: state.langservers.clone(),
         state,
         hub,
         me: hub.next.fetch_add(1, Ordering::Relaxed) + 1,
@@ -301,9 +318,10 @@ enum In {
     Answer(u64, Result<Value, ResponseError>),
 }
 
-struct Front<'a> {
+/// One client's loop and bookkeeping.
+struct Client<'a> {
     state: &'a State,
-    lsp: Arc<LangServers>,
+    langservers: Arc<LangServers>,
     hub: &'a Arc<Hub>,
     /// The client's number: the holder of its documents in the servers.
     me: u64,
@@ -320,7 +338,7 @@ struct Front<'a> {
     book: Book<Arc<Server>>,
 }
 
-impl Front<'_> {
+impl Client<'_> {
     /// A client that stops reading is not left with a connection that lost some answers: once
     /// `CLIENT_QUEUE` waits for it, the connection is cut (its reader sees the end, and the
     /// loop lets go of it), as a WebSocket client that stops reading is closed. The bridge
@@ -389,11 +407,14 @@ impl Front<'_> {
                 };
                 let mut routes = self.hub.lock();
                 let me = self.me;
-                let i = routes.asks.iter().position(|a| a.0 == me && a.1 == id);
+                let i = routes
+                    .asks
+                    .iter()
+                    .position(|a| a.client == me && a.id == id);
                 let Some(i) = i else { return true };
-                let (_, _, req) = routes.asks.swap_remove(i);
+                let asked = routes.asks.swap_remove(i);
                 drop(routes);
-                req.respond(r.result.map_err(|e| {
+                asked.request.respond(r.result.map_err(|e| {
                     let code = if e.code == ErrorCode::MethodNotFound as i64 {
                         ErrorCode::MethodNotFound
                     } else {
@@ -409,8 +430,11 @@ impl Front<'_> {
     /// A server's answer to the client's request sent under `token`.
     fn answered(&mut self, token: u64, result: Result<Value, ResponseError>) {
         if let Some((id, p)) = self.book.answered(token) {
-            let (k, sid) = (key(&p.server), p.sid);
-            self.hub.lock().pending.retain(|h| h.0 != k || h.1 != sid);
+            let (server, sid) = (p.server.index(), p.sid);
+            self.hub
+                .lock()
+                .pending
+                .retain(|r| r.server != server || r.sid != sid);
             let now = p.server.version(&p.path);
             self.reply(&id, outcome(result, p.version, now));
         }
@@ -421,14 +445,14 @@ impl Front<'_> {
     fn initialize(&mut self, id: &RequestId) {
         let mut servers: Vec<Arc<Server>> = Vec::new();
         for e in &self.extensions {
-            if let Some(s) = self.lsp.server(&self.root.join(format!("_{e}")))
+            if let Some(s) = self.langservers.server(&self.root.join(format!("_{e}")))
                 && !servers.iter().any(|x| Arc::ptr_eq(x, s))
             {
                 servers.push(s.clone());
             }
         }
         if self.extensions.is_empty() {
-            servers = self.lsp.all().to_vec();
+            servers = self.langservers.all().to_vec();
         }
         // All started at once: the answer waits for the slowest, not for their sum.
         for s in &servers {
@@ -478,7 +502,7 @@ impl Front<'_> {
         let Some(path) = about(params).and_then(|p| self.path(&p)) else {
             return true;
         };
-        let Some(s) = self.lsp.server(&path).cloned() else {
+        let Some(s) = self.langservers.server(&path).cloned() else {
             return true;
         };
         match method {
@@ -506,8 +530,8 @@ impl Front<'_> {
             // workspace/symbol: a document of the client's in its first server, which a
             // server such as tsserver needs to know the project.
             None => self.servers.first().and_then(|s| {
-                let lsp = &self.lsp;
-                let mine = |p: &&PathBuf| lsp.server(p).is_some_and(|x| Arc::ptr_eq(x, s));
+                let langservers = &self.langservers;
+                let mine = |p: &&PathBuf| langservers.server(p).is_some_and(|x| Arc::ptr_eq(x, s));
                 self.book.docs.iter().find(mine).cloned()
             }),
         };
@@ -515,7 +539,7 @@ impl Front<'_> {
             let e = "the request names no document in a workspace folder of ccide serve (for workspace/symbol: open one first)";
             return self.fail(&r.id, ErrorCode::InvalidParams, e.into());
         };
-        let s = self.lsp.server(&path).cloned();
+        let s = self.langservers.server(&path).cloned();
         let ready = s.filter(|s| s.initialize_result(Instant::now() + START_WAIT).is_some());
         let Some((s, version)) = ready.and_then(|s| Some((s.clone(), self.hold(&s, &path)?)))
         else {
@@ -539,12 +563,17 @@ impl Front<'_> {
         let on_answer = Box::new(move |result| {
             inbox.push(In::Answer(token, result));
         });
-        let k = key(&s);
+        let server = s.index();
         // Held until the request is in the hub: the server may ask something at once.
         let mut routes = self.hub.lock();
         match s.request(&path, &r.method, r.params, on_answer) {
             Ok(sid) => {
-                routes.pending.push((k, sid, self.me, self.out.clone()));
+                routes.pending.push(Route {
+                    server,
+                    sid,
+                    client: self.me,
+                    to: self.out.clone(),
+                });
                 drop(routes);
                 self.book.pending.register(
                     r.id,
@@ -568,9 +597,9 @@ impl Front<'_> {
         self.inbox.close();
         let me = self.me;
         let mut routes = self.hub.lock();
-        routes.pending.retain(|h| h.2 != me);
+        routes.pending.retain(|r| r.client != me);
         // Dropped, they get ccide's answer.
-        routes.asks.retain(|a| a.0 != me);
+        routes.asks.retain(|a| a.client != me);
         drop(routes);
         let pending = self.book.pending.take_all(|_, _| true);
         for (_, p) in &pending {
@@ -578,7 +607,7 @@ impl Front<'_> {
         }
         let cancelled = pending.len();
         for path in &self.book.docs {
-            if let Some(s) = self.lsp.server(path) {
+            if let Some(s) = self.langservers.server(path) {
                 s.release(path, me);
             }
         }

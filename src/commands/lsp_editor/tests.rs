@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::dialogue::{Lsp, Options};
-use super::link::{Deliver, Found, Servers, Session};
+use super::dialogue::{Dialogue, Options};
+use super::link::{Found, Servers, Session};
 use crate::control::editors;
 use crate::control::handler::handle;
 use crate::control::protocol::Request;
 use crate::lsp::connection::{Connection, Received};
-use crate::proc::Queue;
+use crate::proc::{Deliver, Queue};
 use crate::rpc::Message;
 use crate::rpc::clients::Client;
 use crate::state::State;
@@ -35,7 +35,7 @@ struct Srv {
     /// Started by the editor (`Servers::serve`) rather than by the test.
     stand_in: bool,
     own: bool,
-    sessions: Vec<(u64, Arc<AtomicBool>, Deliver)>,
+    sessions: Vec<(u64, Arc<AtomicBool>, Deliver<Option<Value>>)>,
     /// Each navigation connection an editor opened (`Servers::navigate`): what it said of
     /// itself, and the serve side.
     navs: Vec<(crate::control::protocol::LspClient, Connection)>,
@@ -185,7 +185,7 @@ impl Servers for InProcess {
         &mut self,
         server: &Found,
         editor: &str,
-        deliver: Deliver,
+        deliver: Deliver<Option<Value>>,
     ) -> Result<(Box<dyn Session>, Value), String> {
         let mut w = self.0.0.lock().unwrap();
         let s = w
@@ -212,7 +212,7 @@ impl Servers for InProcess {
         &mut self,
         server: &Found,
         client: crate::control::protocol::LspClient,
-        deliver: crate::lsp::connection::Deliver,
+        deliver: Deliver<Received>,
     ) -> Result<crate::lsp::connection::Sender, String> {
         let mut w = self.0.0.lock().unwrap();
         let s = w
@@ -308,7 +308,7 @@ impl Ed {
         let (conn, theirs) = Connection::memory();
         let servers = InProcess(world.clone());
         let thread = std::thread::spawn(move || {
-            Lsp::new(theirs.sender.clone(), Box::new(servers), o).run(theirs)
+            Dialogue::new(theirs.sender.clone(), Box::new(servers), o).run(theirs)
         });
         Ed {
             conn,

@@ -4,7 +4,6 @@
 //! control socket (`Sockets`), in unit tests the control handler called on a test state.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -12,7 +11,8 @@ use serde_json::Value;
 use crate::cli::{Args, Fail};
 use crate::control::Control;
 use crate::control::protocol::{LspClient, Request};
-use crate::lsp::connection::{self, Sender};
+use crate::lsp::connection::{self, Received, Sender};
+use crate::proc::Deliver;
 use std::os::fd::OwnedFd;
 
 /// A running server, as its lock file describes it.
@@ -40,10 +40,6 @@ impl Found {
     }
 }
 
-/// Where a server's events go: `Some(event)`, then `None` once the stream ended (the server
-/// stopped or restarts).
-pub type Deliver = Arc<dyn Fn(Option<Value>) + Send + Sync>;
-
 /// An attached editor session (ccide-protocol(7) §9.2 `attach`): the server holds what it
 /// opens and buffers until the session ends, which dropping it does.
 pub trait Session {
@@ -57,11 +53,13 @@ pub trait Servers {
     fn list(&mut self) -> Vec<Found>;
     /// Attaches a session for `editor` (subscribed to the server's events first, so a diff
     /// opened in between is in both, never in none); also returns the answer to `attach`.
+    /// The server's events go to `deliver`: `Some(event)`, then `None` once the stream ended
+    /// (the server stopped or restarts).
     fn attach(
         &mut self,
         server: &Found,
         editor: &str,
-        deliver: Deliver,
+        deliver: Deliver<Option<Value>>,
     ) -> Result<(Box<dyn Session>, Value), String>;
     /// An LSP connection to the server's language servers (ccide-protocol(7) §11.8), for the
     /// editor's navigation: what it sends goes to `deliver`.
@@ -69,7 +67,7 @@ pub trait Servers {
         &mut self,
         server: &Found,
         client: LspClient,
-        deliver: connection::Deliver,
+        deliver: Deliver<Received>,
     ) -> Result<Sender, String>;
     /// Serves `root` in this process until `stop`.
     fn serve(&mut self, root: &Path) -> Result<(), String>;
@@ -207,7 +205,7 @@ impl Servers for Sockets {
         &mut self,
         server: &Found,
         editor: &str,
-        deliver: Deliver,
+        deliver: Deliver<Option<Value>>,
     ) -> Result<(Box<dyn Session>, Value), String> {
         let err = |e: std::io::Error| format!("{}: {e}", server.key.display());
         let mut events = Control::open(&server.key).map_err(err)?;
@@ -231,7 +229,7 @@ impl Servers for Sockets {
         &mut self,
         server: &Found,
         client: LspClient,
-        deliver: connection::Deliver,
+        deliver: Deliver<Received>,
     ) -> Result<Sender, String> {
         let c = Control::open(&server.key).map_err(|e| format!("{}: {e}", server.key.display()))?;
         // serve says nothing before it is asked: nothing was read ahead of the answer.
