@@ -17,6 +17,20 @@ fn read_json(p: &Path) -> Value {
 }
 
 /// Waits until the server says it made the state directory again.
+/// Deletes the state directory as a user would (`rm -rf`): the running server may be writing a
+/// file into it meanwhile (a remove then meets a folder not empty), so until it is gone.
+fn delete_state_dir(sb: &Sandbox) {
+    wait_for(
+        "the state directory to be deleted",
+        DEADLINE,
+        || match std::fs::remove_dir_all(sb.state()) {
+            Ok(()) => Some(()),
+            Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => None,
+            Err(e) => panic!("cannot delete {}: {e}", sb.state().display()),
+        },
+    );
+}
+
 fn wait_made_again(srv: &Server) {
     wait_for("the state directory to be made again", DEADLINE, || {
         srv.log()
@@ -52,7 +66,7 @@ fn a_deleted_state_directory_is_made_again_and_only_the_lost_proposal_fails() {
         .unwrap()
         .to_string();
 
-    std::fs::remove_dir_all(sb.state()).unwrap();
+    delete_state_dir(&sb);
     wait_made_again(&srv);
     assert!(
         srv.log().contains(&format!(
@@ -138,7 +152,7 @@ fn a_deleted_state_directory_is_made_again_and_only_the_lost_proposal_fails() {
 fn a_second_server_cannot_take_a_deleted_state_directory_from_a_running_one() {
     let sb = Sandbox::new();
     let first = sb.serve(&[]);
-    std::fs::remove_dir_all(sb.state()).unwrap();
+    delete_state_dir(&sb);
     let log = sb.root.join("second.log");
     let mut second = sb
         .serve_command(&[])
