@@ -309,12 +309,22 @@ fn the_clients_send_nothing_to_a_control_socket_of_another_user() {
     let theirs = ForeignListener::start(&sb);
     lock_naming(&sb, &theirs.sock, 0o700);
     assert_clients_refuse(&sb, &theirs.sock, "runs as uid 65534");
-    // Each client connected once (to see who listens) and sent nothing.
-    let got = wait_for("both connections ended", DEADLINE, || {
+    // Each client connected (to see whether anyone listens, and who) and sent nothing. The
+    // listener takes connections in order: one byte of ours, sent after the clients ended,
+    // comes last.
+    let mut barrier = std::os::unix::net::UnixStream::connect(&theirs.sock).unwrap();
+    std::io::Write::write_all(&mut barrier, b"x").unwrap();
+    drop(barrier);
+    let got = wait_for("the clients' connections and ours ended", DEADLINE, || {
         let got = theirs.received();
-        (got.len() == 2).then_some(got)
+        (got.last() == Some(&1)).then_some(got)
     });
-    assert_eq!(got, [0, 0]);
+    let clients = &got[..got.len() - 1];
+    assert!(clients.len() >= 2, "each client connected: {got:?}");
+    assert!(
+        clients.iter().all(|&n| n == 0),
+        "a client sent bytes: {got:?}"
+    );
 }
 
 /// `ccide lsp` (the editor's) finds the lock and tries to attach the editor session: it sends
