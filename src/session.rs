@@ -345,7 +345,8 @@ impl Sessions {
     }
 
     /// The timer thread (§8): a `ping` request to each client every interval; a client that
-    /// has not answered within the timeout is closed with 1001. When this thread itself wakes
+    /// has not answered within the timeout is closed with 1001, unless its connection showed
+    /// it at work meanwhile (see `Outbox::progress`): then the wait begins again. When this thread itself wakes
     /// up late (the process was paused), every deadline restarts instead, so a frozen container
     /// or a sleeping laptop does not cost healthy clients their connection. It also sends the
     /// greetings when they are due. `on_tick` runs on every tick (the systemd watchdog rides on
@@ -402,8 +403,13 @@ impl Sessions {
                 }
                 continue;
             }
-            if let Some((_, sent)) = s.ping {
-                if now.duration_since(sent) >= cfg.ping_timeout {
+            if let Some((id, sent)) = s.ping {
+                let progress = c.outbox.progress();
+                if progress != s.ping_progress {
+                    // Busy sending us a message, or reading one: alive; its answer comes after.
+                    s.ping = Some((id, now));
+                    s.ping_progress = progress;
+                } else if now.duration_since(sent) >= cfg.ping_timeout {
                     s.ping = None;
                     s.next_ping = None;
                     drop(s);
@@ -419,6 +425,7 @@ impl Sessions {
             if s.next_ping.is_some_and(|t| now >= t) {
                 let id = self.next_ping.fetch_add(1, Ordering::Relaxed);
                 s.ping = Some((id, now));
+                s.ping_progress = c.outbox.progress();
                 s.next_ping = Some(now + cfg.ping_interval);
                 drop(s);
                 c.outbox

@@ -336,6 +336,43 @@ fn single_client_closes_the_previous_client_with_4001() {
 }
 
 #[test]
+fn a_client_at_work_waits_again_for_its_ping_answer_and_an_idle_one_is_closed() {
+    let ts = state();
+    let s = sessions(&ts, false);
+    let mut busy = Conn::open(&s);
+    busy.handshake();
+    let mut idle = Conn::open(&s);
+    idle.handshake();
+    let start = Instant::now();
+    let at = |secs: f64| start + Duration::from_secs_f64(secs);
+    let take = |c: &Conn| c.client.outbox.take_sent();
+    // The first ping, one interval (5 s) after each connected.
+    s.ping_all(at(5.5), false);
+    for c in [&busy, &idle] {
+        let sent = take(c);
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert!(sent[0].contains(r#""method":"ping""#), "{sent:?}");
+    }
+    // Neither answers; the busy one's connection moves bytes (it is sending a big message, or
+    // reading one off a full socket) before each tick, so its wait begins again each time.
+    for t in [7.0, 8.5, 10.0, 11.5, 13.0] {
+        busy.client.outbox.progress_for_test(65536);
+        s.ping_all(at(t), false);
+    }
+    assert_eq!(take(&busy), Vec::<String>::new());
+    assert_eq!(
+        take(&idle),
+        vec!["close 1001 no answer to ping within 3 s".to_string()]
+    );
+    // Once its connection is still for the timeout, it is closed too.
+    s.ping_all(at(16.0), false);
+    assert_eq!(
+        take(&busy),
+        vec!["close 1001 no answer to ping within 3 s".to_string()]
+    );
+}
+
+#[test]
 fn a_cancelled_call_is_never_answered() {
     let ts = state();
     let a = ts.write("a.txt", "a\n");
