@@ -22,6 +22,13 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_ccide");
 /// Generous bound for "eventually": these are behaviour deadlines, not speed assertions.
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
+/// `--ping-timeout` of a sandbox's `serve` (the last flag given wins: a test of the keepalive
+/// gives its own). A test's client answers a keepalive ping only when the test reads from it,
+/// and between two reads a test may run commands, start servers or send a 20 MiB message,
+/// which takes seconds on a loaded machine; the CLI reads all the time. The pings still come
+/// every 5 s, the default interval, and are answered on every read.
+pub const TEST_PING_TIMEOUT: &str = "60";
+
 /// Whether a read failed only for the time being: nothing came within its timeout, or a signal
 /// interrupted it (EINTR). The tests start many children, and a SIGCHLD delivered to a thread
 /// blocked in a read with a timeout ends that read with EINTR; it is no answer from the server.
@@ -280,7 +287,8 @@ impl Sandbox {
         Server::spawn(&mut self.serve_command(extra), &self.config())
     }
 
-    /// The `ccide serve` command for the workspace and state directory, not yet started.
+    /// The `ccide serve` command for the workspace and state directory, not yet started. Its
+    /// clients get `TEST_PING_TIMEOUT` to answer a keepalive ping, unless `extra` says otherwise.
     pub fn serve_command(&self, extra: &[&str]) -> Command {
         let ws = self.ws();
         let state = self.state();
@@ -290,6 +298,8 @@ impl Sandbox {
             ws.to_str().unwrap(),
             "--state-dir",
             state.to_str().unwrap(),
+            "--ping-timeout",
+            TEST_PING_TIMEOUT,
         ];
         args.extend_from_slice(extra);
         self.command(&args)
