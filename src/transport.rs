@@ -740,6 +740,10 @@ fn run_connection(mut ws: WebSocket<Metered<TcpStream>>, outbox: &Outbox, mut ha
         let mut batch_full = reading;
         for _ in 0..if reading { READS_PER_TURN } else { 0 } {
             match ws.read() {
+                // Once closing, what the peer sent before it saw our close frame gets no answer
+                // (none would be written): it is read only to find the peer's own close frame,
+                // so that a flood of requests cannot keep the connection busy past its second.
+                Ok(Message::Text(_) | Message::Binary(_)) if closing.is_some() => {}
                 Ok(Message::Text(t)) => handler(Event::Text(t.as_str())),
                 // Some clients put JSON in binary frames; treat UTF-8 ones as text.
                 Ok(Message::Binary(b)) => match std::str::from_utf8(&b) {

@@ -1,5 +1,6 @@
 //! The `serve` issue: lock file, restarts, handshake, MCP lifecycle, keepalive, takeover.
 
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -396,6 +397,39 @@ fn a_client_busy_sending_a_big_message_is_alive_though_its_ping_answer_comes_aft
     assert_eq!(answer, json!({"jsonrpc": "2.0", "id": "big", "result": {}}));
     assert!(pings >= 1, "a ping waited for the whole message");
     assert!(!s.log().contains("no answer to ping"), "{}", s.log());
+}
+
+#[test]
+fn requests_that_arrive_after_the_close_frame_are_not_served() {
+    let sb = Sandbox::new();
+    let srv = sb.serve(&["--ping-interval", "0.2", "--ping-timeout", "0.3"]);
+    let mut silent = raw_client(srv.port, &srv.token);
+    // It answers no ping: closed with 1001.
+    let (code, reason) = loop {
+        match read_server_frame(&mut silent) {
+            (8, payload) => {
+                break (
+                    u16::from_be_bytes([payload[0], payload[1]]),
+                    payload[2..].to_vec(),
+                );
+            }
+            (1, _) => continue,
+            (op, _) => panic!("opcode {op}"),
+        }
+    };
+    assert_eq!(code, 1001, "{}", String::from_utf8_lossy(&reason));
+    // A request sent as the close arrived, before the client answers it (which it never does
+    // here): the server waits a second for the client's close frame, and serves nothing
+    // meanwhile, since no answer would be written (a flood of them kept it busy for seconds).
+    let made = sb.ws().join("made.txt");
+    let req = json!({"jsonrpc": "2.0", "id": 1, "method": "writeFile", "params": {"path": "made.txt", "content": "x"}});
+    silent
+        .write_all(&client_text_frame(req.to_string().as_bytes()))
+        .unwrap();
+    wait_for("the connection to end", DEADLINE, || {
+        srv.log().contains("client #1 disconnected").then_some(())
+    });
+    assert!(!made.exists(), "served after the close: {}", srv.log());
 }
 
 #[test]
