@@ -22,8 +22,8 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_ccide");
 /// Generous bound for "eventually": these are behaviour deadlines, not speed assertions.
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
-/// `--ping-timeout` of a sandbox's `serve` (the last flag given wins: a test of the keepalive
-/// gives its own). A test's client answers a keepalive ping only when the test reads from it,
+/// `--ping-timeout` of a sandbox's `serve`, by its variable `CCIDE_PING_TIMEOUT` (a test of the
+/// keepalive gives the flag, which wins). A test's client answers a keepalive ping only when the test reads from it,
 /// and between two reads a test may run commands, start servers or send a 20 MiB message,
 /// which takes seconds on a loaded machine; the CLI reads all the time. The pings still come
 /// every 5 s, the default interval, and are answered on every read.
@@ -288,7 +288,8 @@ impl Sandbox {
     }
 
     /// The `ccide serve` command for the workspace and state directory, not yet started. Its
-    /// clients get `TEST_PING_TIMEOUT` to answer a keepalive ping, unless `extra` says otherwise.
+    /// clients get `TEST_PING_TIMEOUT` to answer a keepalive ping, unless `extra` gives
+    /// `--ping-timeout`.
     pub fn serve_command(&self, extra: &[&str]) -> Command {
         let ws = self.ws();
         let state = self.state();
@@ -298,11 +299,11 @@ impl Sandbox {
             ws.to_str().unwrap(),
             "--state-dir",
             state.to_str().unwrap(),
-            "--ping-timeout",
-            TEST_PING_TIMEOUT,
         ];
         args.extend_from_slice(extra);
-        self.command(&args)
+        let mut c = self.command(&args);
+        c.env("CCIDE_PING_TIMEOUT", TEST_PING_TIMEOUT);
+        c
     }
 }
 
