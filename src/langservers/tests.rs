@@ -565,8 +565,9 @@ fn a_hung_server_never_blocks_beyond_the_budget() {
     let started = Instant::now();
     let t = f.ls.touch(&a, None).unwrap();
     assert!(!LangServers::wait(&[t], Duration::from_millis(300)));
+    // Well within the 20 s it would take to give up on its initialize.
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < Duration::from_secs(10),
         "{:?}",
         started.elapsed()
     );
@@ -575,7 +576,7 @@ fn a_hung_server_never_blocks_beyond_the_budget() {
         let t = f.ls.touch(&a, Some(&format!("ERR {i}\n"))).unwrap();
         assert!(!LangServers::wait(&[t], Duration::ZERO));
     }
-    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(started.elapsed() < Duration::from_secs(10));
     let st = status_of(&f.ls);
     assert_eq!(st["state"], "starting");
     let pid = st["pid"].as_u64().unwrap();
@@ -583,7 +584,7 @@ fn a_hung_server_never_blocks_beyond_the_budget() {
     let stopping = Instant::now();
     f.ls.shutdown();
     assert!(
-        stopping.elapsed() < Duration::from_secs(4),
+        stopping.elapsed() < Duration::from_secs(10),
         "{:?}",
         stopping.elapsed()
     );
@@ -1733,11 +1734,7 @@ fn an_awaited_document_is_closed_last_and_then_its_ticket_is_no_answer() {
     assert_eq!(closed.params["textDocument"]["uri"], uri(&a));
     let asked = Instant::now();
     assert!(!LangServers::wait(&[ta], WITHIN), "closed: no result");
-    assert!(
-        asked.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        asked.elapsed()
-    );
+    assert!(asked.elapsed() < WITHIN / 2, "{:?}", asked.elapsed());
     s.publish(&c, Some(tc.version()), &[(0, 0)]);
     assert!(LangServers::wait(&[tc], WITHIN));
 }
