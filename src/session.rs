@@ -319,16 +319,17 @@ impl Sessions {
     /// reconnect), the mentions queued while nobody was connected, then those made during its
     /// setup, in order; from now on it receives notifications, and `ccide events` says
     /// `client_connected`. The selection and the mentions are sent under the client's lock, so
-    /// a broadcast cannot slip in between and arrive out of order.
+    /// a broadcast cannot slip in between and arrive out of order, and not between a change of
+    /// the selection and its broadcast, which would send it twice.
     fn greet(&self, client: &Client) {
-        {
+        let editor = &self.state.editor;
+        let greeted = editor.with_selection(|selection| {
             let mut s = lock(&client.state);
             s.greet_at = None;
             if s.greeted || client.outbox.is_ended() {
-                return;
+                return false;
             }
-            let editor = &self.state.editor;
-            if let Some(sel) = editor.selection() {
+            if let Some(sel) = selection {
                 client.send(&rpc::notification("selection_changed", sel));
             }
             let mut mentions = editor.take_mentions();
@@ -337,6 +338,10 @@ impl Sessions {
                 client.send(&rpc::notification("at_mentioned", m));
             }
             s.greeted = true;
+            true
+        });
+        if !greeted {
+            return;
         }
         let i = client.info();
         self.state.events.emit(obj! {

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::rpc::clients::Client;
+use crate::state::editor::{Pos, selection_payload};
 use crate::state::exec::Mode;
 use crate::state::testing::{TestState, sent, state, state_with};
 use crate::transport::{Event, Handler, Outbox, Peer};
@@ -370,6 +371,43 @@ fn a_client_at_work_waits_again_for_its_ping_answer_and_an_idle_one_is_closed() 
         take(&busy),
         vec!["close 1001 no answer to ping within 3 s".to_string()]
     );
+}
+
+#[test]
+fn a_selection_made_as_a_client_is_greeted_reaches_it_once() {
+    let ts = state();
+    let s = sessions(&ts, false);
+    let f = ts.write("a.py", "x\n");
+    // The greeting and the selection race; whichever comes first, the client gets the new
+    // selection once (with its greeting, or after it). Many rounds, to meet the moment between
+    // the selection's change and its broadcast.
+    for round in 0..300usize {
+        let mut c = Conn::open(&s);
+        c.handshake();
+        let at = |character| Pos {
+            line: round,
+            character,
+        };
+        let payload = selection_payload(&f, at(0), at(1), "x");
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let selecting = {
+            let (start, state, payload) = (start.clone(), ts.state.clone(), payload.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                state.select(payload).unwrap();
+            })
+        };
+        start.wait();
+        s.greet_due(Instant::now() + Duration::from_secs(60));
+        selecting.join().unwrap();
+        let got = sent(&c.client);
+        let times = got
+            .iter()
+            .filter(|m| m["method"] == "selection_changed" && m["params"] == payload)
+            .count();
+        assert_eq!(times, 1, "round {round}: {got:?}");
+        c.end();
+    }
 }
 
 #[test]
