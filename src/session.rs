@@ -319,16 +319,17 @@ impl Sessions {
     /// reconnect), the mentions queued while nobody was connected, then those made during its
     /// setup, in order; from now on it receives notifications, and `ccide events` says
     /// `client_connected`. The selection and the mentions are sent under the client's lock, so
-    /// a broadcast cannot slip in between and arrive out of order.
+    /// a broadcast cannot slip in between and arrive out of order, and not between a change of
+    /// the selection and its broadcast, which would send it twice.
     fn greet(&self, client: &Client) {
-        {
+        let editor = &self.state.editor;
+        let greeted = editor.with_selection(|selection| {
             let mut s = lock(&client.state);
             s.greet_at = None;
             if s.greeted || client.outbox.is_ended() {
-                return;
+                return false;
             }
-            let editor = &self.state.editor;
-            if let Some(sel) = editor.selection() {
+            if let Some(sel) = selection {
                 client.send(&rpc::notification("selection_changed", sel));
             }
             let mut mentions = editor.take_mentions();
@@ -337,6 +338,10 @@ impl Sessions {
                 client.send(&rpc::notification("at_mentioned", m));
             }
             s.greeted = true;
+            true
+        });
+        if !greeted {
+            return;
         }
         let i = client.info();
         self.state.events.emit(obj! {
@@ -345,7 +350,8 @@ impl Sessions {
     }
 
     /// The timer thread (§8): a `ping` request to each client every interval; a client that
-    /// has not answered within the timeout is closed with 1001. When this thread itself wakes
+    /// has not answered within the timeout is closed with 1001, unless its connection showed
+    /// it at work meanwhile (see `Outbox::progress`): then the wait begins again. When this thread itself wakes
     /// up late (the process was paused), every deadline restarts instead, so a frozen container
     /// or a sleeping laptop does not cost healthy clients their connection. It also sends the
     /// greetings when they are due. `on_tick` runs on every tick (the systemd watchdog rides on
@@ -402,8 +408,13 @@ impl Sessions {
                 }
                 continue;
             }
-            if let Some((_, sent)) = s.ping {
-                if now.duration_since(sent) >= cfg.ping_timeout {
+            if let Some((id, sent)) = s.ping {
+                let progress = c.outbox.progress();
+                if progress != s.ping_progress {
+                    // Busy sending us a message, or reading one: alive; its answer comes after.
+                    s.ping = Some((id, now));
+                    s.ping_progress = progress;
+                } else if now.duration_since(sent) >= cfg.ping_timeout {
                     s.ping = None;
                     s.next_ping = None;
                     drop(s);
@@ -419,6 +430,7 @@ impl Sessions {
             if s.next_ping.is_some_and(|t| now >= t) {
                 let id = self.next_ping.fetch_add(1, Ordering::Relaxed);
                 s.ping = Some((id, now));
+                s.ping_progress = c.outbox.progress();
                 s.next_ping = Some(now + cfg.ping_interval);
                 drop(s);
                 c.outbox

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::rpc::clients::Client;
+use crate::state::editor::{Pos, selection_payload};
 use crate::state::exec::Mode;
 use crate::state::testing::{TestState, sent, state, state_with};
 use crate::transport::{Event, Handler, Outbox, Peer};
@@ -327,6 +328,80 @@ fn single_client_closes_the_previous_client_with_4001() {
         vec!["close 4001 Another Claude Code session connected to this IDE".to_string()]
     );
     assert_eq!(sent(&second.client), Vec::<Value>::new());
+}
+
+#[test]
+fn a_client_at_work_waits_again_for_its_ping_answer_and_an_idle_one_is_closed() {
+    let ts = state();
+    let s = sessions(&ts, false);
+    let mut busy = Conn::open(&s);
+    busy.handshake();
+    let mut idle = Conn::open(&s);
+    idle.handshake();
+    let start = Instant::now();
+    let at = |secs: f64| start + Duration::from_secs_f64(secs);
+    let take = |c: &Conn| c.client.outbox.take_sent();
+    // The first ping, one interval (5 s) after each connected.
+    s.ping_all(at(5.5), false);
+    for c in [&busy, &idle] {
+        let sent = take(c);
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert!(sent[0].contains(r#""method":"ping""#), "{sent:?}");
+    }
+    // Neither answers; the busy one's connection moves bytes (it is sending a big message, or
+    // reading one off a full socket) before each tick, so its wait begins again each time.
+    for t in [7.0, 8.5, 10.0, 11.5, 13.0] {
+        busy.client.outbox.progress_for_test(65536);
+        s.ping_all(at(t), false);
+    }
+    assert_eq!(take(&busy), Vec::<String>::new());
+    assert_eq!(
+        take(&idle),
+        vec!["close 1001 no answer to ping within 3 s".to_string()]
+    );
+    // Once its connection is still for the timeout, it is closed too.
+    s.ping_all(at(16.0), false);
+    assert_eq!(
+        take(&busy),
+        vec!["close 1001 no answer to ping within 3 s".to_string()]
+    );
+}
+
+#[test]
+fn a_selection_made_as_a_client_is_greeted_reaches_it_once() {
+    let ts = state();
+    let s = sessions(&ts, false);
+    let f = ts.write("a.py", "x\n");
+    // The greeting and the selection race; whichever comes first, the client gets the new
+    // selection once (with its greeting, or after it). Many rounds, to meet the moment between
+    // the selection's change and its broadcast.
+    for round in 0..300usize {
+        let mut c = Conn::open(&s);
+        c.handshake();
+        let at = |character| Pos {
+            line: round,
+            character,
+        };
+        let payload = selection_payload(&f, at(0), at(1), "x");
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let selecting = {
+            let (start, state, payload) = (start.clone(), ts.state.clone(), payload.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                state.select(payload).unwrap();
+            })
+        };
+        start.wait();
+        s.greet_due(Instant::now() + Duration::from_secs(60));
+        selecting.join().unwrap();
+        let got = sent(&c.client);
+        let times = got
+            .iter()
+            .filter(|m| m["method"] == "selection_changed" && m["params"] == payload)
+            .count();
+        assert_eq!(times, 1, "round {round}: {got:?}");
+        c.end();
+    }
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -89,6 +89,8 @@ pub struct Outbox {
     queue: Mutex<Queue>,
     /// Wakes the connection's thread; None for an in-memory outbox (tests without a socket).
     wake: Option<WakePipe>,
+    /// Bytes that show the peer at work (see `Metered`).
+    progress: AtomicU64,
 }
 
 impl Outbox {
@@ -96,6 +98,7 @@ impl Outbox {
         Ok(Outbox {
             queue: Mutex::new(Queue::default()),
             wake: Some(WakePipe::new()?),
+            progress: AtomicU64::new(0),
         })
     }
 
@@ -105,7 +108,21 @@ impl Outbox {
         Arc::new(Outbox {
             queue: Mutex::new(Queue::default()),
             wake: None,
+            progress: AtomicU64::new(0),
         })
+    }
+
+    /// How many bytes so far showed the peer at work, though it may not have answered a
+    /// keepalive ping yet (ccide-protocol(7) §8): those it sent, and those it took off a full
+    /// socket. A count that moved since the ping means the peer is alive.
+    pub fn progress(&self) -> u64 {
+        self.progress.load(Ordering::Relaxed)
+    }
+
+    /// Counts `n` bytes of progress, as the socket of a peer at work would.
+    #[cfg(test)]
+    pub fn progress_for_test(&self, n: u64) {
+        self.progress.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Everything queued so far, as text (a close last, as `close CODE REASON`), oldest first.
@@ -429,6 +446,11 @@ fn finish_handshake(
             // tungstenite zeroes its whole read buffer before each read: the default 128 KiB
             // made every idle connection cost that much resident memory.
             .read_buffer_size(16 << 10);
+        let stream = Metered {
+            stream,
+            outbox: outbox.clone(),
+            full: false,
+        };
         let ws = WebSocket::from_partially_read(stream, rest, Role::Server, Some(config));
         run_connection(ws, &outbox, handler);
         established.fetch_sub(1, Ordering::SeqCst);
@@ -636,9 +658,53 @@ fn host_allowed(host: &str, extra: &[String], any_ip: bool) -> bool {
         .is_ok_and(|ip| any_ip || ip.is_loopback())
 }
 
+/// A connection's socket, counting into its outbox's `progress` the bytes that show the peer
+/// at work: every byte it sent us, and every byte it took off our side of the socket once that
+/// was full, until all we had for it has gone. A peer busy sending a big message, or reading
+/// one, answers a keepalive ping only after it; a peer that stopped reading leaves the socket
+/// full and counts nothing, and what the kernel's buffers take without blocking counts nothing
+/// either, since a peer that reads nothing takes it all the same.
+struct Metered<S> {
+    stream: S,
+    outbox: Arc<Outbox>,
+    /// A write would have blocked since the last flush.
+    full: bool,
+}
+
+impl<S: Read> Read for Metered<S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.stream.read(buf)?;
+        self.outbox.progress.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+impl<S: Write> Write for Metered<S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self.stream.write(buf) {
+            Ok(n) => {
+                if self.full {
+                    self.outbox.progress.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                Ok(n)
+            }
+            Err(e) => {
+                self.full |= e.kind() == io::ErrorKind::WouldBlock;
+                Err(e)
+            }
+        }
+    }
+
+    /// tungstenite flushes once everything it had to write has been written.
+    fn flush(&mut self) -> io::Result<()> {
+        self.full = false;
+        self.stream.flush()
+    }
+}
+
 /// Serves one upgraded connection until it ends, then tells the handler exactly once.
-fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Handler) {
-    let fd = ws.get_ref().as_raw_fd();
+fn run_connection(mut ws: WebSocket<Metered<TcpStream>>, outbox: &Outbox, mut handler: Handler) {
+    let fd = ws.get_ref().stream.as_raw_fd();
     let wake = outbox
         .wake
         .as_ref()
@@ -649,7 +715,7 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
         code: None,
         reason: String::new(),
     };
-    let close = |ws: &mut WebSocket<TcpStream>, code: u16, reason: &str| {
+    let close = |ws: &mut WebSocket<Metered<TcpStream>>, code: u16, reason: &str| {
         let _ = ws.close(Some(CloseFrame {
             code: CloseCode::from(code),
             reason: reason.into(),
@@ -674,6 +740,10 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
         let mut batch_full = reading;
         for _ in 0..if reading { READS_PER_TURN } else { 0 } {
             match ws.read() {
+                // Once closing, what the peer sent before it saw our close frame gets no answer
+                // (none would be written): it is read only to find the peer's own close frame,
+                // so that a flood of requests cannot keep the connection busy past its second.
+                Ok(Message::Text(_) | Message::Binary(_)) if closing.is_some() => {}
                 Ok(Message::Text(t)) => handler(Event::Text(t.as_str())),
                 // Some clients put JSON in binary frames; treat UTF-8 ones as text.
                 Ok(Message::Binary(b)) => match std::str::from_utf8(&b) {
@@ -804,7 +874,7 @@ fn run_connection(mut ws: WebSocket<TcpStream>, outbox: &Outbox, mut handler: Ha
         }
     }
     outbox.end();
-    let _ = ws.get_mut().shutdown(std::net::Shutdown::Both);
+    let _ = ws.get_mut().stream.shutdown(std::net::Shutdown::Both);
     handler(Event::Ended(ended));
 }
 
@@ -878,5 +948,79 @@ mod tests {
         assert!(!constant_time_eq(b"abd", b"abc"));
         assert!(!constant_time_eq(b"ab", b"abc"));
         assert!(!constant_time_eq(b"abcd", b"abc"));
+    }
+
+    /// A socket whose peer takes `room` more bytes, then none until given more room.
+    struct Peer {
+        got: Vec<u8>,
+        room: usize,
+        incoming: VecDeque<u8>,
+    }
+
+    impl Read for Peer {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.incoming.is_empty() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = buf.len().min(self.incoming.len());
+            for (b, x) in buf.iter_mut().zip(self.incoming.drain(..n)) {
+                *b = x;
+            }
+            Ok(n)
+        }
+    }
+
+    impl Write for Peer {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.room);
+            if n == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            self.room -= n;
+            self.got.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn progress_counts_what_the_peer_sends_and_takes_off_a_full_socket_only() {
+        let outbox = Arc::new(Outbox::new().unwrap());
+        let mut m = Metered {
+            stream: Peer {
+                got: Vec::new(),
+                room: 100,
+                incoming: VecDeque::from(vec![7u8; 30]),
+            },
+            outbox: outbox.clone(),
+            full: false,
+        };
+        // What the kernel takes without blocking says nothing of the peer.
+        assert_eq!(m.write(&[1; 60]).unwrap(), 60);
+        assert_eq!(outbox.progress(), 0);
+        // What the peer sent does.
+        let mut buf = [0u8; 20];
+        assert_eq!(m.read(&mut buf).unwrap(), 20);
+        assert_eq!(outbox.progress(), 20);
+        // The socket fills: nothing moves until the peer reads.
+        assert_eq!(m.write(&[1; 60]).unwrap(), 40);
+        assert!(m.write(&[1; 20]).is_err());
+        assert_eq!(outbox.progress(), 20);
+        // It reads: what it took off the full socket counts, until all has gone.
+        m.stream.room = 15;
+        assert_eq!(m.write(&[1; 20]).unwrap(), 15);
+        assert_eq!(outbox.progress(), 35);
+        m.stream.room = 5;
+        assert_eq!(m.write(&[1; 5]).unwrap(), 5);
+        m.flush().unwrap();
+        assert_eq!(outbox.progress(), 40);
+        // Everything went: the next writes fill buffers again and count nothing.
+        m.stream.room = 50;
+        assert_eq!(m.write(&[1; 50]).unwrap(), 50);
+        assert_eq!(outbox.progress(), 40);
+        assert_eq!(m.stream.got.len(), 170);
     }
 }

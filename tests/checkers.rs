@@ -95,8 +95,9 @@ fn a_uri_request_answers_at_once_while_a_checker_hangs_and_the_checker_is_killed
     let s = serve_with(
         &sb,
         &script,
-        &["--checker-timeout", "1", "--diagnostics-wait", "0.3"],
+        &["--checker-timeout", "5", "--diagnostics-wait", "0.3"],
     );
+    // Well before the hung checker's 5 s, whatever the load: waiting for it would take them.
     let mut c = s.client();
     let started = Instant::now();
     assert_eq!(
@@ -104,7 +105,7 @@ fn a_uri_request_answers_at_once_while_a_checker_hangs_and_the_checker_is_killed
         json!([])
     );
     assert!(
-        started.elapsed() < Duration::from_secs(1),
+        started.elapsed() < Duration::from_secs(3),
         "{:?}",
         started.elapsed()
     );
@@ -118,7 +119,7 @@ fn a_uri_request_answers_at_once_while_a_checker_hangs_and_the_checker_is_killed
     let started = Instant::now();
     diagnostics(&mut c, json!({}));
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < Duration::from_secs(3),
         "{:?}",
         started.elapsed()
     );
@@ -130,7 +131,7 @@ fn a_uri_request_answers_at_once_while_a_checker_hangs_and_the_checker_is_killed
     });
     wait_for("the timeout in the log", DEADLINE, || {
         s.log()
-            .contains("timed out after 1 s; killed")
+            .contains("timed out after 5 s; killed")
             .then_some(())
     });
 }

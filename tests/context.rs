@@ -435,10 +435,13 @@ fn mentions_made_with_no_client_wait_for_the_next_handshake_in_order() {
 fn queued_mentions_older_than_mention_max_age_are_dropped() {
     let sb = Sandbox::new();
     let app = sb.write("app.py", APP);
-    let srv = sb.serve(&["--mention-max-age", "0.5"]);
+    // The young mention must still be young when a client has connected and been greeted,
+    // which takes a second or more on a loaded machine: a generous age, then waited out.
+    let srv = sb.serve(&["--mention-max-age", "3"]);
+    let past_the_age = Duration::from_millis(3200);
     sb.run_ok(&["mention", "app.py:1"]);
     // The age is the condition itself: let it pass.
-    std::thread::sleep(Duration::from_millis(700));
+    std::thread::sleep(past_the_age);
     sb.run_ok(&["mention", "app.py:2"]);
     let mut c = srv.client();
     // The greeting sends the queued mentions at once, oldest first.
@@ -457,7 +460,7 @@ fn queued_mentions_older_than_mention_max_age_are_dropped() {
     });
     let o = sb.run_ok(&["mention", "app.py:3"]);
     assert!(stderr(&o).contains("queued"), "{}", stderr(&o));
-    std::thread::sleep(Duration::from_millis(700));
+    std::thread::sleep(past_the_age);
     // A selection makes the greeting visible: the mention would follow it.
     sb.run_ok(&["select", "app.py:1"]);
     let mut d = srv.client();

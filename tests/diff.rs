@@ -377,7 +377,7 @@ fn a_ten_mebibyte_diff_applies_back_to_the_proposal() {
         applied.stdout == proposed.as_bytes(),
         "applying the shown diff reproduces proposed"
     );
-    assert!(sb.run(&["diff", "accept"]).status.success());
+    sb.run_ok(&["diff", "accept"]);
     let r = c.response(&id);
     assert!(texts(&r)[1] == proposed);
 }

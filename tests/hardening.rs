@@ -101,6 +101,12 @@ impl Rng {
 // ---------------------------------------------------------------------------------------------
 // WebSocket frames written and read by hand (RFC 6455 section 5).
 
+/// How soon a well-behaved client is served while others misbehave, and a refusal comes: the
+/// misbehaviour, when it held a client up, did so for the 5 s handshake timeout or far longer
+/// (a 1 MiB path resolved in quadratic time); a debug build at a load average of 15 on 2 cores
+/// needs more than 1 s for some of it.
+const PROMPTLY: Duration = Duration::from_secs(3);
+
 const FIN: u8 = 0x80;
 const RSV1: u8 = 0x40;
 const RSV2: u8 = 0x20;
@@ -520,7 +526,7 @@ fn watch(port: u16, token: &str) -> Watch {
 }
 
 impl Watch {
-    /// Stops the watcher and insists it was answered within 1 s every time.
+    /// Stops the watcher and insists it was answered `PROMPTLY` every time.
     fn check(self, during: &str) {
         self.stop.store(true, Ordering::SeqCst);
         let (worst, n) = self
@@ -532,7 +538,7 @@ impl Watch {
             "the well-behaved client got no answer during {during}"
         );
         assert!(
-            worst < Duration::from_secs(1),
+            worst < PROMPTLY,
             "the well-behaved client waited {worst:?} for an answer during {during}"
         );
     }
@@ -1757,7 +1763,7 @@ fn protocol_violations_close_only_the_offending_connection_with_the_right_code()
         }
         match then {
             Then::Closes(code) => {
-                let got = c.ended(Duration::from_secs(5));
+                let got = c.ended(DEADLINE);
                 if got != Some(code) {
                     failures.push(format!("{what}: closed with {got:?}, wanted {code}"));
                 }
@@ -1819,7 +1825,7 @@ fn random_bytes_after_the_upgrade_never_take_the_server_down() {
         let n = 1 + rng.below(3000);
         let _ = c.write(&rng.bytes(n));
         let _ = c.sock.shutdown(Shutdown::Write);
-        let code = c.ended(Duration::from_secs(5));
+        let code = c.ended(DEADLINE);
         assert!(
             !matches!(code, Some(1005 | 1006)),
             "1005 and 1006 never go on the wire"
@@ -1858,20 +1864,16 @@ fn a_one_mebibyte_path_is_refused_quickly_by_every_tool() {
         let mut c = Conn::open(srv.port, &srv.token, true);
         let t = Instant::now();
         c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}}));
-        match c.try_response(&json!(1), Duration::from_secs(2)) {
-            Some(r) if t.elapsed() < Duration::from_secs(1) => {
+        match c.try_response(&json!(1), PROMPTLY) {
+            Some(r) if t.elapsed() < PROMPTLY => {
                 assert!(r.get("result").is_some() || r.get("error").is_some());
             }
             _ => slow.push(format!("{tool}: no answer within {:?}", t.elapsed())),
         }
     }
     let t = Instant::now();
-    match control_within(
-        &sb,
-        json!({"cmd": "open", "paths": [big]}),
-        Duration::from_secs(2),
-    ) {
-        Some(o) if t.elapsed() < Duration::from_secs(1) => assert_eq!(o["ok"], false),
+    match control_within(&sb, json!({"cmd": "open", "paths": [big]}), PROMPTLY) {
+        Some(o) if t.elapsed() < PROMPTLY => assert_eq!(o["ok"], false),
         _ => slow.push(format!("ccide open: no answer within {:?}", t.elapsed())),
     }
     assert!(
@@ -1968,7 +1970,7 @@ fn stalled_and_abusive_handshakes_do_not_stop_a_real_client_and_the_cap_holds() 
     c.handshake();
     assert_eq!(c.request(json!(1), "ping", json!({}))["result"], json!({}));
     assert!(
-        t.elapsed() < Duration::from_secs(1),
+        t.elapsed() < PROMPTLY,
         "a real client waited {:?} behind 400 stalled handshakes",
         t.elapsed()
     );
@@ -2128,7 +2130,7 @@ fn stalled_and_abusive_handshakes_do_not_stop_a_real_client_and_the_cap_holds() 
         other.request(json!(3), "ping", json!({}))["result"],
         json!({})
     );
-    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert!(t.elapsed() < PROMPTLY, "{:?}", t.elapsed());
     // The cap: 4 open (c, other and two more), the fifth refused with 503, a slot freed by a
     // close frame and one freed by a dropped socket are each usable again.
     let third = Conn::open(port, &srv.token, true);
@@ -2408,7 +2410,7 @@ fn the_token_appears_in_no_log_line_at_any_level() {
     );
     // A client dropped by keepalive, one that closes, one that vanishes; then shutdown.
     let mut silent = Conn::open(port, &token, false);
-    assert_eq!(silent.ended(Duration::from_secs(5)), Some(1001));
+    assert_eq!(silent.ended(DEADLINE), Some(1001));
     let closing = Conn::open(port, &token, true);
     closing
         .write(&frame(FIN | CLOSE, &close_payload(1000, b"bye")))
@@ -3773,8 +3775,9 @@ fn a_client_that_stops_answering_pings_is_dropped_and_its_diffs_cleaned() {
     let f = s(&file);
     silent.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "b\n", "tab_name": "mine"}}}));
     let t = Instant::now();
-    assert_eq!(silent.ended(Duration::from_secs(5)), Some(1001));
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert_eq!(silent.ended(DEADLINE), Some(1001));
+    // The keepalive closed it (0.5 s, then 0.5 s more), not the end of the test.
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert!(
         silent.kept.iter().all(|v| v["id"] != 1),
         "the diff was answered: {:?}",

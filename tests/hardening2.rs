@@ -5,8 +5,7 @@
 //! gc removes only what is proven dead. Each test would have failed before the fix.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -413,49 +412,6 @@ fn a_batch_of_1500_requests_costs_no_threads_and_slow_calls_are_capped_at_16_thr
     assert_eq!(c.request("ping", json!({}))["result"], json!({}));
 }
 
-/// A WebSocket connection that sends and never reads.
-fn deaf_client(port: u16, token: &str) -> TcpStream {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(DEADLINE)).unwrap();
-    let head = upgrade_head(
-        port,
-        &format!("X-Claude-Code-Ide-Authorization: {token}\r\n"),
-    );
-    s.write_all(head.as_bytes()).unwrap();
-    let mut buf = Vec::new();
-    let mut b = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        assert_eq!(s.read(&mut b).unwrap(), 1, "the upgrade answer");
-        buf.push(b[0]);
-    }
-    assert!(
-        buf.starts_with(b"HTTP/1.1 101"),
-        "{:?}",
-        String::from_utf8_lossy(&buf)
-    );
-    s
-}
-
-/// A masked text frame, as a client sends one.
-fn text_frame(payload: &[u8]) -> Vec<u8> {
-    const MASK: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
-    let mut out = vec![0x81];
-    match payload.len() {
-        n if n < 126 => out.push(0x80 | n as u8),
-        n if n <= 0xffff => {
-            out.push(0x80 | 126);
-            out.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        n => {
-            out.push(0x80 | 127);
-            out.extend_from_slice(&(n as u64).to_be_bytes());
-        }
-    }
-    out.extend_from_slice(&MASK);
-    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ MASK[i % 4]));
-    out
-}
-
 #[test]
 fn a_client_that_stops_reading_costs_bounded_memory_and_is_disconnected() {
     let sb = Sandbox::new();
@@ -465,7 +421,7 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_is_disconnected() {
     let mut other = srv.client();
     // Blocking writes: a frame is never cut, and the write fails once the server shuts the
     // connection (the server dropped with the test ends it otherwise).
-    let mut deaf = deaf_client(srv.port, &srv.token);
+    let mut deaf = raw_client(srv.port, &srv.token);
     // Requests until the server shuts the connection (or the test ends): it must stop taking
     // them while its answers pile up, and the socket's buffers then fill.
     let stop = Arc::new(AtomicBool::new(false));
@@ -475,7 +431,7 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_is_disconnected() {
         while !stopped.load(Ordering::SeqCst) {
             let req = json!({"jsonrpc": "2.0", "id": sent, "method": "readFile", "params": {"path": "mib.txt"}});
             if deaf
-                .write_all(&text_frame(req.to_string().as_bytes()))
+                .write_all(&client_text_frame(req.to_string().as_bytes()))
                 .is_err()
             {
                 break;

@@ -1,5 +1,6 @@
 //! The `serve` issue: lock file, restarts, handshake, MCP lifecycle, keepalive, takeover.
 
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -365,6 +366,102 @@ fn a_client_that_stops_answering_pings_is_closed_and_a_healthy_one_is_not() {
     assert!(reason.contains("ping"), "{reason}");
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(healthy.join().unwrap()["result"], json!({}));
+}
+
+/// A client socket that writes at most 16 KiB at a time, 20 ms apart: a client busy sending a
+/// big message for seconds, which answers a keepalive ping only after it.
+struct SlowSender(std::net::TcpStream);
+
+impl std::io::Read for SlowSender {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl std::io::Write for SlowSender {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        std::thread::sleep(Duration::from_millis(20));
+        self.0.write(&buf[..buf.len().min(16 << 10)])
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+#[test]
+fn a_client_busy_sending_a_big_message_is_alive_though_its_ping_answer_comes_after_it() {
+    use tungstenite::Message;
+    use tungstenite::client::IntoClientRequest;
+    let sb = Sandbox::new();
+    let s = sb.serve(&["--ping-interval", "0.2", "--ping-timeout", "0.3"]);
+    let stream = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    stream.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut req = format!("ws://127.0.0.1:{}/", s.port)
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("X-Claude-Code-Ide-Authorization", s.token.parse().unwrap());
+    let (mut ws, _) = tungstenite::client::client(req, SlowSender(stream)).unwrap();
+    // 2 MiB at 16 KiB per 20 ms: more than 2.5 s, many ping timeouts, before the client can
+    // read the ping that came meanwhile.
+    let big = json!({"jsonrpc": "2.0", "id": "big", "method": "ping", "params": {"pad": "x".repeat(2 << 20)}});
+    let started = Instant::now();
+    ws.send(Message::Text(big.to_string().into()))
+        .unwrap_or_else(|e| panic!("the server stopped taking the message: {e}\n{}", s.log()));
+    assert!(started.elapsed() > Duration::from_millis(1000));
+    // Then it answers the ping that waited, and gets its answer.
+    let mut pings = 0;
+    let answer = loop {
+        let v: Value = match ws.read() {
+            Ok(Message::Text(t)) => serde_json::from_str(t.as_str()).unwrap(),
+            Ok(Message::Close(f)) => panic!("closed: {f:?}\n{}", s.log()),
+            Ok(_) => continue,
+            Err(e) => panic!("no answer: {e}\n{}", s.log()),
+        };
+        if v["method"] == "ping" {
+            pings += 1;
+            let pong = json!({"jsonrpc": "2.0", "id": v["id"], "result": {}});
+            ws.send(Message::Text(pong.to_string().into())).unwrap();
+            continue;
+        }
+        break v;
+    };
+    assert_eq!(answer, json!({"jsonrpc": "2.0", "id": "big", "result": {}}));
+    assert!(pings >= 1, "a ping waited for the whole message");
+    assert!(!s.log().contains("no answer to ping"), "{}", s.log());
+}
+
+#[test]
+fn requests_that_arrive_after_the_close_frame_are_not_served() {
+    let sb = Sandbox::new();
+    let srv = sb.serve(&["--ping-interval", "0.2", "--ping-timeout", "0.3"]);
+    let mut silent = raw_client(srv.port, &srv.token);
+    // It answers no ping: closed with 1001.
+    let (code, reason) = loop {
+        match read_server_frame(&mut silent) {
+            (8, payload) => {
+                break (
+                    u16::from_be_bytes([payload[0], payload[1]]),
+                    payload[2..].to_vec(),
+                );
+            }
+            (1, _) => continue,
+            (op, _) => panic!("opcode {op}"),
+        }
+    };
+    assert_eq!(code, 1001, "{}", String::from_utf8_lossy(&reason));
+    // A request sent as the close arrived, before the client answers it (which it never does
+    // here): the server waits a second for the client's close frame, and serves nothing
+    // meanwhile, since no answer would be written (a flood of them kept it busy for seconds).
+    let made = sb.ws().join("made.txt");
+    let req = json!({"jsonrpc": "2.0", "id": 1, "method": "writeFile", "params": {"path": "made.txt", "content": "x"}});
+    silent
+        .write_all(&client_text_frame(req.to_string().as_bytes()))
+        .unwrap();
+    wait_for("the connection to end", DEADLINE, || {
+        srv.log().contains("client #1 disconnected").then_some(())
+    });
+    assert!(!made.exists(), "served after the close: {}", srv.log());
 }
 
 #[test]

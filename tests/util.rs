@@ -19,8 +19,17 @@ use tungstenite::{Message, http};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_ccide");
 
-/// Generous bound for "eventually": these are behaviour deadlines, not speed assertions.
-pub const DEADLINE: Duration = Duration::from_secs(10);
+/// Generous bound for "eventually": these are behaviour deadlines, not speed assertions. A
+/// debug build on a 2-core machine at a load average of 15 gets a fraction of a core: a 20 MiB
+/// answer took more than 10 s there.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// `--ping-timeout` of a sandbox's `serve`, by its variable `CCIDE_PING_TIMEOUT` (a test of the
+/// keepalive gives the flag, which wins). A test's client answers a keepalive ping only when the test reads from it,
+/// and between two reads a test may run commands, start servers or send a 20 MiB message,
+/// which takes seconds on a loaded machine; the CLI reads all the time. The pings still come
+/// every 5 s, the default interval, and are answered on every read.
+pub const TEST_PING_TIMEOUT: &str = "60";
 
 /// Whether a read failed only for the time being: nothing came within its timeout, or a signal
 /// interrupted it (EINTR). The tests start many children, and a SIGCHLD delivered to a thread
@@ -280,7 +289,9 @@ impl Sandbox {
         Server::spawn(&mut self.serve_command(extra), &self.config())
     }
 
-    /// The `ccide serve` command for the workspace and state directory, not yet started.
+    /// The `ccide serve` command for the workspace and state directory, not yet started. Its
+    /// clients get `TEST_PING_TIMEOUT` to answer a keepalive ping, unless `extra` gives
+    /// `--ping-timeout`.
     pub fn serve_command(&self, extra: &[&str]) -> Command {
         let ws = self.ws();
         let state = self.state();
@@ -292,7 +303,9 @@ impl Sandbox {
             state.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
-        self.command(&args)
+        let mut c = self.command(&args);
+        c.env("CCIDE_PING_TIMEOUT", TEST_PING_TIMEOUT);
+        c
     }
 }
 
@@ -488,6 +501,73 @@ pub fn upgrade_head(port: u16, extra_headers: &str) -> String {
     format!(
         "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: mcp\r\n{extra_headers}\r\n"
     )
+}
+
+/// A WebSocket connection upgraded by hand and left raw: the test writes frames itself (see
+/// `client_text_frame`) and reads them with `read_server_frame`, or never reads at all.
+pub fn raw_client(port: u16, token: &str) -> TcpStream {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    let head = upgrade_head(
+        port,
+        &format!("X-Claude-Code-Ide-Authorization: {token}\r\n"),
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    let mut b = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut b).unwrap(), 1, "the upgrade answer");
+        buf.push(b[0]);
+    }
+    assert!(
+        buf.starts_with(b"HTTP/1.1 101"),
+        "{:?}",
+        String::from_utf8_lossy(&buf)
+    );
+    s
+}
+
+/// A masked text frame, as a client sends one.
+pub fn client_text_frame(payload: &[u8]) -> Vec<u8> {
+    const MASK: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
+    let mut out = vec![0x81];
+    match payload.len() {
+        n if n < 126 => out.push(0x80 | n as u8),
+        n if n <= 0xffff => {
+            out.push(0x80 | 126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(0x80 | 127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(&MASK);
+    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ MASK[i % 4]));
+    out
+}
+
+/// The next frame the server wrote on a raw connection (unmasked, as a server sends them):
+/// its opcode (1 text, 8 close, ...) and payload.
+pub fn read_server_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {
+    let mut head = [0u8; 2];
+    s.read_exact(&mut head).expect("a frame from the server");
+    let len = match head[1] & 0x7f {
+        126 => {
+            let mut n = [0u8; 2];
+            s.read_exact(&mut n).unwrap();
+            u16::from_be_bytes(n) as usize
+        }
+        127 => {
+            let mut n = [0u8; 8];
+            s.read_exact(&mut n).unwrap();
+            u64::from_be_bytes(n) as usize
+        }
+        n => n as usize,
+    };
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload).unwrap();
+    (head[0] & 0x0f, payload)
 }
 
 /// A WebSocket client over a real socket. By default it answers the server's keepalive pings

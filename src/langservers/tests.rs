@@ -570,8 +570,9 @@ fn a_hung_server_never_blocks_beyond_the_budget() {
     let started = Instant::now();
     let t = f.ls.touch(&a, None).unwrap();
     assert!(!LangServers::wait(&[t], Duration::from_millis(300)));
+    // Well within the 20 s it would take to give up on its initialize.
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < Duration::from_secs(10),
         "{:?}",
         started.elapsed()
     );
@@ -580,7 +581,7 @@ fn a_hung_server_never_blocks_beyond_the_budget() {
         let t = f.ls.touch(&a, Some(&format!("ERR {i}\n"))).unwrap();
         assert!(!LangServers::wait(&[t], Duration::ZERO));
     }
-    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(started.elapsed() < Duration::from_secs(10));
     let st = status_of(&f.ls);
     assert_eq!(st["state"], "starting");
     let pid = st["pid"].as_u64().unwrap();
@@ -588,7 +589,7 @@ fn a_hung_server_never_blocks_beyond_the_budget() {
     let stopping = Instant::now();
     f.ls.shutdown();
     assert!(
-        stopping.elapsed() < Duration::from_secs(4),
+        stopping.elapsed() < Duration::from_secs(10),
         "{:?}",
         stopping.elapsed()
     );
@@ -716,17 +717,18 @@ fn no_process_outlives_shutdown() {
     // SIGKILL is sent by then; the kernel may take a moment to finish the processes.
     wait_for(
         "the server and its child to end",
-        Duration::from_secs(2),
+        Duration::from_secs(10),
         || gone(pid) && gone(child),
     );
 }
 
 #[test]
 fn an_idle_server_stops_and_starts_again_when_needed() {
-    // Long enough for python3 to start and answer first even on a loaded machine: an idle
-    // stop during startup would end the wait with no result.
+    // Long enough for python3 to start and answer first even on a loaded machine (at a load
+    // average of 15 on 2 cores, 2 s was not): an idle stop during startup would end the wait
+    // with no result.
     let cfg = Config {
-        idle: Duration::from_secs(2),
+        idle: Duration::from_secs(6),
         ..test_cfg()
     };
     let f = Fake::start("idle", "", cfg);
@@ -734,10 +736,10 @@ fn an_idle_server_stops_and_starts_again_when_needed() {
     f.touch_and_wait(&a, None);
     assert_eq!(last(&f.got, &a).len(), 1);
     let pid = status_of(&f.ls)["pid"].as_u64().unwrap();
-    wait_for("the idle stop", Duration::from_secs(10), || {
+    wait_for("the idle stop", Duration::from_secs(30), || {
         status_of(&f.ls)["state"] == "stopped"
     });
-    wait_for("the process to end", Duration::from_secs(2), || gone(pid));
+    wait_for("the process to end", Duration::from_secs(10), || gone(pid));
     // Asked to shut down first (whether `exit` follows depends on how fast it answers within
     // the grace period; the group is killed after it either way).
     assert!(!f.received("shutdown").is_empty());
@@ -889,7 +891,7 @@ fn shutdown_leaves_no_process(ls: &LangServers) {
     );
     wait_for(
         "every process of the server to end",
-        Duration::from_secs(2),
+        Duration::from_secs(10),
         || tree.iter().all(|p| gone(*p)),
     );
 }
@@ -1577,7 +1579,7 @@ fn a_server_whose_child_keeps_its_pipes_is_noticed_when_it_exits() {
     );
     assert_eq!(last(&f.got, &a).len(), 1);
     assert!(gone(first));
-    wait_for("the child to be killed", Duration::from_secs(5), || {
+    wait_for("the child to be killed", Duration::from_secs(10), || {
         gone(orphan)
     });
 }
@@ -1641,7 +1643,7 @@ fn a_helper_in_a_session_of_its_own_does_not_outlive_the_server() {
     f.ls.shutdown();
     wait_for(
         "the server and its helper to end",
-        Duration::from_secs(5),
+        Duration::from_secs(10),
         || gone(pid) && gone(helper),
     );
 }
@@ -1737,11 +1739,7 @@ fn an_awaited_document_is_closed_last_and_then_its_ticket_is_no_answer() {
     assert_eq!(closed.params["textDocument"]["uri"], uri(&a));
     let asked = Instant::now();
     assert!(!LangServers::wait(&[ta], WITHIN), "closed: no result");
-    assert!(
-        asked.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        asked.elapsed()
-    );
+    assert!(asked.elapsed() < WITHIN / 2, "{:?}", asked.elapsed());
     s.publish(&c, Some(tc.version()), &[(0, 0)]);
     assert!(LangServers::wait(&[tc], WITHIN));
 }

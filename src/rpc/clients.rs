@@ -34,6 +34,9 @@ pub struct ClientState {
     pub version: String,
     /// The keepalive ping we wait for: its id and when the wait began.
     pub ping: Option<(u64, Instant)>,
+    /// The outbox's `progress` when that wait began: a count that moved since shows the
+    /// client at work, and the wait begins again.
+    pub ping_progress: u64,
     pub next_ping: Option<Instant>,
     /// Deferred requests still owed an answer, with the flag that marks them answered.
     pub inflight: Vec<(RequestId, Arc<AtomicBool>)>,

@@ -69,6 +69,9 @@ pub struct Editor {
     /// Which attached editor session (`ccide lsp`) holds which file open: when a session ends,
     /// the files no other session holds are closed. Not saved: sessions end with the server.
     held: Mutex<Vec<(u64, PathBuf)>>,
+    /// Held from a change of the selection until every client was told of it, and by a greeting
+    /// while it reads the selection (see `select_and_tell`, `with_selection`).
+    telling: Mutex<()>,
     pub mention_max_age: Duration,
 }
 
@@ -114,6 +117,7 @@ impl Editor {
             file,
             model: Mutex::new(m),
             held: Mutex::default(),
+            telling: Mutex::default(),
             mention_max_age,
         }
     }
@@ -219,8 +223,24 @@ impl Editor {
         })
     }
 
+    /// Sets the selection (see `set_selection`), then runs `tell`, which sends it to the
+    /// clients, before any greeting reads the selection: a greeting in between would carry the
+    /// new selection and `tell` send it to that client again.
+    pub fn select_and_tell<R>(&self, payload: Value, tell: impl FnOnce() -> R) -> R {
+        let _telling = lock(&self.telling);
+        self.set_selection(payload);
+        tell()
+    }
+
+    /// Runs `f` with the current selection, never between a change and its telling (see
+    /// `select_and_tell`).
+    pub fn with_selection<R>(&self, f: impl FnOnce(Option<Value>) -> R) -> R {
+        let _telling = lock(&self.telling);
+        f(self.selection())
+    }
+
     /// Sets the selection, opens and activates its tab, and records it as the latest sent.
-    pub fn set_selection(&self, payload: Value) {
+    fn set_selection(&self, payload: Value) {
         self.change(|m| {
             if let Some(p) = payload["filePath"].as_str() {
                 open_tab(m, Path::new(p), true, false);

@@ -222,8 +222,9 @@ impl State {
     /// greeting). A selection too big for one client message is refused.
     pub fn select(&self, payload: Value) -> Result<Reach, String> {
         fits("selection_changed", &payload, "the selection")?;
-        self.editor.set_selection(payload.clone());
-        Ok(self.broadcast("selection_changed", payload))
+        Ok(self.editor.select_and_tell(payload.clone(), || {
+            self.broadcast("selection_changed", payload)
+        }))
     }
 
     /// Broadcasts a mention, or queues it for the next client when none is connected.
