@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::lsp::text::Pos;
 use crate::rpc::clients::Client;
-use crate::state::editor::{Pos, selection_payload};
+use crate::state::editor::selection_payload;
 use crate::state::exec::Mode;
 use crate::state::testing::{TestState, sent, state, state_with};
 use crate::transport::{Event, Handler, Outbox, Peer};
@@ -375,7 +376,7 @@ fn a_selection_made_as_a_client_is_greeted_reaches_it_once() {
     // The greeting and the selection race; whichever comes first, the client gets the new
     // selection once (with its greeting, or after it). Many rounds, to meet the moment between
     // the selection's change and its broadcast.
-    for round in 0..300usize {
+    for round in 0..300u32 {
         let mut c = Conn::open(&s);
         c.handshake();
         let at = |character| Pos {
