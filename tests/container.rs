@@ -20,13 +20,22 @@ fn setup() -> TempDir {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
     std::fs::copy(&bin, root.join("ccide")).unwrap();
-    let o = Command::new("chroot")
-        .arg(root.path())
-        .arg("/ccide")
-        .arg("--version")
-        .output()
-        .expect("run chroot");
-    assert!(o.status.success(), "chroot (needs root): {}", stderr(&o));
+    // A child another test thread forks while the copy is open for writing holds it open until
+    // its exec: until then the copy cannot run (ETXTBSY, "Text file busy").
+    wait_for("the copied binary to run in the root", DEADLINE, || {
+        let o = Command::new("chroot")
+            .arg(root.path())
+            .arg("/ccide")
+            .arg("--version")
+            .output()
+            .expect("run chroot");
+        if o.status.success() {
+            return Some(());
+        }
+        let err = stderr(&o);
+        assert!(err.contains("Text file busy"), "chroot (needs root): {err}");
+        None
+    });
     root
 }
 

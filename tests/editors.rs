@@ -595,6 +595,14 @@ impl Tmux {
 
     /// Back to helix's normal mode, as a person presses escape until the mode says NOR: the
     /// first one may only close the completion menu of the words typed.
+    /// Types `:COMMAND` in helix's normal mode and runs it once the command line shows it
+    /// (on a busy machine keys typed before helix drew the prompt would go elsewhere).
+    fn helix_command(&self, command: &str, failed: &dyn Fn(&str)) {
+        self.type_text(command);
+        self.read(command, failed);
+        self.keys(&["Enter"]);
+    }
+
     fn helix_normal_mode(&self, failed: &dyn Fn(&str)) {
         let end = std::time::Instant::now() + STEP;
         loop {
@@ -982,8 +990,7 @@ fn helix_selects_mentions_edits_shows_diagnostics_and_reviews_proposals() {
     term.helix_normal_mode(&failed);
     let s = status_where(&sb, "hello.py unsaved", |s| s["documents"] != json!([]));
     let bytes = s["documents"][0]["bytes"].as_u64().unwrap();
-    term.type_text(":w");
-    term.keys(&["Enter"]);
+    term.helix_command(":w", &failed);
     status_where(&sb, "hello.py saved", |s| s["documents"] == json!([]));
     let saved = std::fs::read_to_string(&f).unwrap();
     assert!(
@@ -1028,8 +1035,7 @@ fn helix_selects_mentions_edits_shows_diagnostics_and_reviews_proposals() {
     let view = |n: u32| sb.state().join(format!("diffs/{n}/hello.py"));
     let shown = |n: u32| format!("NOR   {} ", view(n).display());
     term.read(&shown(1), &failed);
-    term.type_text(":o hello.py");
-    term.keys(&["Enter"]);
+    term.helix_command(":o hello.py", &failed);
     term.read("NOR   hello.py ", &failed);
     let on_the_file = [
         "Claude: send selection",
@@ -1041,8 +1047,7 @@ fn helix_selects_mentions_edits_shows_diagnostics_and_reviews_proposals() {
     term.keys(&["Space", "a"]);
     term.helix_pick("Claude: show proposed edit", &on_the_file, &failed);
     term.read(&shown(1), &failed);
-    term.type_text(":o hello.py");
-    term.keys(&["Enter"]);
+    term.helix_command(":o hello.py", &failed);
     term.read("NOR   hello.py ", &failed);
     term.keys(&["Space", "a"]);
     term.helix_pick("Claude: reject", &on_the_file, &failed);
@@ -1081,8 +1086,7 @@ fn helix_selects_mentions_edits_shows_diagnostics_and_reviews_proposals() {
     );
     // The CLI writes the file: helix's buffer of it is replaced, and is no unsaved content.
     std::fs::write(&f, "print(\"edited\")\n").unwrap();
-    term.type_text(":o hello.py");
-    term.keys(&["Enter"]);
+    term.helix_command(":o hello.py", &failed);
     term.read_where(
         "hello.py replaced",
         &|s| s.contains("print(\"edited\")") && !s.contains("# more"),
@@ -1091,8 +1095,7 @@ fn helix_selects_mentions_edits_shows_diagnostics_and_reviews_proposals() {
     status_where(&sb, "no unsaved content", |s| s["documents"] == json!([]));
     // Written behind helix's back (Claude Code's Write tool) and reloaded: clean.
     std::fs::write(&f, "print(\"written\")\n").unwrap();
-    term.type_text(":reload");
-    term.keys(&["Enter"]);
+    term.helix_command(":reload", &failed);
     term.read("print(\"written\")", &failed);
     // A line typed is unsaved content; undone, the buffer is the file again, and clean.
     term.keys(&["o"]);
