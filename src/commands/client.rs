@@ -164,6 +164,8 @@ fn file_of(d: &Value) -> String {
     visible(&display_path(Path::new(d["file"].as_str().unwrap_or("")))).into_owned()
 }
 
+/// `ccide diff [ACTION [TARGET]]`: lists the pending diffs, or shows, edits, accepts or rejects
+/// one.
 pub fn diff(args: &Args) -> Outcome {
     let action = args.operands.first().map(String::as_str).unwrap_or("list");
     let target = args.operands.get(1).map(String::as_str);
@@ -180,56 +182,7 @@ pub fn diff(args: &Args) -> Outcome {
             if target.is_some() {
                 return Err(Fail::Usage("ccide diff list takes no argument".into()));
             }
-            let r = ctl.request(&Request::DiffList)?;
-            let diffs = r["diffs"].as_array().cloned().unwrap_or_default();
-            if json_out {
-                let mut out = Vec::new();
-                for mut d in diffs {
-                    // One broken diff must not hide the others: it is listed with its error.
-                    match read_diff(&d) {
-                        Ok(f) => {
-                            let (added, removed) = f.stat();
-                            d["added"] = added.into();
-                            d["removed"] = removed.into();
-                        }
-                        Err(e) => d["error"] = e.into(),
-                    }
-                    out.push(d);
-                }
-                print_json(&Value::Array(out));
-                return Ok(EXIT_OK);
-            }
-            if diffs.is_empty() {
-                println!("no pending diffs");
-                return Ok(EXIT_OK);
-            }
-            println!("{:<4} {:<5} {:<13} FILE", "ID", "AGE", "CHANGE");
-            let mut broken = false;
-            for d in &diffs {
-                let (change, note) = match read_diff(d) {
-                    Ok(f) => {
-                        let (added, removed) = f.stat();
-                        let new = if d["new_file"] == true {
-                            " (new file)"
-                        } else {
-                            ""
-                        };
-                        (format!("+{added} -{removed}"), new.to_string())
-                    }
-                    Err(e) => {
-                        broken = true;
-                        ("broken".to_string(), format!(" ({})", visible(&e)))
-                    }
-                };
-                println!(
-                    "{:<4} {:<5} {:<13} {}{note}",
-                    d["id"].as_str().unwrap_or(""),
-                    age(d["created"].as_u64().unwrap_or(0)),
-                    change,
-                    file_of(d)
-                );
-            }
-            Ok(if broken { EXIT_FAILURE } else { EXIT_OK })
+            diff_list(&mut ctl, json_out)
         }
         "show" | "path" | "edit" => {
             let d = &find_diff(&mut ctl, target)?;
@@ -240,84 +193,137 @@ pub fn diff(args: &Args) -> Outcome {
                     Ok(EXIT_OK)
                 }
                 "edit" => edit(&Path::new(dir).join("proposed")),
-                _ => {
-                    let f = read_diff(d).map_err(Fail::Failed)?;
-                    let name = file_of(d);
-                    let a = if d["new_file"] == true {
-                        "/dev/null".to_string()
-                    } else {
-                        format!("a/{name}")
-                    };
-                    let b = format!("b/{name}");
-                    let original = &f.original.text;
-                    if json_out {
-                        let text =
-                            crate::textdiff::unified(original, &f.proposed, &a, &b, false, false);
-                        let (added, removed) = f.stat();
-                        let mut d = d.clone();
-                        d["added"] = added.into();
-                        d["removed"] = removed.into();
-                        d["diff"] = String::from_utf8_lossy(&text).into_owned().into();
-                        d["restored"] = obj! {"crlf": f.original.writes_crlf(), "encoding": f.original.encoding};
-                        d["not_utf8"] = match f.not_utf8() {
-                            Some((lines, first)) => {
-                                obj! {"lines": lines, "first_line": first, "accept_rewrites_bytes": true}
-                            }
-                            None => Value::Null,
-                        };
-                        print_json(&d);
-                    } else {
-                        let text = crate::textdiff::unified(
-                            original,
-                            &f.proposed,
-                            &a,
-                            &b,
-                            true,
-                            use_color(),
-                        );
-                        let mut out = std::io::stdout().lock();
-                        for note in [f.restored(), f.rewrite_note()].into_iter().flatten() {
-                            let _ = writeln!(out, "{note}");
-                        }
-                        let _ = out.write_all(&text);
-                        if text.is_empty() {
-                            let _ = writeln!(out, "no changes: the proposal equals the original");
-                        }
-                    }
-                    Ok(EXIT_OK)
-                }
+                _ => diff_show(d, json_out),
             }
         }
-        "accept" | "reject" => {
-            let accept = action == "accept";
-            let r = ctl.request(&Request::DiffSettle {
-                target: target.map(String::from),
-                accept,
-                content: None,
-                cwd: cwd_string(),
-            })?;
-            let d = &r["diff"];
-            if json_out {
-                print_json(d);
-            } else if accept {
-                println!(
-                    "accepted diff {} ({}): Claude Code writes the content of proposed",
-                    d["id"].as_str().unwrap_or(""),
-                    file_of(d)
-                );
-            } else {
-                println!(
-                    "rejected diff {} ({})",
-                    d["id"].as_str().unwrap_or(""),
-                    file_of(d)
-                );
-            }
-            Ok(EXIT_OK)
-        }
+        "accept" | "reject" => diff_settle(&mut ctl, target, action == "accept", json_out),
         other => Err(Fail::Usage(format!(
             "unknown diff action '{other}': expected list, show, accept, reject, edit or path"
         ))),
     }
+}
+
+/// `ccide diff list`: each pending diff with its age and size, as a table or JSON. A diff
+/// whose files cannot be read is listed as broken (and the exit status says so).
+fn diff_list(ctl: &mut Control, json_out: bool) -> Outcome {
+    let r = ctl.request(&Request::DiffList)?;
+    let diffs = r["diffs"].as_array().cloned().unwrap_or_default();
+    if json_out {
+        let mut out = Vec::new();
+        for mut d in diffs {
+            // One broken diff must not hide the others: it is listed with its error.
+            match read_diff(&d) {
+                Ok(f) => {
+                    let (added, removed) = f.stat();
+                    d["added"] = added.into();
+                    d["removed"] = removed.into();
+                }
+                Err(e) => d["error"] = e.into(),
+            }
+            out.push(d);
+        }
+        print_json(&Value::Array(out));
+        return Ok(EXIT_OK);
+    }
+    if diffs.is_empty() {
+        println!("no pending diffs");
+        return Ok(EXIT_OK);
+    }
+    println!("{:<4} {:<5} {:<13} FILE", "ID", "AGE", "CHANGE");
+    let mut broken = false;
+    for d in &diffs {
+        let (change, note) = match read_diff(d) {
+            Ok(f) => {
+                let (added, removed) = f.stat();
+                let new = if d["new_file"] == true {
+                    " (new file)"
+                } else {
+                    ""
+                };
+                (format!("+{added} -{removed}"), new.to_string())
+            }
+            Err(e) => {
+                broken = true;
+                ("broken".to_string(), format!(" ({})", visible(&e)))
+            }
+        };
+        println!(
+            "{:<4} {:<5} {:<13} {}{note}",
+            d["id"].as_str().unwrap_or(""),
+            age(d["created"].as_u64().unwrap_or(0)),
+            change,
+            file_of(d)
+        );
+    }
+    Ok(if broken { EXIT_FAILURE } else { EXIT_OK })
+}
+
+/// `ccide diff show`: the diff `d` as a unified diff (with notes on what accepting restores or
+/// rewrites), or as JSON with the diff text and those notes as fields.
+fn diff_show(d: &Value, json_out: bool) -> Outcome {
+    let f = read_diff(d).map_err(Fail::Failed)?;
+    let name = file_of(d);
+    let a = if d["new_file"] == true {
+        "/dev/null".to_string()
+    } else {
+        format!("a/{name}")
+    };
+    let b = format!("b/{name}");
+    let original = &f.original.text;
+    if json_out {
+        let text = crate::textdiff::unified(original, &f.proposed, &a, &b, false, false);
+        let (added, removed) = f.stat();
+        let mut d = d.clone();
+        d["added"] = added.into();
+        d["removed"] = removed.into();
+        d["diff"] = String::from_utf8_lossy(&text).into_owned().into();
+        d["restored"] = obj! {"crlf": f.original.writes_crlf(), "encoding": f.original.encoding};
+        d["not_utf8"] = match f.not_utf8() {
+            Some((lines, first)) => {
+                obj! {"lines": lines, "first_line": first, "accept_rewrites_bytes": true}
+            }
+            None => Value::Null,
+        };
+        print_json(&d);
+    } else {
+        let text = crate::textdiff::unified(original, &f.proposed, &a, &b, true, use_color());
+        let mut out = std::io::stdout().lock();
+        for note in [f.restored(), f.rewrite_note()].into_iter().flatten() {
+            let _ = writeln!(out, "{note}");
+        }
+        let _ = out.write_all(&text);
+        if text.is_empty() {
+            let _ = writeln!(out, "no changes: the proposal equals the original");
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+/// `ccide diff accept|reject`: settles the diff `target` names as the user.
+fn diff_settle(ctl: &mut Control, target: Option<&str>, accept: bool, json_out: bool) -> Outcome {
+    let r = ctl.request(&Request::DiffSettle {
+        target: target.map(String::from),
+        accept,
+        content: None,
+        cwd: cwd_string(),
+    })?;
+    let d = &r["diff"];
+    if json_out {
+        print_json(d);
+    } else if accept {
+        println!(
+            "accepted diff {} ({}): Claude Code writes the content of proposed",
+            d["id"].as_str().unwrap_or(""),
+            file_of(d)
+        );
+    } else {
+        println!(
+            "rejected diff {} ({})",
+            d["id"].as_str().unwrap_or(""),
+            file_of(d)
+        );
+    }
+    Ok(EXIT_OK)
 }
 
 /// Opens `proposed` in the user's editor; accepting stays a separate, explicit step.

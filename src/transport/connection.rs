@@ -430,10 +430,7 @@ impl Connection<'_> {
     /// written without a wake-up (a round trip is read, answer, write, `poll`). Breaks when
     /// `poll` fails.
     fn wait(&mut self, reading: bool, timeout: Option<Duration>) -> ControlFlow<()> {
-        if !self
-            .outbox
-            .park(self.want_write || self.closing.is_some())
-        {
+        if !self.outbox.park(self.want_write || self.closing.is_some()) {
             return ControlFlow::Continue(());
         }
         let interests = [
@@ -483,4 +480,3 @@ fn is_reset(p: &tungstenite::error::ProtocolError) -> bool {
         tungstenite::error::ProtocolError::ResetWithoutClosingHandshake
     )
 }
-

@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::connection::{self, Handler, Outbox};
@@ -480,7 +480,6 @@ fn host_allowed(host: &str, extra: &[String], any_ip: bool) -> bool {
     name.parse::<IpAddr>()
         .is_ok_and(|ip| any_ip || ip.is_loopback())
 }
-
 
 #[cfg(test)]
 mod tests {
