@@ -214,7 +214,7 @@ fn formatter_succeeded(
             msg = String::from_utf8_lossy(&ran.stdout).trim().to_string();
         }
         // The user knows the file by its own name, not by the temporary copy's.
-        let msg = msg.replace(&tmp, &path.to_string_lossy());
+        let msg = msg.replace(tmp, &path.to_string_lossy());
         let how = match status.code() {
             Some(c) => format!("exit status {c}"),
             None => status.to_string(),

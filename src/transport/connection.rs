@@ -205,8 +205,6 @@ impl Outbox {
     }
 }
 
-/// Accepts connections forever. `on_open` is called on the connection's own thread once the
-
 /// Serves one upgraded connection on the calling thread until it ends: `rest` is what the
 /// handshake read past the request head, the start of the first frames.
 pub(super) fn serve(stream: TcpStream, rest: Vec<u8>, outbox: &Outbox, handler: Handler) {
@@ -335,7 +333,8 @@ impl Connection<'_> {
         ControlFlow::Continue(true)
     }
 
-    /// Hands one message read to the handler, or notes the peer's close.
+    /// Hands one message read to the handler, or notes the peer's close (unless the
+    /// connection is closing already).
     fn on_message(&mut self, message: Message) {
         match message {
             Message::Text(t) => (self.handler)(Event::Text(t.as_str())),
@@ -344,20 +343,18 @@ impl Connection<'_> {
                 Ok(s) => (self.handler)(Event::Text(s)),
                 Err(_) => (self.handler)(Event::NotUtf8),
             },
-            Message::Close(frame) => {
-                if self.closing.is_none() {
-                    self.ended = match frame {
-                        Some(f) => Ended {
-                            code: Some(u16::from(f.code)),
-                            reason: f.reason.to_string(),
-                        },
-                        None => Ended {
-                            code: None,
-                            reason: "client closed".into(),
-                        },
-                    };
-                    self.closing = Some(Instant::now());
-                }
+            Message::Close(frame) if self.closing.is_none() => {
+                self.ended = match frame {
+                    Some(f) => Ended {
+                        code: Some(u16::from(f.code)),
+                        reason: f.reason.to_string(),
+                    },
+                    None => Ended {
+                        code: None,
+                        reason: "client closed".into(),
+                    },
+                };
+                self.closing = Some(Instant::now());
             }
             _ => {}
         }

@@ -40,6 +40,7 @@ pub struct Peer {
 
 pub type OnOpen = dyn Fn(Arc<Outbox>, Peer) -> Handler + Send + Sync;
 
+/// Accepts connections forever. `on_open` is called on the connection's own thread once the
 /// upgrade succeeded and returns the callback that receives its messages.
 pub fn run_acceptor(listener: TcpListener, gate: Gate, on_open: Arc<OnOpen>) {
     if let Err(e) = listener.set_nonblocking(true) {
