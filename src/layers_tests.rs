@@ -30,6 +30,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "main",
         ],
     ),
+    ("transport", &["connection", "handshake", "mod"]),
     ("rpc", &["mod", "clients", "call"]),
     ("lsp", &["framing|text", "queue", "connection", "mod"]),
     (
@@ -91,9 +92,9 @@ fn place_of(rel: &str) -> (Vec<String>, Place) {
     (module, Place(place))
 }
 
-/// `text` with comments, string and character literals blanked out, and every item marked
-/// `#[cfg(test)]` (a `mod tests;` line, a `mod tests { .. }` block, a test-only `use`)
-/// removed, wherever it stands.
+/// `text` with comments, string and character literals blanked out (their line breaks
+/// kept, so a function keeps its length), and every item marked `#[cfg(test)]` (a `mod tests;`
+/// line, a `mod tests { .. }` block, a test-only `use`) removed, wherever it stands.
 fn code_only(text: &str) -> String {
     let b: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
@@ -106,6 +107,7 @@ fn code_only(text: &str) -> String {
                 i += 1;
             }
         } else if c == '/' && next == Some('*') {
+            let start = i;
             let mut depth = 0;
             while i < b.len() {
                 if b[i] == '/' && b.get(i + 1) == Some(&'*') {
@@ -122,6 +124,7 @@ fn code_only(text: &str) -> String {
                 }
             }
             out.push(' ');
+            out.extend(b[start..i.min(b.len())].iter().filter(|&&ch| ch == '\n'));
         } else if c == 'r' && (next == Some('"') || next == Some('#')) && !ident_before(&b, i) {
             // A raw string r"..", r#".."#.
             let mut j = i + 1;
@@ -144,14 +147,17 @@ fn code_only(text: &str) -> String {
                 j += 1;
             }
             out.push_str("\"\"");
+            out.extend(b[i..j.min(b.len())].iter().filter(|&&ch| ch == '\n'));
             i = j;
         } else if c == '"' {
+            let start = i;
             i += 1;
             while i < b.len() && b[i] != '"' {
                 i += if b[i] == '\\' { 2 } else { 1 };
             }
             i += 1;
             out.push_str("\"\"");
+            out.extend(b[start..i.min(b.len())].iter().filter(|&&ch| ch == '\n'));
         } else if c == '\'' && (b.get(i + 2) == Some(&'\'') || next == Some('\\')) {
             // A character literal ('x', '\n', '\u{..}'), not a lifetime.
             i += 1;
@@ -739,5 +745,145 @@ fn each_shared_type_name_has_one_home() {
     assert_eq!(
         declarations(&two, "Pos"),
         ["lsp/text.rs: struct Pos", "state/editor.rs: type Pos"]
+    );
+}
+
+/// Functions this long are split into named steps; the one exception is the diff algorithm,
+/// which reads best whole.
+const LONGEST_FN: usize = 120;
+const LONG_FN: usize = 80;
+const MAX_LONG_FNS: usize = 9;
+const WHOLE_FNS: &[&str] = &["textdiff.rs diag"];
+
+/// Each function with a body in `text`'s production code (test items left out), as its name
+/// and its length in lines: from the line of its `fn` to the line of its closing brace.
+fn function_lengths(text: &str) -> Vec<(String, usize)> {
+    let b: Vec<char> = code_only(text).chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 2 < b.len() {
+        let is_fn = b[i] == 'f' && b[i + 1] == 'n' && b[i + 2].is_whitespace();
+        if !is_fn || ident_before(&b, i) {
+            i += 1;
+            continue;
+        }
+        let mut j = i + 2;
+        while j < b.len() && b[j].is_whitespace() {
+            j += 1;
+        }
+        let name: String = b[j..]
+            .iter()
+            .take_while(|c| c.is_alphanumeric() || **c == '_')
+            .collect();
+        while j < b.len() && b[j] != '{' && b[j] != ';' {
+            j += 1;
+        }
+        if name.is_empty() || b.get(j) != Some(&'{') {
+            i = j;
+            continue;
+        }
+        let mut depth = 0;
+        let mut end = j;
+        for (k, ch) in b.iter().enumerate().skip(j) {
+            match ch {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                _ => continue,
+            }
+            if depth == 0 {
+                end = k;
+                break;
+            }
+        }
+        let lines = 1 + b[i..end].iter().filter(|c| **c == '\n').count();
+        out.push((name, lines));
+        i += 2;
+    }
+    out
+}
+
+/// What is wrong with the lengths of `files`' production functions (test files left out): any
+/// of `LONGEST_FN` lines or more but those in `WHOLE_FNS`, or more than `MAX_LONG_FNS` of
+/// `LONG_FN` lines or more.
+fn too_long(files: &[(String, String)]) -> Vec<String> {
+    let mut bad = Vec::new();
+    let mut long = Vec::new();
+    for (rel, text) in files {
+        let base = rel.rsplit('/').next().unwrap_or(rel);
+        if base == "tests.rs" || base.ends_with("_tests.rs") {
+            continue;
+        }
+        for (name, lines) in function_lengths(text) {
+            let id = format!("{rel} {name}");
+            if lines >= LONGEST_FN && !WHOLE_FNS.contains(&id.as_str()) {
+                bad.push(format!(
+                    "{id} has {lines} lines (split it into named steps)"
+                ));
+            }
+            if lines >= LONG_FN {
+                long.push(format!("{id} ({lines})"));
+            }
+        }
+    }
+    if long.len() > MAX_LONG_FNS {
+        bad.push(format!(
+            "{} functions of {LONG_FN} lines or more, at most {MAX_LONG_FNS} allowed: {}",
+            long.len(),
+            long.join(", ")
+        ));
+    }
+    bad
+}
+
+#[test]
+fn no_function_runs_on() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &src, &mut files);
+    assert!(files.len() > 20);
+    let bad = too_long(&files);
+    assert!(bad.is_empty(), "functions too long:\n{}", bad.join("\n"));
+}
+
+/// The length checker itself: a function counts from its `fn` to its closing brace, braces in
+/// strings and comments and lines of test code do not count, bodiless and pointer `fn`s are
+/// not functions, and test files are not read.
+#[test]
+fn the_length_checker_counts_from_fn_to_its_closing_brace() {
+    let body = |n: usize| "    x();\n".repeat(n);
+    let text = format!(
+        "/// doc\n#[inline]\npub(crate) fn long(\n    a: fn(u8),\n) -> u8 {{\n{}    \"}}\" // }}\n    /* {{\n */\n}}\n\
+         trait T {{\n    fn bodiless(&self);\n    fn short(&self) {{ x() }}\n}}\n\
+         #[cfg(test)]\nmod tests {{\n    fn in_test() {{\n{}    }}\n}}\n",
+        body(3),
+        body(200)
+    );
+    assert_eq!(
+        function_lengths(&text),
+        [("long".to_string(), 10), ("short".to_string(), 1)]
+    );
+    let f = |rel: &str, n: usize| file(rel, &format!("fn f() {{\n{}}}\n", body(n - 2)));
+    assert_eq!(
+        too_long(&[f("a.rs", 119), f("tests.rs", 500)]),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        too_long(&[f("a/b.rs", 120)]),
+        ["a/b.rs f has 120 lines (split it into named steps)"]
+    );
+    assert_eq!(
+        too_long(&[file(
+            "textdiff.rs",
+            &format!("fn diag() {{\n{}}}", body(300))
+        )]),
+        Vec::<String>::new()
+    );
+    let nine: Vec<_> = (0..9).map(|k| f(&format!("{k}.rs"), 80)).collect();
+    assert_eq!(too_long(&nine), Vec::<String>::new());
+    let ten: Vec<_> = (0..10).map(|k| f(&format!("{k}.rs"), 80)).collect();
+    assert_eq!(too_long(&ten).len(), 1);
+    assert!(
+        too_long(&ten)[0]
+            .starts_with("10 functions of 80 lines or more, at most 9 allowed: 0.rs f (80)")
     );
 }

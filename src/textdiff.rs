@@ -276,7 +276,8 @@ struct Change {
     new_len: usize,
 }
 
-fn hunks_from_ops(a: &[&[u8]], b: &[&[u8]], ops: &[Op], context: usize) -> Vec<Hunk> {
+/// The changes `ops` make, in order: a delete and the insert right after it are one change.
+fn changes_of(ops: &[Op]) -> Vec<Change> {
     let mut changes: Vec<Change> = Vec::new();
     let (mut i, mut j) = (0, 0);
     let mut after_delete = false;
@@ -312,6 +313,13 @@ fn hunks_from_ops(a: &[&[u8]], b: &[&[u8]], ops: &[Op], context: usize) -> Vec<H
             }
         }
     }
+    changes
+}
+
+/// Unified-diff hunks of `context` lines around the changes `ops` make to `a` (giving `b`);
+/// changes closer than twice the context share a hunk.
+fn hunks_from_ops(a: &[&[u8]], b: &[&[u8]], ops: &[Op], context: usize) -> Vec<Hunk> {
+    let changes = changes_of(ops);
 
     let mut out = Vec::new();
     let mut k = 0;
@@ -514,72 +522,16 @@ fn changed_flags<'a>(
     let (old_mid, new_mid) = (&old[prefix..n - suffix], &new[prefix..m - suffix]);
 
     if !old_mid.is_empty() || !new_mid.is_empty() {
-        // Sized for the usual case where most lines of the larger side are distinct.
-        let capacity = old_mid.len().max(new_mid.len());
-        let mut ids: HashMap<&[u8], u32, LineHash> =
-            HashMap::with_capacity_and_hasher(capacity, LineHash::new());
-        let mut intern = |line: &'a [u8]| -> u32 {
-            let next = u32::try_from(ids.len()).expect("more than 2^32 distinct lines");
-            *ids.entry(line).or_insert(next)
-        };
-        let xs: Vec<u32> = old_mid.iter().map(|l| intern(l)).collect();
-        // Where each of the old side's lines first is, so that the new side can follow it.
-        // Ids count up from 0, so the old side's are those up to its largest.
-        let mut first = vec![0; xs.iter().max().map_or(0, |&m| m as usize + 1)];
-        for (k, &x) in xs.iter().enumerate().rev() {
-            first[x as usize] = k as u32;
-        }
-        // A new line equal to the old line the last one followed has its id without a lookup:
-        // edits leave most of a file in step, and a table of a few hundred thousand lines
-        // costs a cache miss per lookup.
-        let mut follow = 0;
-        let ys: Vec<u32> = new_mid
-            .iter()
-            .map(|l| {
-                if old_mid.get(follow) == Some(l) {
-                    follow += 1;
-                    return xs[follow - 1];
-                }
-                let id = intern(l);
-                if let Some(&k) = first.get(id as usize) {
-                    follow = k as usize + 1;
-                }
-                id
-            })
-            .collect();
-        let distinct = ids.len();
-        let mut in_old = vec![false; distinct];
-        let mut in_new = vec![false; distinct];
-        xs.iter().for_each(|&x| in_old[x as usize] = true);
-        ys.iter().for_each(|&y| in_new[y as usize] = true);
-
-        // A line missing from the other side can never be matched, so it is a change whatever
-        // Myers would say; removing it first keeps the result minimal and shrinks D.
-        let keep = |seq: &[u32], present: &[bool], changed: &mut Flags| {
-            let mut kept = Vec::new();
-            let mut index = Vec::new();
-            for (k, &id) in seq.iter().enumerate() {
-                if present[id as usize] {
-                    kept.push(id);
-                    index.push(prefix + k);
-                } else {
-                    changed.set((prefix + k) as isize, true);
-                }
-            }
-            (kept, index)
-        };
-        let (xv, xi) = keep(&xs, &in_new, &mut old_changed);
-        let (yv, yi) = keep(&ys, &in_old, &mut new_changed);
-
-        let mut cx = vec![false; xv.len()];
-        let mut cy = vec![false; yv.len()];
-        Myers::new(&xv, &yv, too_expensive).compare(&mut cx, &mut cy);
-        for (k, _) in cx.iter().enumerate().filter(|(_, c)| **c) {
-            old_changed.set(xi[k] as isize, true);
-        }
-        for (k, _) in cy.iter().enumerate().filter(|(_, c)| **c) {
-            new_changed.set(yi[k] as isize, true);
-        }
+        let (xs, ys, distinct) = line_ids(old_mid, new_mid);
+        mark_changed(
+            &xs,
+            &ys,
+            distinct,
+            prefix,
+            too_expensive,
+            &mut old_changed,
+            &mut new_changed,
+        );
     }
 
     // GNU keeps only `context` lines of the identical prefix and suffix in play, so changes
@@ -592,6 +544,89 @@ fn changed_flags<'a>(
         shift_boundaries(&new[..m - tail], head, &mut new_changed, &old_changed);
     }
     (old_changed, new_changed)
+}
+
+/// The lines of each side as ids, equal lines the same id, and how many ids there are.
+fn line_ids<'a>(old_mid: &[&'a [u8]], new_mid: &[&'a [u8]]) -> (Vec<u32>, Vec<u32>, usize) {
+    // Sized for the usual case where most lines of the larger side are distinct.
+    let capacity = old_mid.len().max(new_mid.len());
+    let mut ids: HashMap<&[u8], u32, LineHash> =
+        HashMap::with_capacity_and_hasher(capacity, LineHash::new());
+    let mut intern = |line: &'a [u8]| -> u32 {
+        let next = u32::try_from(ids.len()).expect("more than 2^32 distinct lines");
+        *ids.entry(line).or_insert(next)
+    };
+    let xs: Vec<u32> = old_mid.iter().map(|l| intern(l)).collect();
+    // Where each of the old side's lines first is, so that the new side can follow it.
+    // Ids count up from 0, so the old side's are those up to its largest.
+    let mut first = vec![0; xs.iter().max().map_or(0, |&m| m as usize + 1)];
+    for (k, &x) in xs.iter().enumerate().rev() {
+        first[x as usize] = k as u32;
+    }
+    // A new line equal to the old line the last one followed has its id without a lookup:
+    // edits leave most of a file in step, and a table of a few hundred thousand lines
+    // costs a cache miss per lookup.
+    let mut follow = 0;
+    let ys: Vec<u32> = new_mid
+        .iter()
+        .map(|l| {
+            if old_mid.get(follow) == Some(l) {
+                follow += 1;
+                return xs[follow - 1];
+            }
+            let id = intern(l);
+            if let Some(&k) = first.get(id as usize) {
+                follow = k as usize + 1;
+            }
+            id
+        })
+        .collect();
+    (xs, ys, ids.len())
+}
+
+/// Marks the changed lines of the middle parts (`xs`, `ys`, as ids, starting at line `prefix`
+/// of each side) in `old_changed` and `new_changed`.
+fn mark_changed(
+    xs: &[u32],
+    ys: &[u32],
+    distinct: usize,
+    prefix: usize,
+    too_expensive: Option<usize>,
+    old_changed: &mut Flags,
+    new_changed: &mut Flags,
+) {
+    let mut in_old = vec![false; distinct];
+    let mut in_new = vec![false; distinct];
+    xs.iter().for_each(|&x| in_old[x as usize] = true);
+    ys.iter().for_each(|&y| in_new[y as usize] = true);
+
+    // A line missing from the other side can never be matched, so it is a change whatever
+    // Myers would say; removing it first keeps the result minimal and shrinks D.
+    let keep = |seq: &[u32], present: &[bool], changed: &mut Flags| {
+        let mut kept = Vec::new();
+        let mut index = Vec::new();
+        for (k, &id) in seq.iter().enumerate() {
+            if present[id as usize] {
+                kept.push(id);
+                index.push(prefix + k);
+            } else {
+                changed.set((prefix + k) as isize, true);
+            }
+        }
+        (kept, index)
+    };
+    let (xv, xi) = keep(xs, &in_new, old_changed);
+    let (yv, yi) = keep(ys, &in_old, new_changed);
+
+    let mut cx = vec![false; xv.len()];
+    let mut cy = vec![false; yv.len()];
+    Myers::new(&xv, &yv, too_expensive).compare(&mut cx, &mut cy);
+    for (k, _) in cx.iter().enumerate().filter(|(_, c)| **c) {
+        old_changed.set(xi[k] as isize, true);
+    }
+    for (k, _) in cy.iter().enumerate().filter(|(_, c)| **c) {
+        new_changed.set(yi[k] as isize, true);
+    }
 }
 
 /// GNU diff's `shift_boundaries`: slide each run of changed lines over equal neighbours so that

@@ -164,6 +164,8 @@ fn file_of(d: &Value) -> String {
     visible(&display_path(Path::new(d["file"].as_str().unwrap_or("")))).into_owned()
 }
 
+/// `ccide diff [ACTION [TARGET]]`: lists the pending diffs, or shows, edits, accepts or rejects
+/// one.
 pub fn diff(args: &Args) -> Outcome {
     let action = args.operands.first().map(String::as_str).unwrap_or("list");
     let target = args.operands.get(1).map(String::as_str);
@@ -180,56 +182,7 @@ pub fn diff(args: &Args) -> Outcome {
             if target.is_some() {
                 return Err(Fail::Usage("ccide diff list takes no argument".into()));
             }
-            let r = ctl.request(&Request::DiffList)?;
-            let diffs = r["diffs"].as_array().cloned().unwrap_or_default();
-            if json_out {
-                let mut out = Vec::new();
-                for mut d in diffs {
-                    // One broken diff must not hide the others: it is listed with its error.
-                    match read_diff(&d) {
-                        Ok(f) => {
-                            let (added, removed) = f.stat();
-                            d["added"] = added.into();
-                            d["removed"] = removed.into();
-                        }
-                        Err(e) => d["error"] = e.into(),
-                    }
-                    out.push(d);
-                }
-                print_json(&Value::Array(out));
-                return Ok(EXIT_OK);
-            }
-            if diffs.is_empty() {
-                println!("no pending diffs");
-                return Ok(EXIT_OK);
-            }
-            println!("{:<4} {:<5} {:<13} FILE", "ID", "AGE", "CHANGE");
-            let mut broken = false;
-            for d in &diffs {
-                let (change, note) = match read_diff(d) {
-                    Ok(f) => {
-                        let (added, removed) = f.stat();
-                        let new = if d["new_file"] == true {
-                            " (new file)"
-                        } else {
-                            ""
-                        };
-                        (format!("+{added} -{removed}"), new.to_string())
-                    }
-                    Err(e) => {
-                        broken = true;
-                        ("broken".to_string(), format!(" ({})", visible(&e)))
-                    }
-                };
-                println!(
-                    "{:<4} {:<5} {:<13} {}{note}",
-                    d["id"].as_str().unwrap_or(""),
-                    age(d["created"].as_u64().unwrap_or(0)),
-                    change,
-                    file_of(d)
-                );
-            }
-            Ok(if broken { EXIT_FAILURE } else { EXIT_OK })
+            diff_list(&mut ctl, json_out)
         }
         "show" | "path" | "edit" => {
             let d = &find_diff(&mut ctl, target)?;
@@ -240,84 +193,137 @@ pub fn diff(args: &Args) -> Outcome {
                     Ok(EXIT_OK)
                 }
                 "edit" => edit(&Path::new(dir).join("proposed")),
-                _ => {
-                    let f = read_diff(d).map_err(Fail::Failed)?;
-                    let name = file_of(d);
-                    let a = if d["new_file"] == true {
-                        "/dev/null".to_string()
-                    } else {
-                        format!("a/{name}")
-                    };
-                    let b = format!("b/{name}");
-                    let original = &f.original.text;
-                    if json_out {
-                        let text =
-                            crate::textdiff::unified(original, &f.proposed, &a, &b, false, false);
-                        let (added, removed) = f.stat();
-                        let mut d = d.clone();
-                        d["added"] = added.into();
-                        d["removed"] = removed.into();
-                        d["diff"] = String::from_utf8_lossy(&text).into_owned().into();
-                        d["restored"] = obj! {"crlf": f.original.writes_crlf(), "encoding": f.original.encoding};
-                        d["not_utf8"] = match f.not_utf8() {
-                            Some((lines, first)) => {
-                                obj! {"lines": lines, "first_line": first, "accept_rewrites_bytes": true}
-                            }
-                            None => Value::Null,
-                        };
-                        print_json(&d);
-                    } else {
-                        let text = crate::textdiff::unified(
-                            original,
-                            &f.proposed,
-                            &a,
-                            &b,
-                            true,
-                            use_color(),
-                        );
-                        let mut out = std::io::stdout().lock();
-                        for note in [f.restored(), f.rewrite_note()].into_iter().flatten() {
-                            let _ = writeln!(out, "{note}");
-                        }
-                        let _ = out.write_all(&text);
-                        if text.is_empty() {
-                            let _ = writeln!(out, "no changes: the proposal equals the original");
-                        }
-                    }
-                    Ok(EXIT_OK)
-                }
+                _ => diff_show(d, json_out),
             }
         }
-        "accept" | "reject" => {
-            let accept = action == "accept";
-            let r = ctl.request(&Request::DiffSettle {
-                target: target.map(String::from),
-                accept,
-                content: None,
-                cwd: cwd_string(),
-            })?;
-            let d = &r["diff"];
-            if json_out {
-                print_json(d);
-            } else if accept {
-                println!(
-                    "accepted diff {} ({}): Claude Code writes the content of proposed",
-                    d["id"].as_str().unwrap_or(""),
-                    file_of(d)
-                );
-            } else {
-                println!(
-                    "rejected diff {} ({})",
-                    d["id"].as_str().unwrap_or(""),
-                    file_of(d)
-                );
-            }
-            Ok(EXIT_OK)
-        }
+        "accept" | "reject" => diff_settle(&mut ctl, target, action == "accept", json_out),
         other => Err(Fail::Usage(format!(
             "unknown diff action '{other}': expected list, show, accept, reject, edit or path"
         ))),
     }
+}
+
+/// `ccide diff list`: each pending diff with its age and size, as a table or JSON. A diff
+/// whose files cannot be read is listed as broken (and the exit status says so).
+fn diff_list(ctl: &mut Control, json_out: bool) -> Outcome {
+    let r = ctl.request(&Request::DiffList)?;
+    let diffs = r["diffs"].as_array().cloned().unwrap_or_default();
+    if json_out {
+        let mut out = Vec::new();
+        for mut d in diffs {
+            // One broken diff must not hide the others: it is listed with its error.
+            match read_diff(&d) {
+                Ok(f) => {
+                    let (added, removed) = f.stat();
+                    d["added"] = added.into();
+                    d["removed"] = removed.into();
+                }
+                Err(e) => d["error"] = e.into(),
+            }
+            out.push(d);
+        }
+        print_json(&Value::Array(out));
+        return Ok(EXIT_OK);
+    }
+    if diffs.is_empty() {
+        println!("no pending diffs");
+        return Ok(EXIT_OK);
+    }
+    println!("{:<4} {:<5} {:<13} FILE", "ID", "AGE", "CHANGE");
+    let mut broken = false;
+    for d in &diffs {
+        let (change, note) = match read_diff(d) {
+            Ok(f) => {
+                let (added, removed) = f.stat();
+                let new = if d["new_file"] == true {
+                    " (new file)"
+                } else {
+                    ""
+                };
+                (format!("+{added} -{removed}"), new.to_string())
+            }
+            Err(e) => {
+                broken = true;
+                ("broken".to_string(), format!(" ({})", visible(&e)))
+            }
+        };
+        println!(
+            "{:<4} {:<5} {:<13} {}{note}",
+            d["id"].as_str().unwrap_or(""),
+            age(d["created"].as_u64().unwrap_or(0)),
+            change,
+            file_of(d)
+        );
+    }
+    Ok(if broken { EXIT_FAILURE } else { EXIT_OK })
+}
+
+/// `ccide diff show`: the diff `d` as a unified diff (with notes on what accepting restores or
+/// rewrites), or as JSON with the diff text and those notes as fields.
+fn diff_show(d: &Value, json_out: bool) -> Outcome {
+    let f = read_diff(d).map_err(Fail::Failed)?;
+    let name = file_of(d);
+    let a = if d["new_file"] == true {
+        "/dev/null".to_string()
+    } else {
+        format!("a/{name}")
+    };
+    let b = format!("b/{name}");
+    let original = &f.original.text;
+    if json_out {
+        let text = crate::textdiff::unified(original, &f.proposed, &a, &b, false, false);
+        let (added, removed) = f.stat();
+        let mut d = d.clone();
+        d["added"] = added.into();
+        d["removed"] = removed.into();
+        d["diff"] = String::from_utf8_lossy(&text).into_owned().into();
+        d["restored"] = obj! {"crlf": f.original.writes_crlf(), "encoding": f.original.encoding};
+        d["not_utf8"] = match f.not_utf8() {
+            Some((lines, first)) => {
+                obj! {"lines": lines, "first_line": first, "accept_rewrites_bytes": true}
+            }
+            None => Value::Null,
+        };
+        print_json(&d);
+    } else {
+        let text = crate::textdiff::unified(original, &f.proposed, &a, &b, true, use_color());
+        let mut out = std::io::stdout().lock();
+        for note in [f.restored(), f.rewrite_note()].into_iter().flatten() {
+            let _ = writeln!(out, "{note}");
+        }
+        let _ = out.write_all(&text);
+        if text.is_empty() {
+            let _ = writeln!(out, "no changes: the proposal equals the original");
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+/// `ccide diff accept|reject`: settles the diff `target` names as the user.
+fn diff_settle(ctl: &mut Control, target: Option<&str>, accept: bool, json_out: bool) -> Outcome {
+    let r = ctl.request(&Request::DiffSettle {
+        target: target.map(String::from),
+        accept,
+        content: None,
+        cwd: cwd_string(),
+    })?;
+    let d = &r["diff"];
+    if json_out {
+        print_json(d);
+    } else if accept {
+        println!(
+            "accepted diff {} ({}): Claude Code writes the content of proposed",
+            d["id"].as_str().unwrap_or(""),
+            file_of(d)
+        );
+    } else {
+        println!(
+            "rejected diff {} ({})",
+            d["id"].as_str().unwrap_or(""),
+            file_of(d)
+        );
+    }
+    Ok(EXIT_OK)
 }
 
 /// Opens `proposed` in the user's editor; accepting stays a separate, explicit step.
@@ -581,6 +587,7 @@ pub fn buffer(args: &Args) -> Outcome {
     Ok(EXIT_OK)
 }
 
+/// `ccide status`: this directory's server, as JSON or a line per thing it holds.
 pub fn status(args: &Args) -> Outcome {
     if let Some(extra) = args.operands.first() {
         return Err(Fail::Usage(format!("unexpected argument '{extra}'")));
@@ -594,23 +601,39 @@ pub fn status(args: &Args) -> Outcome {
         print_json(s);
         return Ok(EXIT_OK);
     }
+    print!("{}", status_text(s));
+    Ok(EXIT_OK)
+}
+
+/// A status field's text for people. Names and paths come from clients and the model: shown
+/// with control characters visible.
+fn shown(v: &Value) -> String {
+    visible(v.as_str().unwrap_or("")).into_owned()
+}
+
+/// A status field's path for people: relative when under the current directory, control
+/// characters visible.
+fn shown_path(v: &Value) -> String {
+    visible(&display_path(Path::new(v.as_str().unwrap_or("")))).into_owned()
+}
+
+/// The status for people: the server, its folders and state directory, clients, tabs,
+/// unsaved buffers, the selection, diffs and language servers, a line each.
+fn status_text(s: &Value) -> String {
     let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
-    // Names and paths come from clients and the model: shown with control characters visible.
-    let text = |v: &Value| visible(v.as_str().unwrap_or("")).into_owned();
-    let path = |v: &Value| visible(&display_path(Path::new(v.as_str().unwrap_or("")))).into_owned();
     let mut out = String::new();
     let _ = writeln!(
         out,
         "server   {} (pid {}) on 127.0.0.1:{}, up {}",
-        text(&s["ide_name"]),
+        shown(&s["ide_name"]),
         s["pid"],
         s["port"],
         age(s["started"].as_u64().unwrap_or(0))
     );
     for w in list(&s["workspaces"]) {
-        let _ = writeln!(out, "folder   {}", text(&w));
+        let _ = writeln!(out, "folder   {}", shown(&w));
     }
-    let _ = writeln!(out, "state    {}", text(&s["state_dir"]));
+    let _ = writeln!(out, "state    {}", shown(&s["state_dir"]));
     let clients = list(&s["clients"]);
     if clients.is_empty() {
         out.push_str("clients  none\n");
@@ -620,11 +643,11 @@ pub fn status(args: &Args) -> Outcome {
             out,
             "client   #{} {} {} pid {} for {}",
             c["id"],
-            match text(&c["name"]) {
+            match shown(&c["name"]) {
                 n if n.is_empty() => "(not initialized)".to_string(),
                 n => n,
             },
-            text(&c["version"]),
+            shown(&c["version"]),
             c["pid"]
                 .as_i64()
                 .map_or("unknown".to_string(), |p| p.to_string()),
@@ -635,34 +658,19 @@ pub fn status(args: &Args) -> Outcome {
         let _ = writeln!(
             out,
             "tab      {}{}",
-            path(&t["path"]),
+            shown_path(&t["path"]),
             if t["active"] == true { " (active)" } else { "" }
         );
     }
     for d in list(&s["documents"]) {
-        let _ = writeln!(out, "unsaved  {} ({} bytes)", path(&d["path"]), d["bytes"]);
-    }
-    if let Some(sel) = s["selection"].as_object()
-        && sel["text"] == ""
-        && sel["selection"]["isEmpty"] == true
-    {
         let _ = writeln!(
             out,
-            "select   {} (the file, no text)",
-            path(&sel["filePath"])
-        );
-    } else if let Some(sel) = s["selection"].as_object() {
-        let r = &sel["selection"];
-        let _ = writeln!(
-            out,
-            "select   {}:{}:{}-{}:{}",
-            path(&sel["filePath"]),
-            r["start"]["line"].as_u64().unwrap_or(0) + 1,
-            r["start"]["character"].as_u64().unwrap_or(0) + 1,
-            r["end"]["line"].as_u64().unwrap_or(0) + 1,
-            r["end"]["character"].as_u64().unwrap_or(0),
+            "unsaved  {} ({} bytes)",
+            shown_path(&d["path"]),
+            d["bytes"]
         );
     }
+    status_selection(&mut out, &s["selection"]);
     for d in list(&s["diffs"]) {
         let _ = writeln!(
             out,
@@ -672,25 +680,55 @@ pub fn status(args: &Args) -> Outcome {
         );
     }
     for l in list(&s["language_servers"]) {
-        let mut line = format!("lsp      {} {}", text(&l["name"]), text(&l["state"]));
-        if let Some(pid) = l["pid"].as_u64() {
-            let _ = write!(line, ", pid {pid}");
-        }
-        if let Some(kib) = l["rss_kib"].as_u64() {
-            let _ = write!(line, ", {} MiB", kib / 1024);
-        }
-        let _ = write!(line, ", {} open", l["open_documents"].as_u64().unwrap_or(0));
-        if let Some(e) = l["last_error"].as_str().filter(|e| !e.is_empty()) {
-            let _ = write!(line, " (last error: {})", visible(e));
-        }
-        if let Some(why) = l["stopped_because"].as_str() {
-            line.push_str(&format!(" (stopped: {})", visible(why)));
-        }
-        out.push_str(&line);
+        out.push_str(&language_server_line(&l));
         out.push('\n');
     }
-    print!("{out}");
-    Ok(EXIT_OK)
+    out
+}
+
+/// The status line of the selection, if there is one: a whole file, or a range (1-based).
+fn status_selection(out: &mut String, selection: &Value) {
+    if let Some(sel) = selection.as_object()
+        && sel["text"] == ""
+        && sel["selection"]["isEmpty"] == true
+    {
+        let _ = writeln!(
+            out,
+            "select   {} (the file, no text)",
+            shown_path(&sel["filePath"])
+        );
+    } else if let Some(sel) = selection.as_object() {
+        let r = &sel["selection"];
+        let _ = writeln!(
+            out,
+            "select   {}:{}:{}-{}:{}",
+            shown_path(&sel["filePath"]),
+            r["start"]["line"].as_u64().unwrap_or(0) + 1,
+            r["start"]["character"].as_u64().unwrap_or(0) + 1,
+            r["end"]["line"].as_u64().unwrap_or(0) + 1,
+            r["end"]["character"].as_u64().unwrap_or(0),
+        );
+    }
+}
+
+/// The status line of one language server: its state, pid, memory, open documents, and why
+/// it last failed or stopped.
+fn language_server_line(l: &Value) -> String {
+    let mut line = format!("lsp      {} {}", shown(&l["name"]), shown(&l["state"]));
+    if let Some(pid) = l["pid"].as_u64() {
+        let _ = write!(line, ", pid {pid}");
+    }
+    if let Some(kib) = l["rss_kib"].as_u64() {
+        let _ = write!(line, ", {} MiB", kib / 1024);
+    }
+    let _ = write!(line, ", {} open", l["open_documents"].as_u64().unwrap_or(0));
+    if let Some(e) = l["last_error"].as_str().filter(|e| !e.is_empty()) {
+        let _ = write!(line, " (last error: {})", visible(e));
+    }
+    if let Some(why) = l["stopped_because"].as_str() {
+        line.push_str(&format!(" (stopped: {})", visible(why)));
+    }
+    line
 }
 
 /// `ccide claude [ARGS...]`: runs Claude Code already connected to this directory's server,
@@ -724,9 +762,38 @@ pub fn claude(args: &Args) -> Outcome {
     let plugin =
         paths.and_then(|(control, state)| super::plugin::for_claude(&program, &control, &state));
     let mut cmd = std::process::Command::new(&program);
-    cmd.args(plugin)
-        .args(&args.operands)
-        .env("CLAUDE_CODE_SSE_PORT", port.to_string())
+    cmd.args(plugin).args(&args.operands);
+    connect_to(&mut cmd, port);
+    crate::sys::unblock_all_signals_in_child(&mut cmd);
+    let spawned = cmd.spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(r) = running {
+                super::serve::stop(r);
+            }
+            return Err(Fail::Failed(format!(
+                "cannot run {program}: {e} (install Claude Code, or set CCIDE_CLAUDE to its path)"
+            )));
+        }
+    };
+    let pid = child.id() as i32;
+    forward_termination_signals(pid);
+    let status = child
+        .wait()
+        .map_err(|e| Fail::Failed(format!("waiting for {program}: {e}")))?;
+    if let Some(r) = running {
+        super::serve::stop(r);
+    }
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// Sets the environment that makes Claude Code connect to the server on `port` by itself.
+fn connect_to(cmd: &mut std::process::Command, port: u16) {
+    cmd.env("CLAUDE_CODE_SSE_PORT", port.to_string())
         .env("ENABLE_IDE_INTEGRATION", "true");
     // The port alone does not make a CLI of 2.1.50 or older connect by itself; the user's
     // own value, a false one included, stays (ccide-protocol(7) §1.3).
@@ -744,22 +811,12 @@ pub fn claude(args: &Args) -> Outcome {
         };
         cmd.env(var, joined);
     }
-    crate::sys::unblock_all_signals_in_child(&mut cmd);
-    let spawned = cmd.spawn();
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) => {
-            if let Some(r) = running {
-                super::serve::stop(r);
-            }
-            return Err(Fail::Failed(format!(
-                "cannot run {program}: {e} (install Claude Code, or set CCIDE_CLAUDE to its path)"
-            )));
-        }
-    };
-    let pid = child.id() as i32;
-    // SIGTERM and SIGHUP go to the child. SIGINT from the terminal already reached it (same
-    // process group): forwarding it again would count as a second Ctrl-C and quit the REPL.
+}
+
+/// Passes SIGTERM and SIGHUP on to the child `pid`, from a thread of their own. SIGINT from
+/// the terminal already reached it (same process group): forwarding it again would count as
+/// a second Ctrl-C and quit the REPL.
+fn forward_termination_signals(pid: i32) {
     let _ = crate::proc::spawn_thread("signals", move || {
         loop {
             let sig = crate::sys::wait_termination_signal();
@@ -768,16 +825,6 @@ pub fn claude(args: &Args) -> Outcome {
             }
         }
     });
-    let status = child
-        .wait()
-        .map_err(|e| Fail::Failed(format!("waiting for {program}: {e}")))?;
-    if let Some(r) = running {
-        super::serve::stop(r);
-    }
-    use std::os::unix::process::ExitStatusExt;
-    Ok(status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 
 /// Every lock file in the config directory, ccide's and other IDEs', with liveness.
@@ -881,6 +928,7 @@ pub fn workspace(args: &Args) -> Outcome {
     Ok(EXIT_OK)
 }
 
+/// `ccide diagnostics [list | import [FILE] | clear [FILE]]`.
 pub fn diagnostics(args: &Args) -> Outcome {
     let action = args.operands.first().map(String::as_str).unwrap_or("list");
     let rest = args.operands.get(1..).unwrap_or(&[]);
@@ -888,74 +936,8 @@ pub fn diagnostics(args: &Args) -> Outcome {
         return Err(Fail::Usage(format!("unexpected argument '{}'", rest[1])));
     }
     match action {
-        "list" | "ls" => {
-            let r = ask(args, Request::DiagnosticsList)?;
-            let files = r["files"].as_array().cloned().unwrap_or_default();
-            if args.switch("--json")? {
-                let wire: Vec<Value> = files
-                    .iter()
-                    .map(
-                        |f| obj! {"uri": f["uri"].clone(), "diagnostics": f["diagnostics"].clone()},
-                    )
-                    .collect();
-                print_json(&Value::Array(wire));
-            } else if files.is_empty() {
-                println!("no diagnostics stored");
-            } else {
-                // Messages and names come from checkers, servers and imported reports.
-                let mut out = String::new();
-                for f in &files {
-                    for l in f["lines"].as_array().into_iter().flatten() {
-                        out.push_str(&visible(l.as_str().unwrap_or("")));
-                        out.push('\n');
-                    }
-                }
-                print!("{out}");
-            }
-            Ok(EXIT_OK)
-        }
-        "import" => {
-            let format = args.value("--format").unwrap_or_default();
-            if crate::diagnostics::parse::Format::from_name(&format).is_none() {
-                return Err(Fail::Usage(format!(
-                    "invalid value '{format}' for --format: expected auto, protocol, sarif, cargo, compiler or ruff"
-                )));
-            }
-            // Not-UTF-8 bytes (a compiler echoing a Latin-1 source line) cost that text, not
-            // the import.
-            let bytes = match rest.first().map(String::as_str) {
-                None | Some("-") => {
-                    let mut b = Vec::new();
-                    std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)
-                        .map_err(|e| Fail::Failed(format!("cannot read standard input: {e}")))?;
-                    b
-                }
-                Some(f) => {
-                    std::fs::read(f).map_err(|e| Fail::Failed(format!("cannot read {f}: {e}")))?
-                }
-            };
-            let r = ask(
-                args,
-                Request::DiagnosticsImport {
-                    text: String::from_utf8_lossy(&bytes).into_owned(),
-                    format: Some(format),
-                    cwd: cwd_string(),
-                },
-            )?;
-            let mut msg = format!(
-                "imported {} diagnostic(s) for {} file(s)",
-                r["diagnostics"], r["files"]
-            );
-            if r["outside_workspace"].as_u64().unwrap_or(0) > 0 {
-                let _ = write!(
-                    msg,
-                    "; ignored {} outside the workspace",
-                    r["outside_workspace"]
-                );
-            }
-            eprintln!("{msg}");
-            Ok(EXIT_OK)
-        }
+        "list" | "ls" => diagnostics_list(args),
+        "import" => diagnostics_import(args, rest.first().map(String::as_str)),
         "clear" => {
             let path = match rest.first() {
                 Some(f) => Some(absolute(f)?),
@@ -972,6 +954,75 @@ pub fn diagnostics(args: &Args) -> Outcome {
             "unknown diagnostics action '{other}': expected list, import or clear"
         ))),
     }
+}
+
+/// `ccide diagnostics list`: every stored diagnostic, a line each, or in wire form as JSON.
+fn diagnostics_list(args: &Args) -> Outcome {
+    let r = ask(args, Request::DiagnosticsList)?;
+    let files = r["files"].as_array().cloned().unwrap_or_default();
+    if args.switch("--json")? {
+        let wire: Vec<Value> = files
+            .iter()
+            .map(|f| obj! {"uri": f["uri"].clone(), "diagnostics": f["diagnostics"].clone()})
+            .collect();
+        print_json(&Value::Array(wire));
+    } else if files.is_empty() {
+        println!("no diagnostics stored");
+    } else {
+        // Messages and names come from checkers, servers and imported reports.
+        let mut out = String::new();
+        for f in &files {
+            for l in f["lines"].as_array().into_iter().flatten() {
+                out.push_str(&visible(l.as_str().unwrap_or("")));
+                out.push('\n');
+            }
+        }
+        print!("{out}");
+    }
+    Ok(EXIT_OK)
+}
+
+/// `ccide diagnostics import [FILE|-]`: hands a report (standard input without a file) to the
+/// server in `--format` and says how many diagnostics it took.
+fn diagnostics_import(args: &Args, file: Option<&str>) -> Outcome {
+    let format = args.value("--format").unwrap_or_default();
+    if crate::diagnostics::parse::Format::from_name(&format).is_none() {
+        return Err(Fail::Usage(format!(
+            "invalid value '{format}' for --format: expected auto, protocol, sarif, cargo, compiler or ruff"
+        )));
+    }
+    // Not-UTF-8 bytes (a compiler echoing a Latin-1 source line) cost that text, not
+    // the import.
+    let bytes = match file {
+        None | Some("-") => {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)
+                .map_err(|e| Fail::Failed(format!("cannot read standard input: {e}")))?;
+            b
+        }
+        Some(f) => std::fs::read(f).map_err(|e| Fail::Failed(format!("cannot read {f}: {e}")))?,
+    };
+    let r = ask(
+        args,
+        Request::DiagnosticsImport {
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            format: Some(format),
+            cwd: cwd_string(),
+        },
+    )?;
+    let mut msg = format!(
+        "imported {} diagnostic(s) for {} file(s)",
+        r["diagnostics"], r["files"]
+    );
+    if r["outside_workspace"].as_u64().unwrap_or(0) > 0 {
+        let _ = write!(
+            msg,
+            "; ignored {} outside the workspace",
+            r["outside_workspace"]
+        );
+    }
+    eprintln!("{msg}");
+    Ok(EXIT_OK)
 }
 
 /// `ccide exec [list | approve [ID] | deny [ID]]`.

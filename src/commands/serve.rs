@@ -269,12 +269,70 @@ fn seconds(args: &Args, name: &str) -> Result<Duration, Fail> {
     Ok(v)
 }
 
+/// The server's settings from its flags (and their variables), checked; the log is set up
+/// first, at the level asked for, so the steps after it can log.
 fn options(args: &Args) -> Result<Options, Fail> {
     if let Some(extra) = args.operands.first() {
         return Err(Fail::Usage(format!(
             "unexpected argument '{extra}' (workspaces are given with --workspace DIR)"
         )));
     }
+    init_log(args)?;
+    let mut workspaces = workspaces_given(args)?;
+    let ide_name = args.value("--ide-name").unwrap_or_else(|| {
+        let base = workspaces[0]
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "/".into());
+        format!("ccide ({base})")
+    });
+    let (port, host) = listen_on(args)?;
+    let interval = seconds(args, "--ping-interval")?;
+    let timeout = seconds(args, "--ping-timeout")?;
+    let max_connections = args
+        .parsed::<usize>("--max-connections", "a whole number of at least 1")?
+        .expect("--max-connections has a default");
+    if max_connections == 0 {
+        return Err(Fail::Usage(
+            "invalid value '0' for --max-connections: expected a whole number of at least 1".into(),
+        ));
+    }
+    let single_client = args.switch("--single-client")?;
+    let trusted = args.switch("--trust-workspace")?;
+    let (checkers, servers) = checkers_and_servers(args)?;
+    let config_dir = lockfile::config_dir(args.value("--config-dir").as_deref())?;
+    let state_dir = lockfile::state_dir(args.value("--state-dir").as_deref(), &workspaces)?;
+    apply_workspace_changes(&mut workspaces, &state_dir);
+    Ok(Options {
+        workspaces,
+        ide_name,
+        port,
+        host,
+        config_dir,
+        state_dir,
+        session: session::Config {
+            ping_interval: interval,
+            ping_timeout: timeout,
+            single_client,
+        },
+        max_connections,
+        mention_max_age: seconds(args, "--mention-max-age")?,
+        exec: exec_settings(args)?,
+        formatters: args.values("--formatter"),
+        checkers,
+        default_checkers: !args.switch("--no-default-checkers")?,
+        diagnostics_wait: seconds(args, "--diagnostics-wait")?,
+        checker_timeout: seconds(args, "--checker-timeout")?,
+        lsp: servers,
+        default_lsp: !args.switch("--no-default-lsp")?,
+        lsp_idle: seconds(args, "--lsp-idle")?,
+        lsp_warm: args.switch("--lsp-warm")?,
+        trusted,
+    })
+}
+
+/// Starts the log at `--log-level`.
+fn init_log(args: &Args) -> Result<(), Fail> {
     let level = args.value("--log-level").unwrap_or_default();
     let level = crate::log::Level::parse(&level).ok_or_else(|| {
         Fail::Usage(format!(
@@ -282,6 +340,12 @@ fn options(args: &Args) -> Result<Options, Fail> {
         ))
     })?;
     crate::log::init(level);
+    Ok(())
+}
+
+/// The `--workspace` folders (the current one without any), canonical and each once; refuses a
+/// server's state directory, and a current directory too wide to serve (/, ~).
+fn workspaces_given(args: &Args) -> Result<Vec<PathBuf>, Fail> {
     let mut dirs = args.values("--workspace");
     let implicit = dirs.is_empty();
     if implicit {
@@ -311,13 +375,11 @@ fn options(args: &Args) -> Result<Options, Fail> {
             workspaces.push(canon);
         }
     }
-    let ide_name = args.value("--ide-name").unwrap_or_else(|| {
-        let base = workspaces[0]
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "/".into());
-        format!("ccide ({base})")
-    });
+    Ok(workspaces)
+}
+
+/// `--port` and `--host`; a host that is not loopback needs `--allow-remote`.
+fn listen_on(args: &Args) -> Result<(Option<u16>, IpAddr), Fail> {
     let port = args.parsed::<u16>("--port", "a port number from 1 to 65535")?;
     if port == Some(0) {
         return Err(Fail::Usage(
@@ -337,18 +399,11 @@ fn options(args: &Args) -> Result<Options, Fail> {
             "listening on {host}, reachable from other machines: only the token protects this server"
         );
     }
-    let interval = seconds(args, "--ping-interval")?;
-    let timeout = seconds(args, "--ping-timeout")?;
-    let max_connections = args
-        .parsed::<usize>("--max-connections", "a whole number of at least 1")?
-        .expect("--max-connections has a default");
-    if max_connections == 0 {
-        return Err(Fail::Usage(
-            "invalid value '0' for --max-connections: expected a whole number of at least 1".into(),
-        ));
-    }
-    let single_client = args.switch("--single-client")?;
-    let trusted = args.switch("--trust-workspace")?;
+    Ok((port, host))
+}
+
+/// The `--checker` and `--lsp` specs, parsed.
+fn checkers_and_servers(args: &Args) -> Result<(Vec<Checker>, Vec<langservers::Spec>), Fail> {
     let mut checkers = Vec::new();
     for spec in args.values("--checker") {
         checkers.push(
@@ -363,10 +418,13 @@ fn options(args: &Args) -> Result<Options, Fail> {
                 .map_err(|e| Fail::Usage(format!("invalid value for --lsp: {e}")))?,
         );
     }
-    let config_dir = lockfile::config_dir(args.value("--config-dir").as_deref())?;
-    let state_dir = lockfile::state_dir(args.value("--state-dir").as_deref(), &workspaces)?;
-    // `ccide workspace add/remove` changes persist on top of the command line's folders.
-    let changes = WorkspaceChanges::load(&state_dir);
+    Ok((checkers, servers))
+}
+
+/// Applies the `ccide workspace add/remove` changes saved in `state_dir` on top of the command
+/// line's folders (never removing them all).
+fn apply_workspace_changes(workspaces: &mut Vec<PathBuf>, state_dir: &std::path::Path) {
+    let changes = WorkspaceChanges::load(state_dir);
     for added in &changes.added {
         if added.is_dir() && !workspaces.contains(added) {
             workspaces.push(added.clone());
@@ -375,44 +433,23 @@ fn options(args: &Args) -> Result<Options, Fail> {
     if workspaces.iter().any(|w| !changes.removed.contains(w)) {
         workspaces.retain(|w| !changes.removed.contains(w));
     }
-    Ok(Options {
-        workspaces,
-        ide_name,
-        port,
-        host,
-        config_dir,
-        state_dir,
-        session: session::Config {
-            ping_interval: interval,
-            ping_timeout: timeout,
-            single_client,
+}
+
+/// `--exec`, `--exec-timeout` and `--exec-approval-timeout`.
+fn exec_settings(args: &Args) -> Result<exec::Settings, Fail> {
+    Ok(exec::Settings {
+        mode: match args.value("--exec").unwrap_or_default().as_str() {
+            "off" => exec::Mode::Off,
+            "ask" => exec::Mode::Ask,
+            "on" => exec::Mode::On,
+            other => {
+                return Err(Fail::Usage(format!(
+                    "invalid value '{other}' for --exec: expected off, ask or on"
+                )));
+            }
         },
-        max_connections,
-        mention_max_age: seconds(args, "--mention-max-age")?,
-        exec: exec::Settings {
-            mode: match args.value("--exec").unwrap_or_default().as_str() {
-                "off" => exec::Mode::Off,
-                "ask" => exec::Mode::Ask,
-                "on" => exec::Mode::On,
-                other => {
-                    return Err(Fail::Usage(format!(
-                        "invalid value '{other}' for --exec: expected off, ask or on"
-                    )));
-                }
-            },
-            timeout: seconds(args, "--exec-timeout")?,
-            approval_timeout: seconds(args, "--exec-approval-timeout")?,
-        },
-        formatters: args.values("--formatter"),
-        checkers,
-        default_checkers: !args.switch("--no-default-checkers")?,
-        diagnostics_wait: seconds(args, "--diagnostics-wait")?,
-        checker_timeout: seconds(args, "--checker-timeout")?,
-        lsp: servers,
-        default_lsp: !args.switch("--no-default-lsp")?,
-        lsp_idle: seconds(args, "--lsp-idle")?,
-        lsp_warm: args.switch("--lsp-warm")?,
-        trusted,
+        timeout: seconds(args, "--exec-timeout")?,
+        approval_timeout: seconds(args, "--exec-approval-timeout")?,
     })
 }
 

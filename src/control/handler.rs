@@ -32,20 +32,7 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
             accept,
             content,
             cwd: c,
-        } => {
-            if let Some(content) = content
-                && let Err(e) = state.diffs.edit_proposal(target.as_deref(), &content)
-            {
-                return failure(&e);
-            }
-            match state
-                .diffs
-                .settle_by_user(target.as_deref(), accept, &cwd(&c))
-            {
-                Ok(d) => obj! {"ok": true, "diff": d},
-                Err(e) => obj! {"ok": false, "error": e.message(), "kind": e.kind()},
-            }
-        }
+        } => diff_settle(state, target.as_deref(), accept, content, &cwd(&c)),
         // A symlink named like the file, beside `proposed`, so the editor picks the file's
         // language for the proposal (and attaches `ccide lsp` to it).
         Request::DiffView { target } => match state.diffs.proposal_view(target.as_deref()) {
@@ -61,64 +48,10 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
         Request::Mention { path, start, end } => {
             mention(state, &path, start, end).unwrap_or_else(|e| failure(&e))
         }
-        Request::Open { paths } => {
-            let r = open(state, &paths);
-            hold(state, session, &paths, true, &r);
-            if r.is_ok() {
-                for p in paths.iter().filter_map(|p| state.resolve(p).ok()) {
-                    state.check_open(&p);
-                }
-            }
-            persisted(state, r)
-        }
-        Request::Close { paths, discard } => {
-            // A file that another editor session holds too stays open, unsaved content and
-            // all: a document is closed when its last holder closes it.
-            let (elsewhere, paths): (Vec<String>, Vec<String>) = paths.into_iter().partition(|p| {
-                session.is_some_and(|id| {
-                    state
-                        .resolve(p)
-                        .is_ok_and(|p| state.editor.held_by_other(id, &p))
-                })
-            });
-            let mut r = close(state, &paths, discard);
-            hold(state, session, &paths, false, &r);
-            hold(state, session, &elsewhere, false, &Ok(Value::Null));
-            if let Ok(v) = &mut r
-                && !elsewhere.is_empty()
-            {
-                v["held_elsewhere"] =
-                    json::paths(&resolve_all(state, &elsewhere).unwrap_or_default());
-            }
-            persisted(state, r)
-        }
-        // Sent as the editor types (debounced): the path is resolved once.
-        Request::Buffer { path, content } => {
-            let r = state.resolve(&path).map(|p| {
-                let saved = content.is_none();
-                state.editor.set_document(&p, content);
-                state.text_changed(&p);
-                // Saved: the file changed on disk, and its checks run again.
-                if saved && state.editor.is_open(&p) {
-                    state.check_open(&p);
-                }
-                if let Some(id) = session {
-                    state.editor.hold(id, &p, true);
-                }
-                obj! {"ok": true, "path": json::path(&p)}
-            });
-            persisted(state, r)
-        }
-        Request::Diagnostics { paths } => {
-            let mut files = serde_json::Map::new();
-            for raw in paths {
-                if let Ok(p) = state.resolve(&raw) {
-                    let ds = state.diagnostics.store.get(&p);
-                    files.insert(raw, diagnostics::items(&ds));
-                }
-            }
-            obj! {"ok": true, "files": files}
-        }
+        Request::Open { paths } => open_request(state, session, &paths),
+        Request::Close { paths, discard } => close_request(state, session, paths, discard),
+        Request::Buffer { path, content } => buffer(state, session, &path, content),
+        Request::Diagnostics { paths } => diagnostics_of(state, paths),
         Request::DiagnosticsImport {
             text,
             format,
@@ -130,63 +63,158 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
                 .unwrap_or(Format::Auto);
             diagnostics::imported(&state.diagnostics.import(&text, format, &cwd(&c)))
         }
-        Request::DiagnosticsList => {
-            let files: Vec<Value> = state
-                .diagnostics
-                .store
-                .all()
-                .iter()
-                .map(|(p, ds)| {
-                    obj! {"uri": crate::files::file_url(p), "path": json::path(p),
-                    "diagnostics": diagnostics::items(ds),
-                    "lines": ds.iter().map(|d| diagnostics::describe(p, d)).collect::<Vec<_>>()}
-                })
-                .collect();
-            obj! {"ok": true, "files": files}
-        }
-        Request::DiagnosticsClear { path } => {
-            let only = match path.map(|p| state.resolve(&p)).transpose() {
-                Ok(only) => only,
-                Err(e) => return failure(&e),
-            };
-            let cleared = state.diagnostics.clear(only.as_deref());
-            obj! {"ok": true, "cleared": json::paths(&cleared)}
-        }
-        Request::Exec { action, target } => match action {
-            ExecAction::List => {
-                let (mode, requests) = state.exec.waiting();
-                obj! {"ok": true, "mode": mode, "requests": requests}
-            }
-            ExecAction::Approve | ExecAction::Deny => {
-                match state
-                    .exec
-                    .decide(target.as_deref(), action == ExecAction::Approve)
-                {
-                    Ok(r) => obj! {"ok": true, "request": r},
-                    Err(e) => failure(&e),
-                }
-            }
-        },
-        Request::Workspace { op, path } => {
-            let path = PathBuf::from(path.unwrap_or_default());
-            match op {
-                WorkspaceOp::List => {
-                    obj! {"ok": true, "workspaces": json::paths(&state.workspaces.list())}
-                }
-                WorkspaceOp::Add | WorkspaceOp::Remove => {
-                    match state.change_workspace(op == WorkspaceOp::Add, &path) {
-                        Ok(ws) => obj! {"ok": true, "workspaces": json::paths(&ws)},
-                        Err(e) => failure(&e),
-                    }
-                }
-            }
-        }
+        Request::DiagnosticsList => diagnostics_list(state),
+        Request::DiagnosticsClear { path } => diagnostics_clear(state, path),
+        Request::Exec { action, target } => exec(state, action, target.as_deref()),
+        Request::Workspace { op, path } => workspace(state, op, path),
         Request::Attach { .. } => failure(&match session {
             Some(id) => format!("this connection is already editor session {id}"),
             None => "attach starts an editor session on a connection of its own".into(),
         }),
         Request::Events => failure("events needs a connection of its own"),
         Request::Lsp(_) => failure("lsp needs a connection of its own"),
+    }
+}
+
+/// `diff settle`: accepts or rejects a proposal as the user, with the content they edited it
+/// to, if any.
+fn diff_settle(
+    state: &State,
+    target: Option<&str>,
+    accept: bool,
+    content: Option<String>,
+    cwd: &std::path::Path,
+) -> Value {
+    if let Some(content) = content
+        && let Err(e) = state.diffs.edit_proposal(target, &content)
+    {
+        return failure(&e);
+    }
+    match state.diffs.settle_by_user(target, accept, cwd) {
+        Ok(d) => obj! {"ok": true, "diff": d},
+        Err(e) => obj! {"ok": false, "error": e.message(), "kind": e.kind()},
+    }
+}
+
+/// `open`: opens files in the editor model, held for the session, and runs their checks.
+fn open_request(state: &State, session: Option<u64>, paths: &[String]) -> Value {
+    let r = open(state, paths);
+    hold(state, session, paths, true, &r);
+    if r.is_ok() {
+        for p in paths.iter().filter_map(|p| state.resolve(p).ok()) {
+            state.check_open(&p);
+        }
+    }
+    persisted(state, r)
+}
+
+/// `close`: closes files in the editor model. A file that another editor session holds too
+/// stays open, unsaved content and all: a document is closed when its last holder closes it.
+fn close_request(state: &State, session: Option<u64>, paths: Vec<String>, discard: bool) -> Value {
+    let (elsewhere, paths): (Vec<String>, Vec<String>) = paths.into_iter().partition(|p| {
+        session.is_some_and(|id| {
+            state
+                .resolve(p)
+                .is_ok_and(|p| state.editor.held_by_other(id, &p))
+        })
+    });
+    let mut r = close(state, &paths, discard);
+    hold(state, session, &paths, false, &r);
+    hold(state, session, &elsewhere, false, &Ok(Value::Null));
+    if let Ok(v) = &mut r
+        && !elsewhere.is_empty()
+    {
+        v["held_elsewhere"] = json::paths(&resolve_all(state, &elsewhere).unwrap_or_default());
+    }
+    persisted(state, r)
+}
+
+/// `buffer`: a file's unsaved content, or (none) that it was saved. Sent as the editor types
+/// (debounced): the path is resolved once.
+fn buffer(state: &State, session: Option<u64>, path: &str, content: Option<String>) -> Value {
+    let r = state.resolve(path).map(|p| {
+        let saved = content.is_none();
+        state.editor.set_document(&p, content);
+        state.text_changed(&p);
+        // Saved: the file changed on disk, and its checks run again.
+        if saved && state.editor.is_open(&p) {
+            state.check_open(&p);
+        }
+        if let Some(id) = session {
+            state.editor.hold(id, &p, true);
+        }
+        obj! {"ok": true, "path": json::path(&p)}
+    });
+    persisted(state, r)
+}
+
+/// `diagnostics PATH..`: each file's diagnostics in wire form, keyed by the path as given.
+fn diagnostics_of(state: &State, paths: Vec<String>) -> Value {
+    let mut files = serde_json::Map::new();
+    for raw in paths {
+        if let Ok(p) = state.resolve(&raw) {
+            let ds = state.diagnostics.store.get(&p);
+            files.insert(raw, diagnostics::items(&ds));
+        }
+    }
+    obj! {"ok": true, "files": files}
+}
+
+/// `diagnostics list`: every file with diagnostics, in wire form and as lines to print.
+fn diagnostics_list(state: &State) -> Value {
+    let files: Vec<Value> = state
+        .diagnostics
+        .store
+        .all()
+        .iter()
+        .map(|(p, ds)| {
+            obj! {"uri": crate::files::file_url(p), "path": json::path(p),
+            "diagnostics": diagnostics::items(ds),
+            "lines": ds.iter().map(|d| diagnostics::describe(p, d)).collect::<Vec<_>>()}
+        })
+        .collect();
+    obj! {"ok": true, "files": files}
+}
+
+/// `diagnostics clear [PATH]`: forgets one file's diagnostics, or all.
+fn diagnostics_clear(state: &State, path: Option<String>) -> Value {
+    let only = match path.map(|p| state.resolve(&p)).transpose() {
+        Ok(only) => only,
+        Err(e) => return failure(&e),
+    };
+    let cleared = state.diagnostics.clear(only.as_deref());
+    obj! {"ok": true, "cleared": json::paths(&cleared)}
+}
+
+/// `exec list|approve|deny`: the commands waiting for the user, or the user's decision on one.
+fn exec(state: &State, action: ExecAction, target: Option<&str>) -> Value {
+    match action {
+        ExecAction::List => {
+            let (mode, requests) = state.exec.waiting();
+            obj! {"ok": true, "mode": mode, "requests": requests}
+        }
+        ExecAction::Approve | ExecAction::Deny => {
+            match state.exec.decide(target, action == ExecAction::Approve) {
+                Ok(r) => obj! {"ok": true, "request": r},
+                Err(e) => failure(&e),
+            }
+        }
+    }
+}
+
+/// `workspace list|add|remove`: the workspaces, after adding or removing one.
+fn workspace(state: &State, op: WorkspaceOp, path: Option<String>) -> Value {
+    let path = PathBuf::from(path.unwrap_or_default());
+    match op {
+        WorkspaceOp::List => {
+            obj! {"ok": true, "workspaces": json::paths(&state.workspaces.list())}
+        }
+        WorkspaceOp::Add | WorkspaceOp::Remove => {
+            match state.change_workspace(op == WorkspaceOp::Add, &path) {
+                Ok(ws) => obj! {"ok": true, "workspaces": json::paths(&ws)},
+                Err(e) => failure(&e),
+            }
+        }
     }
 }
 

@@ -249,88 +249,91 @@ fn column_to_utf16(line: &str, col: u32, unit: Unit, round_up: bool) -> u32 {
     convert_column(line, col, enc, Enc::Utf16, round_up)
 }
 
+/// Combining marks and zero-width characters (`display_width` 0).
+const ZERO_WIDTH: &[(u32, u32)] = &[
+    (0x300, 0x36f),
+    (0x483, 0x489),
+    (0x591, 0x5c7),
+    (0x610, 0x61a),
+    (0x64b, 0x65f),
+    (0x1ab0, 0x1aff),
+    (0x1dc0, 0x1dff),
+    (0x200b, 0x200f),
+    (0x202a, 0x202e),
+    (0x2060, 0x2064),
+    (0x20d0, 0x20ff),
+    (0xfe00, 0xfe0f),
+    (0xfe20, 0xfe2f),
+    (0xfeff, 0xfeff),
+    (0xe0000, 0xe0fff),
+];
+/// East Asian wide and full-width characters (`display_width` 2).
+const WIDE: &[(u32, u32)] = &[
+    (0x1100, 0x115f),
+    (0x231a, 0x231b),
+    (0x2329, 0x232a),
+    (0x23e9, 0x23ec),
+    (0x23f0, 0x23f3),
+    (0x25fd, 0x25fe),
+    (0x2614, 0x2615),
+    (0x2648, 0x2653),
+    (0x267f, 0x267f),
+    (0x2693, 0x2693),
+    (0x26a1, 0x26a1),
+    (0x26aa, 0x26ab),
+    (0x26bd, 0x26be),
+    (0x26c4, 0x26c5),
+    (0x26ce, 0x26ce),
+    (0x26d4, 0x26d4),
+    (0x26ea, 0x26ea),
+    (0x26f2, 0x26f5),
+    (0x26fa, 0x26fd),
+    (0x2705, 0x2705),
+    (0x270a, 0x270b),
+    (0x2728, 0x2728),
+    (0x274c, 0x274e),
+    (0x2753, 0x2757),
+    (0x2795, 0x2797),
+    (0x27b0, 0x27b0),
+    (0x27bf, 0x27bf),
+    (0x2b1b, 0x2b1c),
+    (0x2b50, 0x2b55),
+    (0x2e80, 0x303e),
+    (0x3041, 0x33ff),
+    (0x3400, 0x4dbf),
+    (0x4e00, 0x9fff),
+    (0xa000, 0xa4cf),
+    (0xa960, 0xa97f),
+    (0xac00, 0xd7a3),
+    (0xf900, 0xfaff),
+    (0xfe10, 0xfe19),
+    (0xfe30, 0xfe6f),
+    (0xff00, 0xff60),
+    (0xffe0, 0xffe6),
+    (0x16fe0, 0x18cff),
+    (0x1aff0, 0x1b2ff),
+    (0x1f004, 0x1f004),
+    (0x1f0cf, 0x1f0cf),
+    (0x1f18e, 0x1f19a),
+    (0x1f200, 0x1f265),
+    (0x1f300, 0x1f64f),
+    (0x1f680, 0x1f6ff),
+    (0x1f7e0, 0x1f7f0),
+    (0x1f90c, 0x1f9ff),
+    (0x1fa70, 0x1faff),
+    (0x20000, 0x3fffd),
+];
+
 /// The columns a character takes in gcc's display count: 0 for combining marks and
 /// zero-width characters, 2 for East Asian wide and full-width ones (CJK, Hangul, most
 /// emoji), else 1. The main blocks only, so it can differ from gcc's full table on rare
 /// characters.
 fn display_width(c: char) -> u32 {
-    const ZERO: &[(u32, u32)] = &[
-        (0x300, 0x36f),
-        (0x483, 0x489),
-        (0x591, 0x5c7),
-        (0x610, 0x61a),
-        (0x64b, 0x65f),
-        (0x1ab0, 0x1aff),
-        (0x1dc0, 0x1dff),
-        (0x200b, 0x200f),
-        (0x202a, 0x202e),
-        (0x2060, 0x2064),
-        (0x20d0, 0x20ff),
-        (0xfe00, 0xfe0f),
-        (0xfe20, 0xfe2f),
-        (0xfeff, 0xfeff),
-        (0xe0000, 0xe0fff),
-    ];
-    const WIDE: &[(u32, u32)] = &[
-        (0x1100, 0x115f),
-        (0x231a, 0x231b),
-        (0x2329, 0x232a),
-        (0x23e9, 0x23ec),
-        (0x23f0, 0x23f3),
-        (0x25fd, 0x25fe),
-        (0x2614, 0x2615),
-        (0x2648, 0x2653),
-        (0x267f, 0x267f),
-        (0x2693, 0x2693),
-        (0x26a1, 0x26a1),
-        (0x26aa, 0x26ab),
-        (0x26bd, 0x26be),
-        (0x26c4, 0x26c5),
-        (0x26ce, 0x26ce),
-        (0x26d4, 0x26d4),
-        (0x26ea, 0x26ea),
-        (0x26f2, 0x26f5),
-        (0x26fa, 0x26fd),
-        (0x2705, 0x2705),
-        (0x270a, 0x270b),
-        (0x2728, 0x2728),
-        (0x274c, 0x274e),
-        (0x2753, 0x2757),
-        (0x2795, 0x2797),
-        (0x27b0, 0x27b0),
-        (0x27bf, 0x27bf),
-        (0x2b1b, 0x2b1c),
-        (0x2b50, 0x2b55),
-        (0x2e80, 0x303e),
-        (0x3041, 0x33ff),
-        (0x3400, 0x4dbf),
-        (0x4e00, 0x9fff),
-        (0xa000, 0xa4cf),
-        (0xa960, 0xa97f),
-        (0xac00, 0xd7a3),
-        (0xf900, 0xfaff),
-        (0xfe10, 0xfe19),
-        (0xfe30, 0xfe6f),
-        (0xff00, 0xff60),
-        (0xffe0, 0xffe6),
-        (0x16fe0, 0x18cff),
-        (0x1aff0, 0x1b2ff),
-        (0x1f004, 0x1f004),
-        (0x1f0cf, 0x1f0cf),
-        (0x1f18e, 0x1f19a),
-        (0x1f200, 0x1f265),
-        (0x1f300, 0x1f64f),
-        (0x1f680, 0x1f6ff),
-        (0x1f7e0, 0x1f7f0),
-        (0x1f90c, 0x1f9ff),
-        (0x1fa70, 0x1faff),
-        (0x20000, 0x3fffd),
-    ];
     let c = c as u32;
     let within = |t: &[(u32, u32)]| t.iter().any(|&(a, b)| a <= c && c <= b);
     if c < 0x300 {
         1
-    } else if within(ZERO) {
+    } else if within(ZERO_WIDTH) {
         0
     } else if within(WIDE) {
         2
@@ -1018,22 +1021,7 @@ fn sarif_result(
         .and_then(|i| rules.get(i))
         .or_else(|| rules_by_id.get(rule_id?).copied());
 
-    // SARIF's defaulting: the result's level, else the rule's configured
-    // level, else "warning" — or "none" for results that are not failures.
-    let level = result
-        .get("level")
-        .and_then(Value::as_str)
-        .or_else(|| rule?.get("defaultConfiguration")?.get("level")?.as_str())
-        .unwrap_or(match kind {
-            None | Some("fail") => "warning",
-            Some(_) => "none",
-        });
-    let severity = match level {
-        "error" => Severity::Error,
-        "note" => Severity::Info,
-        "none" => Severity::Hint,
-        _ => Severity::Warning,
-    };
+    let severity = sarif_severity(result, rule, kind);
 
     let message = sarif_message(result.get("message"), rule);
 
@@ -1052,7 +1040,42 @@ fn sarif_result(
     }
     let path = sarif_artifact_path(artifact, run, cx.base, 0)?;
 
-    let range = match physical.get("region") {
+    let range = sarif_range(physical.get("region"));
+
+    Some(make(
+        path,
+        range,
+        severity,
+        &message,
+        source,
+        rule_id.map(str::to_string),
+    ))
+}
+
+/// A SARIF result's severity, from its level by SARIF's defaulting.
+fn sarif_severity(result: &Value, rule: Option<&Value>, kind: Option<&str>) -> Severity {
+    // SARIF's defaulting: the result's level, else the rule's configured
+    // level, else "warning" — or "none" for results that are not failures.
+    let level = result
+        .get("level")
+        .and_then(Value::as_str)
+        .or_else(|| rule?.get("defaultConfiguration")?.get("level")?.as_str())
+        .unwrap_or(match kind {
+            None | Some("fail") => "warning",
+            Some(_) => "none",
+        });
+    match level {
+        "error" => Severity::Error,
+        "note" => Severity::Info,
+        "none" => Severity::Hint,
+        _ => Severity::Warning,
+    }
+}
+
+/// A SARIF region (1-based lines and columns, in characters) as a 0-based range; a region without
+/// a start line, or none, is the file's start.
+fn sarif_range(region: Option<&Value>) -> Range {
+    match region {
         Some(region) if region.get("startLine").is_some() => {
             let start_line = num(region, "startLine").saturating_sub(1);
             let start_char = num(region, "startColumn").saturating_sub(1);
@@ -1070,16 +1093,7 @@ fn sarif_result(
             }
         }
         _ => Range::point(0, 0, CHARS),
-    };
-
-    Some(make(
-        path,
-        range,
-        severity,
-        &message,
-        source,
-        rule_id.map(str::to_string),
-    ))
+    }
 }
 
 fn is_suppressed(result: &Value) -> bool {

@@ -235,50 +235,12 @@ fn run(exec: &Exec, slot: &Slot, code: &str, folders: &[PathBuf], trusted: bool)
     // Output of threads that outlived earlier calls.
     while k.next(Instant::now()).is_ok() {}
     let timeout = exec.settings.timeout;
-    let mut out: Vec<(String, String)> = Vec::new();
-    let request = obj! {"code": code}.to_string() + "\n";
-    let done = if k.stdin.write_all(request.as_bytes()).is_err() {
-        Err(false)
-    } else {
-        let deadline = Instant::now() + timeout;
-        loop {
-            match k.next(deadline) {
-                Ok(Value::Array(chunk)) => {
-                    let (Some(stream), Some(text)) = (
-                        chunk.first().and_then(Value::as_str),
-                        chunk.get(1).and_then(Value::as_str),
-                    ) else {
-                        continue;
-                    };
-                    match out.last_mut() {
-                        Some((s, t)) if s == stream => t.push_str(text),
-                        _ => out.push((stream.to_string(), text.to_string())),
-                    }
-                }
-                other => break other,
-            }
-        }
-    };
+    let (out, done) = k.execute(code, timeout);
     let text = |t: String| obj! {"type": "text", "text": t};
     let mut content: Vec<Value> = out.into_iter().map(|(_, t)| text(t)).collect();
     let failure = match done {
         Ok(done) => {
-            // Figures beyond what one client message can carry are left out, and said so.
-            let mut room = MAX_IMAGES;
-            for (n, image) in done["images"].as_array().into_iter().flatten().enumerate() {
-                let size = image.as_str().map_or(0, str::len);
-                if size > room {
-                    content.push(text(format!(
-                        "[figure {} left out: {} of PNG data is more than one answer to Claude Code can carry]",
-                        n + 1,
-                        crate::rpc::mib(size)
-                    )));
-                    continue;
-                }
-                room -= size;
-                content
-                    .push(obj! {"type": "image", "data": image.clone(), "mimeType": "image/png"});
-            }
+            push_figures(&mut content, &done);
             done["error"].as_str().map(String::from)
         }
         Err(timed_out) => {
@@ -313,7 +275,60 @@ fn run(exec: &Exec, slot: &Slot, code: &str, folders: &[PathBuf], trusted: bool)
     result
 }
 
+/// Adds the figures of a finished call to its answer; those beyond what one client message
+/// can carry are left out, and said so.
+fn push_figures(content: &mut Vec<Value>, done: &Value) {
+    let mut room = MAX_IMAGES;
+    for (n, image) in done["images"].as_array().into_iter().flatten().enumerate() {
+        let size = image.as_str().map_or(0, str::len);
+        if size > room {
+            content.push(obj! {"type": "text", "text": format!(
+                "[figure {} left out: {} of PNG data is more than one answer to Claude Code can carry]",
+                n + 1,
+                crate::rpc::mib(size)
+            )});
+            continue;
+        }
+        room -= size;
+        content.push(obj! {"type": "image", "data": image.clone(), "mimeType": "image/png"});
+    }
+}
+
 impl Kernel {
+    /// Sends `code` to the kernel and collects its output until it is done: the output as
+    /// runs of one stream, and the kernel's final message, or whether it timed out (true) or
+    /// ended (false).
+    fn execute(
+        &mut self,
+        code: &str,
+        timeout: std::time::Duration,
+    ) -> (Vec<(String, String)>, Result<Value, bool>) {
+        let mut out: Vec<(String, String)> = Vec::new();
+        let request = obj! {"code": code}.to_string() + "\n";
+        if self.stdin.write_all(request.as_bytes()).is_err() {
+            return (out, Err(false));
+        }
+        let deadline = Instant::now() + timeout;
+        let done = loop {
+            match self.next(deadline) {
+                Ok(Value::Array(chunk)) => {
+                    let (Some(stream), Some(text)) = (
+                        chunk.first().and_then(Value::as_str),
+                        chunk.get(1).and_then(Value::as_str),
+                    ) else {
+                        continue;
+                    };
+                    match out.last_mut() {
+                        Some((s, t)) if s == stream => t.push_str(text),
+                        _ => out.push((stream.to_string(), text.to_string())),
+                    }
+                }
+                other => break other,
+            }
+        };
+        (out, done)
+    }
+
     /// The python3 `trust::find` finds, in the first of `folders`, with `trust::command`'s
     /// PATH (ccide-protocol(7) §14).
     fn start(folders: &[PathBuf], trusted: bool) -> std::io::Result<Kernel> {

@@ -118,19 +118,11 @@ pub fn reformat_file(state: &Arc<State>, call: &Call, args: &Map<String, Value>)
 /// The largest file reformat_file reads (and so hands a formatter).
 const MAX_FORMAT: u64 = 64 << 20;
 
+/// Runs the formatter for the file `raw` names on a copy beside it, and writes the result
+/// over the file when it differs.
 fn reformat(state: &State, raw: &str) -> Result<(), String> {
     let path = state.resolve(raw)?;
-    use std::io::ErrorKind::{FileTooLarge, IsADirectory, NotFound, Unsupported};
-    let original = state
-        .workspaces
-        .read(&path, MAX_FORMAT)
-        .map_err(|e| match e.kind() {
-            NotFound => "File not found".to_string(),
-            IsADirectory | Unsupported => format!("{} is not a regular file", path.display()),
-            FileTooLarge => format!("{} {e}", path.display()),
-            _ if crate::files::confinement_refused(&e) => format!("{} {e}", path.display()),
-            _ => format!("cannot read {}: {e}", path.display()),
-        })?;
+    let original = read_original(state, &path)?;
     let Formatter { words, builtin } = formatter_for(state, &path)?;
     let dir = path.parent().unwrap_or(Path::new("/"));
     let tmp = TempCopy::create(&path, &original)?;
@@ -154,35 +146,7 @@ fn reformat(state: &State, raw: &str) -> Result<(), String> {
     let input = (!with_file).then_some(&original[..]);
     let ran = crate::proc::run(cmd, input, &state.state_dir, TIME_LIMIT, MAX_OUTPUT)
         .map_err(|e| format!("cannot run the formatter {prog}: {e}"))?;
-    if ran.truncated {
-        return Err(format!(
-            "the formatter {prog} printed more than {} MiB; the file is left as it was",
-            MAX_OUTPUT >> 20
-        ));
-    }
-    let Some(status) = ran.status else {
-        return Err(format!(
-            "the formatter {prog} did not finish within {} s and was killed",
-            TIME_LIMIT.as_secs()
-        ));
-    };
-    if !status.success() {
-        let mut msg = String::from_utf8_lossy(&ran.stderr).trim().to_string();
-        if msg.is_empty() {
-            msg = String::from_utf8_lossy(&ran.stdout).trim().to_string();
-        }
-        // The user knows the file by its own name, not by the temporary copy's.
-        let msg = msg.replace(&tmp_str, &path.to_string_lossy());
-        let how = match status.code() {
-            Some(c) => format!("exit status {c}"),
-            None => status.to_string(),
-        };
-        return Err(if msg.is_empty() {
-            format!("the formatter {prog} failed ({how})")
-        } else {
-            format!("the formatter {prog} failed ({how}): {msg}")
-        });
-    }
+    formatter_succeeded(prog, &ran, &tmp_str, &path)?;
     // A copy the formatter removed or cannot be read back says nothing about the file.
     let rewritten = std::fs::read(&tmp.0).map_err(|e| {
         format!(
@@ -205,6 +169,61 @@ fn reformat(state: &State, raw: &str) -> Result<(), String> {
             .write_file(&path, &new)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         crate::log::info!("reformatted {} with {prog}", path.display());
+    }
+    Ok(())
+}
+
+/// The file to format, with the error reformat_file gives for each way reading it fails.
+fn read_original(state: &State, path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::ErrorKind::{FileTooLarge, IsADirectory, NotFound, Unsupported};
+    state
+        .workspaces
+        .read(path, MAX_FORMAT)
+        .map_err(|e| match e.kind() {
+            NotFound => "File not found".to_string(),
+            IsADirectory | Unsupported => format!("{} is not a regular file", path.display()),
+            FileTooLarge => format!("{} {e}", path.display()),
+            _ if crate::files::confinement_refused(&e) => format!("{} {e}", path.display()),
+            _ => format!("cannot read {}: {e}", path.display()),
+        })
+}
+
+/// Whether the formatter `prog` finished in time, within the output limit, and succeeded;
+/// else what went wrong, its own message naming the file rather than the copy `tmp`.
+fn formatter_succeeded(
+    prog: &str,
+    ran: &crate::proc::Ran,
+    tmp: &str,
+    path: &Path,
+) -> Result<(), String> {
+    if ran.truncated {
+        return Err(format!(
+            "the formatter {prog} printed more than {} MiB; the file is left as it was",
+            MAX_OUTPUT >> 20
+        ));
+    }
+    let Some(status) = ran.status else {
+        return Err(format!(
+            "the formatter {prog} did not finish within {} s and was killed",
+            TIME_LIMIT.as_secs()
+        ));
+    };
+    if !status.success() {
+        let mut msg = String::from_utf8_lossy(&ran.stderr).trim().to_string();
+        if msg.is_empty() {
+            msg = String::from_utf8_lossy(&ran.stdout).trim().to_string();
+        }
+        // The user knows the file by its own name, not by the temporary copy's.
+        let msg = msg.replace(tmp, &path.to_string_lossy());
+        let how = match status.code() {
+            Some(c) => format!("exit status {c}"),
+            None => status.to_string(),
+        };
+        return Err(if msg.is_empty() {
+            format!("the formatter {prog} failed ({how})")
+        } else {
+            format!("the formatter {prog} failed ({how}): {msg}")
+        });
     }
     Ok(())
 }

@@ -753,6 +753,13 @@ impl Dialogue {
             // The editor's folders are looked up at `initialized`: none served is no news yet.
             return None;
         }
+        self.serve_stand_in(dir, &servers, none)
+    }
+
+    /// The last resort of `link_for`: serves the editor's folder holding `dir` in this process
+    /// and links to it, unless `--port` names a server or another server overlaps it; `none`
+    /// says why no server holds `dir` (`servers`: those running).
+    fn serve_stand_in(&mut self, dir: &Path, servers: &[Found], none: String) -> Option<usize> {
         let root = self
             .editor
             .roots
@@ -766,7 +773,7 @@ impl Dialogue {
             self.log_once(none);
             return None;
         };
-        if let Some(s) = overlapping(&servers, &root) {
+        if let Some(s) = overlapping(servers, &root) {
             let m = format!(
                 "{none}; ccide lsp does not serve {} itself while the server on port {} serves {}: Claude Code connects to no IDE when two servers hold its folder",
                 root.display(),
