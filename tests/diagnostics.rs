@@ -2,6 +2,7 @@
 
 use crate::util::*;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 #[test]
@@ -260,4 +261,129 @@ fn imports_of_every_format_reach_get_diagnostics_at_utf16_columns() {
         import("cargo", &fixture("columns-cargo.jsonl"), &rs),
         [json!([1, 32, 1, 35]), json!([2, 41, 2, 44])]
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Imports keep what they can.
+
+/// The stored diagnostics, by file: (line, message) pairs.
+fn stored(sb: &Sandbox) -> BTreeMap<String, Vec<(u64, String)>> {
+    let o = sb.run_ok(&["diagnostics", "--json"]);
+    let files: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    files
+        .iter()
+        .map(|f| {
+            (
+                f["uri"].as_str().unwrap().to_string(),
+                f["diagnostics"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|d| {
+                        (
+                            d["range"]["start"]["line"].as_u64().unwrap(),
+                            d["message"].as_str().unwrap().to_string(),
+                        )
+                    })
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn imports_follow_symlinks_into_the_workspace_and_survive_stray_bytes() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.c", "int a;\n");
+    let b = sb.write("b.c", "int b;\n");
+    let link = sb.root.join("checkout");
+    std::os::unix::fs::symlink(sb.ws(), &link).unwrap();
+    let srv = sb.serve(&["--no-default-checkers"]);
+
+    let through = format!("{}/a.c:1:5: error: through a link\n", link.display());
+    let o = sb.run_stdin(&["diagnostics", "import", "-"], through.as_bytes());
+    assert_eq!(
+        (o.status.code(), stderr(&o)),
+        (
+            Some(0),
+            "imported 1 diagnostic(s) for 1 file(s)\n".to_string()
+        )
+    );
+
+    // gcc echoing a Latin-1 source line: one byte that is not UTF-8.
+    let mut latin1 = format!("{}:2:1: error: stray '", b.display()).into_bytes();
+    latin1.extend_from_slice(b"\xe9' in program\n");
+    latin1.extend_from_slice(format!("{}:3:1: warning: still read\n", b.display()).as_bytes());
+    let o = sb.run_stdin(&["diagnostics", "import", "-"], &latin1);
+    assert_eq!(
+        (o.status.code(), stderr(&o)),
+        (
+            Some(0),
+            "imported 2 diagnostic(s) for 1 file(s)\n".to_string()
+        )
+    );
+    let got = stored(&sb);
+    assert_eq!(got[&uri(&a)], vec![(0, "through a link".to_string())]);
+    assert_eq!(
+        got[&uri(&b)],
+        vec![
+            (1, "stray '\u{fffd}' in program".to_string()),
+            (2, "still read".to_string())
+        ]
+    );
+    drop(srv);
+}
+
+#[test]
+fn dropped_files_not_utf8_are_imported_and_unreadable_ones_kept_as_rejected() {
+    let sb = Sandbox::new();
+    let c_file = sb.write("c.c", "int c;\n");
+    let srv = sb.serve(&["--no-default-checkers"]);
+    let drop_dir = sb.state().join("diagnostics");
+    // A directory is not a dropped file: left alone.
+    std::fs::create_dir(drop_dir.join("dir.txt")).unwrap();
+    // Unreadable even for root: the server's own /proc/self/mem fails to read at offset 0.
+    let unreadable = drop_dir.join("unreadable.txt");
+    std::os::unix::fs::symlink("/proc/self/mem", &unreadable).unwrap();
+    let mut latin1 = format!("{}:1:1: error: caf", c_file.display()).into_bytes();
+    latin1.extend_from_slice(b"\xe9\n");
+    let dropped = drop_dir.join("latin1.txt");
+    std::fs::write(drop_dir.join(".latin1.tmp"), &latin1).unwrap();
+    std::fs::rename(drop_dir.join(".latin1.tmp"), &dropped).unwrap();
+
+    let rejected = drop_dir.join("unreadable.txt.rejected");
+    wait_for("the unreadable file to be set aside", DEADLINE, || {
+        std::fs::symlink_metadata(&rejected).ok()
+    });
+    assert!(std::fs::symlink_metadata(&unreadable).is_err());
+    wait_for("the dropped file to be imported", DEADLINE, || {
+        stored(&sb).get(&uri(&c_file)).cloned()
+    });
+    assert_eq!(
+        stored(&sb)[&uri(&c_file)],
+        vec![(0, "caf\u{fffd}".to_string())]
+    );
+    wait_for("the imported file to be removed", DEADLINE, || {
+        (!dropped.exists()).then_some(())
+    });
+    assert!(drop_dir.join("dir.txt").is_dir());
+    assert!(
+        srv.log()
+            .contains(&format!("cannot read {}: ", unreadable.display()))
+            && srv
+                .log()
+                .contains(&format!("; kept as {}\n", rejected.display())),
+        "{}",
+        srv.log()
+    );
+    // Still there a turn of the watcher later: kept for the user, not retried or deleted.
+    std::fs::write(
+        drop_dir.join("later.txt"),
+        format!("{}:2:1: error: later\n", c_file.display()),
+    )
+    .unwrap();
+    wait_for("a later drop to be imported", DEADLINE, || {
+        (!drop_dir.join("later.txt").exists()).then_some(())
+    });
+    assert!(std::fs::symlink_metadata(&rejected).is_ok());
 }

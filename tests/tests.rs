@@ -6,9 +6,11 @@
 //! `tests/bench.rs` is the one other target: an ignored benchmark, run as README.md says.
 
 mod util;
+mod wire;
 
 mod cgroups;
 mod checkers;
+mod concurrency;
 mod confinement;
 mod container;
 mod context;
@@ -18,18 +20,23 @@ mod diagnostics;
 mod diff;
 mod editors;
 mod exec;
+mod faults;
 mod format;
-mod hardening;
-mod hardening2;
+mod handshake;
+mod hostile_input;
+mod lock_files;
 mod lsp_editor;
 mod lsp_mux;
 mod lsp_servers;
+mod outside_workspace;
 mod overlap;
 mod plugin;
 mod protocol_man;
+mod resource_bounds;
 mod serve;
 mod sessions;
 mod state_dir;
 mod systemd;
 mod trust;
+mod untrusted_text;
 mod user_boundary;

@@ -1,7 +1,8 @@
 //! What another local user can reach: the folders ccide writes a command into (`ccide plugin
 //! install`) and the lock folder, lock file and control socket its clients follow are refused
-//! unless they are our own; acting as another user is uid 65534 (files chowned to it, or a
-//! process run with setpriv), which needs root.
+//! unless they are our own; `serve` refuses a lock or state directory open to others or owned
+//! by another user, and its control socket refuses another user. Acting as another user is uid
+//! 65534 (files chowned to it, or a process run with setpriv), which needs root.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
 use crate::util::*;
+use crate::wire::{assert_alive, control, serve_refused};
 use serde_json::json;
 
 /// A stand-in for `claude`: says it is 2.1.330, records each run's arguments in
@@ -362,4 +364,143 @@ fn ccide_lsp_sends_nothing_to_a_control_socket_of_another_user() {
         (!got.is_empty()).then_some(got)
     });
     assert!(got.iter().all(|n| *n == 0), "bytes sent: {got:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server keeps its own directories and control socket to itself.
+
+/// Starts `serve` with each directory (`dir` below the sandbox) given `mode` and owned by `owner`
+/// (this user if None); each start must be refused, saying so, and change nothing.
+fn refused_directories(cases: &[(&str, Option<u32>, u32, &str)]) {
+    for (dir, owner, mode, says) in cases {
+        let sb = Sandbox::new();
+        let d = sb.root.join(dir);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(*mode)).unwrap();
+        if let Some(uid) = owner {
+            std::os::unix::fs::chown(&d, Some(*uid), Some(*uid)).unwrap();
+        }
+        let (code, err) = serve_refused(&sb, &[], &[]);
+        assert_eq!(code, Some(1), "{dir} {mode:o} {owner:?}: {err}");
+        assert!(err.contains(s(&d)) && err.contains(says), "{dir}: {err}");
+        // What to do about it: another directory, named the way that reaches it.
+        let advice = if dir.starts_with("state") {
+            "; to use another, pass --state-dir DIR"
+        } else {
+            "; Claude Code looks for IDEs there: point both at a directory of your own with CLAUDE_CONFIG_DIR=DIR"
+        };
+        assert!(err.contains(advice), "{dir}: {err}");
+        assert!(
+            list_locks(&sb.config().join("ide")).is_empty(),
+            "a lock was written: {err}"
+        );
+        // The refused directory was not "fixed" behind the user's back either.
+        let m = std::fs::metadata(&d).unwrap();
+        assert_eq!(
+            (m.mode() & 0o777, m.uid()),
+            (*mode, owner.unwrap_or(m.uid()))
+        );
+    }
+}
+
+#[test]
+fn a_lock_or_state_directory_open_to_others_is_refused() {
+    refused_directories(&[
+        ("config/ide", None, 0o770, "writable by group or others"),
+        ("config/ide", None, 0o707, "writable by group or others"),
+        ("config/ide", None, 0o777, "writable by group or others"),
+        ("state", None, 0o720, "writable by group or others"),
+    ]);
+}
+
+#[test]
+#[ignore = "needs root, to give a directory to uid 65534: .ci/run runs it as root"]
+fn a_lock_or_state_directory_of_another_user_is_refused() {
+    assert!(is_root(), "only root can chown a directory to another user");
+    refused_directories(&[
+        ("config/ide", Some(65534), 0o700, "belongs to uid 65534"),
+        ("state", Some(65534), 0o700, "belongs to uid 65534"),
+    ]);
+}
+
+/// Runs `args` as uid and gid 65534 (nobody), which needs root.
+fn as_nobody(args: &[&str], cwd: &Path) -> std::process::Output {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .args(args)
+        .env_clear()
+        .env("HOME", cwd)
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .output()
+        .expect("setpriv (util-linux) runs")
+}
+
+#[test]
+#[ignore = "needs root, to connect as uid 65534: .ci/run runs it as root"]
+fn the_control_socket_refuses_another_user() {
+    assert!(is_root(), "only root can connect as another user");
+    let sb = Sandbox::new();
+    sb.write("app.py", "x\n");
+    let mut srv = sb.serve(&[]);
+    // Another user gets ccide and a config dir of its own (theirs: their ccide follows only
+    // lock files of theirs) whose lock names this server.
+    let theirs = sb.root.join("theirs");
+    std::fs::create_dir_all(theirs.join("config/ide")).unwrap();
+    let bin = theirs.join("ccide");
+    std::fs::copy(BIN, &bin).unwrap();
+    let lock = theirs.join(format!("config/ide/{}.lock", srv.port));
+    std::fs::write(&lock, std::fs::read(&srv.lock_path).unwrap()).unwrap();
+    for p in [
+        theirs.clone(),
+        theirs.join("config"),
+        theirs.join("config/ide"),
+    ] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+    }
+    std::os::unix::fs::chown(&lock, Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let port = srv.port.to_string();
+    let config = theirs.join("config");
+    let args = [
+        s(&bin),
+        "status",
+        "--json",
+        "--port",
+        &port,
+        "--config-dir",
+        s(&config),
+    ];
+    let o = as_nobody(&args, &theirs);
+    // As it is, the 0700 state directory already keeps them out.
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stdout(&o).is_empty(),
+        "another user got an answer: {}",
+        stdout(&o)
+    );
+    assert!(stderr(&o).contains("Permission denied"), "{}", stderr(&o));
+    // With the directory and the socket opened up, the peer check alone refuses them.
+    let sock = sb.state().join("control.sock");
+    std::fs::set_permissions(sb.state(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = as_nobody(&args, &theirs);
+    std::fs::set_permissions(sb.state(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stdout(&o).is_empty(),
+        "another user got an answer: {}",
+        stdout(&o)
+    );
+    assert!(!stderr(&o).contains("Permission denied"), "{}", stderr(&o));
+    wait_for("the refusal in the log", DEADLINE, || {
+        srv.log()
+            .contains("control socket: refused a connection from uid 65534")
+            .then_some(())
+    });
+    // The owner still gets in.
+    assert_eq!(control(&sb, json!({"cmd": "status"}))["ok"], true);
+    assert_alive(&mut srv);
 }
