@@ -863,8 +863,8 @@ mod tests {
         fn load(&mut self) {
             let open = self.notification("textDocument/didOpen");
             let doc = &open.params["textDocument"];
-            self.send(json!({"method": "textDocument/publishDiagnostics", "params":
-                {"uri": doc["uri"], "version": doc["version"], "diagnostics": []}}));
+            let params = json!({"uri": doc["uri"], "version": doc["version"], "diagnostics": []});
+            self.send(json!({"method": "textDocument/publishDiagnostics", "params": params}));
         }
 
         /// Hover params for `path`.
@@ -949,11 +949,16 @@ mod tests {
         assert_eq!(r.id, Some(id(json!(1))));
         assert_eq!(
             r.result,
-            Ok(json!({"capabilities": {"hoverProvider": true, "textDocumentSync": 1},
-                      "serverInfo": {"name": "scripted", "version": "0.1"}}))
+            Ok(
+                json!({"capabilities": {"hoverProvider": true, "textDocumentSync": 1},
+                      "serverInfo": {"name": "scripted", "version": "0.1"}})
+            )
         );
         let again = c.initialized();
-        assert_eq!(error_of(&again), (-32600, "initialize was already answered"));
+        assert_eq!(
+            error_of(&again),
+            (-32600, "initialize was already answered")
+        );
     }
 
     /// Two clients each send request 1: the server gets two ids of ccide's, and each answer
@@ -1024,16 +1029,16 @@ mod tests {
                                            "languageId": "fk", "text": "x\n"}});
         c.send(json!({"method": "textDocument/didOpen", "params": open}));
         let init = c.initialized();
-        assert_eq!(init.result, Ok(json!({"capabilities": {"textDocumentSync": 1}})));
+        assert_eq!(
+            init.result,
+            Ok(json!({"capabilities": {"textDocumentSync": 1}}))
+        );
         c.request(2, "shutdown", Value::Null);
         assert_eq!(c.answer().result, Ok(Value::Null));
         c.request(3, "textDocument/hover", s.hover(&f));
         let r = c.answer();
         assert_eq!(r.id, Some(id(json!(3))));
-        assert_eq!(
-            error_of(&r),
-            (-32600, "textDocument/hover after shutdown")
-        );
+        assert_eq!(error_of(&r), (-32600, "textDocument/hover after shutdown"));
         c.send(json!({"method": "exit"}));
         assert!(matches!(c.recv(), Received::Closed(None)));
         assert_eq!(c.ended.join().unwrap(), (0, 0), "the didOpen was dropped");
