@@ -1,7 +1,8 @@
-//! The editor-context issue: `ccide select`/`mention`/`open`/`close`/`buffer`/`status`/`claude`,
-//! the editor tools (ccide-protocol(7) §6 and §7), the legacy workspace methods (§7.3) served
-//! directly and as tools, and
-//! the confinement of every path to the workspace.
+//! What Claude Code learns of the editor: `ccide select`/`mention`/`open`/`close`/`buffer`/
+//! `status`/`claude` reach it as VS Code's notifications and tab model (ccide-protocol(7) §6),
+//! the editor tools answer from that model (§7.1), the legacy workspace methods (§7.3) are
+//! served directly and as tools, every path is confined to the workspace folders, and the
+//! editor model survives a restart.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -930,10 +931,10 @@ fn close_keeps_unsaved_content_unless_discard() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Seed 002's methods
+// The legacy workspace methods (ccide-protocol(7) §7.3)
 
 /// A workspace for the legacy workspace methods (ccide-protocol(7) §7.3): files, a `.git` to skip, and a file of mode 0640.
-fn seed_workspace(sb: &Sandbox) {
+fn legacy_workspace(sb: &Sandbox) {
     sb.write("app.py", "print(1)\n");
     sb.write("src/a.txt", "alpha ✓\n");
     sb.write("src/b.py", "b\n");
@@ -944,9 +945,9 @@ fn seed_workspace(sb: &Sandbox) {
 }
 
 #[test]
-fn seed_002_methods_answer_as_direct_json_rpc_methods() {
+fn legacy_workspace_methods_read_write_and_list_as_json_rpc_methods() {
     let sb = Sandbox::new();
-    seed_workspace(&sb);
+    legacy_workspace(&sb);
     let srv = sb.serve(&[]);
     let mut c = srv.client();
     let ws = sb.ws();
@@ -1012,9 +1013,9 @@ fn seed_002_methods_answer_as_direct_json_rpc_methods() {
 }
 
 #[test]
-fn seed_002_methods_are_also_tools_with_the_same_data_as_text() {
+fn legacy_workspace_methods_are_also_tools_answering_the_same_as_text() {
     let sb = Sandbox::new();
-    seed_workspace(&sb);
+    legacy_workspace(&sb);
     let srv = sb.serve(&[]);
     let mut c = srv.client();
     let ws = sb.ws();

@@ -1,5 +1,7 @@
-//! The diff issue: openDiff is file-backed and blocking; settled by `ccide diff`, close_tab,
-//! closeAllDiffTabs, a replacing openDiff, or the client's disconnect.
+//! openDiff (ccide-protocol(7) §5.1) is backed by files and answered later, while other
+//! requests are served: it is settled by `ccide diff accept|reject`, close_tab,
+//! closeAllDiffTabs, a replacing openDiff, or the client's disconnect; `ccide diff` lists,
+//! shows and edits what is pending.
 
 use std::path::Path;
 

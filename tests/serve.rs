@@ -1,4 +1,7 @@
-//! The `serve` issue: lock file, restarts, handshake, MCP lifecycle, keepalive, takeover.
+//! `ccide serve` as the CLI finds and reaches it: the lock file and its modes, restarts that
+//! keep port and token, the WebSocket handshake and its refusals, MCP's lifecycle and JSON-RPC,
+//! keepalive, several clients, refused folders, and its command line (help, mistyped names,
+//! the man page).
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;

@@ -258,6 +258,29 @@ pub fn serve(
     let Ok(out) = connection::start("lsp-client", reader, w, CLIENT_QUEUE, deliver) else {
         return;
     };
+    let (cancelled, released) = run(state, hub, client, who.clone(), out, inbox, Some(socket));
+    if let Ok(s) = end {
+        // Its reading ends; the writer writes what is queued, then its end closes the socket.
+        let _ = s.shutdown(std::net::Shutdown::Read);
+    }
+    crate::log::info!(
+        "LSP client {who} disconnected ({cancelled} request(s) cancelled, {released} document(s) let go)"
+    );
+}
+
+/// The client's loop over a connection's two queues: `inbox` takes what the client sent
+/// (`In::Client`) and the servers' answers, `out` what it is sent; `socket` is cut when the
+/// client stops reading (`Client::send`). Returns how many requests were cancelled and
+/// documents let go when the client went.
+fn run(
+    state: &Arc<State>,
+    hub: &Arc<Hub>,
+    client: LspClient,
+    who: String,
+    out: Sender,
+    inbox: Arc<Queue<In>>,
+    socket: Option<UnixStream>,
+) -> (usize, usize) {
     let mut f = Client {
         langservers: state.langservers.clone(),
         state,
@@ -265,7 +288,7 @@ pub fn serve(
         me: hub.next.fetch_add(1, Ordering::Relaxed) + 1,
         out,
         socket,
-        who: who.clone(),
+        who,
         inbox,
         root: PathBuf::from(&client.root),
         extensions: client.extensions,
@@ -291,14 +314,7 @@ pub fn serve(
             break;
         }
     }
-    let (cancelled, released) = f.end();
-    if let Ok(s) = end {
-        // Its reading ends; the writer writes what is queued, then its end closes the socket.
-        let _ = s.shutdown(std::net::Shutdown::Read);
-    }
-    crate::log::info!(
-        "LSP client {who} disconnected ({cancelled} request(s) cancelled, {released} document(s) let go)"
-    );
+    f.end()
 }
 
 /// Where a client is in LSP's lifecycle.
@@ -326,8 +342,9 @@ struct Client<'a> {
     /// The client's number: the holder of its documents in the servers.
     me: u64,
     out: Sender,
-    /// The connection itself, to cut it when the client stops reading (`send`).
-    socket: UnixStream,
+    /// The connection itself, to cut it when the client stops reading (`send`); None in
+    /// memory, where nothing waits to be written.
+    socket: Option<UnixStream>,
     who: String,
     inbox: Arc<Queue<In>>,
     root: PathBuf,
@@ -349,7 +366,9 @@ impl Client<'_> {
                 "LSP client {}: {queued} bytes wait for it, unread; closing its connection",
                 self.who
             );
-            let _ = self.socket.shutdown(std::net::Shutdown::Both);
+            if let Some(s) = &self.socket {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
         }
     }
 
@@ -619,7 +638,12 @@ impl Client<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lsp::connection::Connection;
+    use crate::rpc::{Notification, Request, Response};
+    use crate::state::testing::{self, TestState};
     use serde_json::json;
+
+    const WITHIN: Duration = Duration::from_secs(10);
 
     fn id(v: Value) -> RequestId {
         RequestId::from_value(&v).unwrap()
@@ -708,5 +732,373 @@ mod tests {
         assert_eq!(about(&item), Some(PathBuf::from("/w/c.ts")));
         assert_eq!(about(&json!({"query": "compose"})), None);
         assert_eq!(about(&json!({"textDocument": {"uri": "untitled:1"}})), None);
+    }
+
+    // ------------------------------------------------------- the loop, over memory connections
+
+    /// A serve whose language server for `*.fk` is played by the test over
+    /// `Connection::memory()`, and LSP clients served by `run` over memory connections.
+    struct Served {
+        t: TestState,
+        hub: Arc<Hub>,
+        /// The test's end of each connection to the server ccide started, newest last.
+        starts: Arc<Queue<Connection>>,
+        server: Option<Connection>,
+    }
+
+    /// One client: what it sends goes into the loop's inbox as its connection's reader
+    /// delivers it; what it is sent comes out of the memory connection.
+    struct Peer {
+        inbox: Arc<Queue<In>>,
+        from: Arc<Queue<Received>>,
+        ended: std::thread::JoinHandle<(usize, usize)>,
+    }
+
+    impl Served {
+        fn new() -> Served {
+            let spec = crate::langservers::parse_spec("*.fk=memory-server").unwrap();
+            let cfg = crate::langservers::Config {
+                quiet: Duration::from_millis(50),
+                ..Default::default()
+            };
+            let t = testing::state_serving(vec![spec], cfg);
+            let starts: Arc<Queue<Connection>> = Arc::default();
+            let s = starts.clone();
+            *t.state.langservers.all()[0].memory.lock().unwrap() = Some(Arc::new(move || {
+                let (ours, theirs) = Connection::memory();
+                s.push(theirs);
+                ours
+            }));
+            let hub = Hub::new(&t.state.langservers);
+            Served {
+                t,
+                hub,
+                starts,
+                server: None,
+            }
+        }
+
+        /// A serve with no language server at all.
+        fn without_servers() -> Served {
+            let t = testing::state();
+            let hub = Hub::new(&t.state.langservers);
+            Served {
+                t,
+                hub,
+                starts: Arc::default(),
+                server: None,
+            }
+        }
+
+        /// A client asking about `.fk` files, its loop running.
+        fn connect(&self) -> Peer {
+            let (ours, theirs) = Connection::memory();
+            let inbox: Arc<Queue<In>> = Arc::default();
+            let client = LspClient {
+                root: self.t.ws().to_string_lossy().into(),
+                client: None,
+                pid: None,
+                extensions: vec![".fk".into()],
+                diagnostics: false,
+            };
+            let (state, hub, i) = (self.t.state.clone(), self.hub.clone(), inbox.clone());
+            let ended = std::thread::spawn(move || {
+                run(&state, &hub, client, "a test".into(), ours.sender, i, None)
+            });
+            Peer {
+                inbox,
+                from: theirs.receiver,
+                ended,
+            }
+        }
+
+        /// The next message ccide sends the server, which it started.
+        fn recv(&mut self) -> Message {
+            if self.server.is_none() {
+                let started = self.starts.pop(Some(Instant::now() + WITHIN));
+                self.server = Some(started.expect("ccide starts the server"));
+            }
+            let server = self.server.as_ref().unwrap();
+            match server.receiver.pop(Some(Instant::now() + WITHIN)) {
+                Some(Received::Message(m)) => m,
+                other => panic!("expected a message for the server, got {other:?}"),
+            }
+        }
+
+        fn request(&mut self, method: &str) -> Request {
+            match self.recv() {
+                Message::Request(r) if r.method == method => r,
+                other => panic!("expected a {method} request at the server, got {other:?}"),
+            }
+        }
+
+        fn notification(&mut self, method: &str) -> Notification {
+            match self.recv() {
+                Message::Notification(n) if n.method == method => n,
+                other => panic!("expected a {method} notification at the server, got {other:?}"),
+            }
+        }
+
+        /// The server sends `v`.
+        fn send(&self, mut v: Value) {
+            v["jsonrpc"] = "2.0".into();
+            let server = self.server.as_ref().expect("started");
+            server.sender.send(&v).unwrap();
+        }
+
+        fn answer(&self, r: &Request, result: Value) {
+            self.send(json!({"id": r.id.to_value(), "result": result}));
+        }
+
+        /// The server answers ccide's `initialize` with `result`; what ccide asked.
+        fn start(&mut self, result: Value) -> Value {
+            let init = self.request("initialize");
+            self.answer(&init, result);
+            self.notification("initialized");
+            init.params
+        }
+
+        /// The server takes the didOpen of a client's first request and publishes for it:
+        /// it has loaded its project, and that request comes through.
+        fn load(&mut self) {
+            let open = self.notification("textDocument/didOpen");
+            let doc = &open.params["textDocument"];
+            let params = json!({"uri": doc["uri"], "version": doc["version"], "diagnostics": []});
+            self.send(json!({"method": "textDocument/publishDiagnostics", "params": params}));
+        }
+
+        /// Hover params for `path`.
+        fn hover(&self, path: &Path) -> Value {
+            json!({"textDocument": {"uri": crate::files::file_uri(path)},
+                   "position": {"line": 0, "character": 1}})
+        }
+    }
+
+    impl Drop for Served {
+        fn drop(&mut self) {
+            for s in self.t.state.langservers.all() {
+                s.close();
+            }
+            if let Some(s) = self.server.take() {
+                s.sender.close();
+            }
+        }
+    }
+
+    fn caps() -> Value {
+        json!({"capabilities": {"textDocumentSync": 2, "hoverProvider": true,
+                                "completionProvider": {}, "renameProvider": true},
+               "serverInfo": {"name": "scripted", "version": "0.1"}})
+    }
+
+    impl Peer {
+        /// The client sends `v`, as its connection delivers it.
+        fn send(&self, mut v: Value) {
+            v["jsonrpc"] = "2.0".into();
+            self.inbox.push(In::Client(match rpc::classify(v) {
+                Ok(m) => Received::Message(m),
+                Err(answer) => Received::Malformed(answer),
+            }));
+        }
+
+        fn request(&self, id: u64, method: &str, params: Value) {
+            self.send(json!({"id": id, "method": method, "params": params}));
+        }
+
+        fn recv(&self) -> Received {
+            let got = self.from.pop(Some(Instant::now() + WITHIN));
+            got.expect("a message for the client")
+        }
+
+        /// The next message the client gets, which must be an answer.
+        fn answer(&self) -> Response {
+            match self.recv() {
+                Received::Message(Message::Response(r)) => r,
+                other => panic!("expected an answer for the client, got {other:?}"),
+            }
+        }
+
+        /// The client's answer to `initialize` (its server started already, or none).
+        fn initialized(&self) -> Response {
+            self.request(1, "initialize", json!({"processId": 1, "capabilities": {}}));
+            self.answer()
+        }
+
+        /// Its connection ends: the loop's count of requests cancelled and documents let go.
+        fn hang_up(self) -> (usize, usize) {
+            self.inbox.push(In::Client(Received::Closed(None)));
+            self.ended.join().unwrap()
+        }
+    }
+
+    fn error_of(r: &Response) -> (i64, &str) {
+        let e = r.result.as_ref().expect_err("an error answer");
+        (e.code, e.message.as_str())
+    }
+
+    /// `initialize` is answered once the server answered ccide's own: its navigation
+    /// capabilities and name, full sync; the server was asked with ccide's pid.
+    #[test]
+    fn initialize_is_answered_from_the_servers_answer_to_ccide() {
+        let mut s = Served::new();
+        let c = s.connect();
+        c.request(1, "initialize", json!({"processId": 1, "capabilities": {}}));
+        let asked = s.start(caps());
+        assert_eq!(asked["processId"], std::process::id());
+        let r = c.answer();
+        assert_eq!(r.id, Some(id(json!(1))));
+        assert_eq!(
+            r.result,
+            Ok(
+                json!({"capabilities": {"hoverProvider": true, "textDocumentSync": 1},
+                      "serverInfo": {"name": "scripted", "version": "0.1"}})
+            )
+        );
+        let again = c.initialized();
+        assert_eq!(
+            error_of(&again),
+            (-32600, "initialize was already answered")
+        );
+    }
+
+    /// Two clients each send request 1: the server gets two ids of ccide's, and each answer
+    /// goes back to its client under the client's id, whatever the order the server answers.
+    #[test]
+    fn two_clients_on_the_same_ids_each_get_their_own_answer() {
+        let mut s = Served::new();
+        let (a, b) = (s.connect(), s.connect());
+        a.request(1, "initialize", json!({"processId": 1, "capabilities": {}}));
+        s.start(caps());
+        a.answer();
+        assert!(b.initialized().result.is_ok());
+        let f = s.t.write("a.fk", "x\n");
+        a.request(1, "textDocument/hover", s.hover(&f));
+        s.load();
+        let ra = s.request("textDocument/hover");
+        assert_eq!(ra.params, s.hover(&f));
+        b.request(1, "textDocument/hover", s.hover(&f));
+        let rb = s.request("textDocument/hover");
+        assert_ne!(ra.id, rb.id, "renumbered: the server tells them apart");
+        s.answer(&rb, json!({"contents": "for b"}));
+        s.answer(&ra, json!({"contents": "for a"}));
+        for (c, contents) in [(&b, "for b"), (&a, "for a")] {
+            let r = c.answer();
+            assert_eq!(r.id, Some(id(json!(1))));
+            assert_eq!(r.result, Ok(json!({ "contents": contents })));
+        }
+    }
+
+    /// `$/cancelRequest` names the client's id; the server is told its own.
+    #[test]
+    fn a_cancel_reaches_the_server_under_its_own_id() {
+        let mut s = Served::new();
+        let c = s.connect();
+        c.request(1, "initialize", json!({"processId": 1, "capabilities": {}}));
+        s.start(caps());
+        c.answer();
+        let f = s.t.write("a.fk", "x\n");
+        c.request(5, "textDocument/hover", s.hover(&f));
+        s.load();
+        let r = s.request("textDocument/hover");
+        // An id with nothing pending is no cancel at all.
+        c.send(json!({"method": "$/cancelRequest", "params": {"id": 4}}));
+        c.send(json!({"method": "$/cancelRequest", "params": {"id": 5}}));
+        let cancel = s.notification("$/cancelRequest");
+        assert_eq!(cancel.params, json!({ "id": r.id.to_value() }));
+        s.send(json!({"id": r.id.to_value(), "error": {"code": -32800, "message": "cancelled"}}));
+        let answer = c.answer();
+        assert_eq!(answer.id, Some(id(json!(5))));
+        assert_eq!(error_of(&answer), (-32800, "cancelled"));
+    }
+
+    /// LSP's order: a request before `initialize` is -32002, one after `shutdown` -32600, a
+    /// notification before `initialize` is dropped; `exit` ends the client.
+    #[test]
+    fn requests_before_initialize_and_after_shutdown_are_refused() {
+        let s = Served::without_servers();
+        let c = s.connect();
+        let f = s.t.write("a.fk", "x\n");
+        c.request(1, "textDocument/hover", s.hover(&f));
+        let r = c.answer();
+        assert_eq!(r.id, Some(id(json!(1))));
+        assert_eq!(
+            error_of(&r),
+            (-32002, "textDocument/hover before initialize")
+        );
+        let open = json!({"textDocument": {"uri": crate::files::file_uri(&f), "version": 1,
+                                           "languageId": "fk", "text": "x\n"}});
+        c.send(json!({"method": "textDocument/didOpen", "params": open}));
+        let init = c.initialized();
+        assert_eq!(
+            init.result,
+            Ok(json!({"capabilities": {"textDocumentSync": 1}}))
+        );
+        c.request(2, "shutdown", Value::Null);
+        assert_eq!(c.answer().result, Ok(Value::Null));
+        c.request(3, "textDocument/hover", s.hover(&f));
+        let r = c.answer();
+        assert_eq!(r.id, Some(id(json!(3))));
+        assert_eq!(error_of(&r), (-32600, "textDocument/hover after shutdown"));
+        c.send(json!({"method": "exit"}));
+        assert!(matches!(c.recv(), Received::Closed(None)));
+        assert_eq!(c.ended.join().unwrap(), (0, 0), "the didOpen was dropped");
+    }
+
+    /// A client that goes with a request pending: the server is told to cancel it, and the
+    /// document held for the client is let go.
+    #[test]
+    fn a_client_that_goes_has_its_pending_requests_cancelled() {
+        let mut s = Served::new();
+        let c = s.connect();
+        c.request(1, "initialize", json!({"processId": 1, "capabilities": {}}));
+        s.start(caps());
+        c.answer();
+        let f = s.t.write("a.fk", "x\n");
+        c.request(2, "textDocument/hover", s.hover(&f));
+        s.load();
+        let r = s.request("textDocument/hover");
+        assert_eq!(c.hang_up(), (1, 1));
+        let cancel = s.notification("$/cancelRequest");
+        assert_eq!(cancel.params, json!({ "id": r.id.to_value() }));
+    }
+
+    /// A server's request while a client's request is pending goes to that client, under an
+    /// id of ccide's; its answer goes back to the server under the server's id.
+    #[test]
+    fn a_servers_request_goes_to_the_client_whose_request_is_pending() {
+        let mut s = Served::new();
+        let (a, b) = (s.connect(), s.connect());
+        a.request(1, "initialize", json!({"processId": 1, "capabilities": {}}));
+        s.start(caps());
+        a.answer();
+        b.initialized();
+        let f = s.t.write("a.fk", "x\n");
+        b.request(1, "textDocument/hover", s.hover(&f));
+        s.load();
+        let r = s.request("textDocument/hover");
+        let params = json!({"type": 3, "message": "which?", "actions": [{"title": "Yes"}]});
+        s.send(json!({"id": 99, "method": "window/showMessageRequest", "params": params}));
+        let asked = match b.recv() {
+            Received::Message(Message::Request(q)) => q,
+            other => panic!("expected the server's request at b, got {other:?}"),
+        };
+        assert_eq!(
+            (asked.method.as_str(), &asked.params),
+            ("window/showMessageRequest", &params)
+        );
+        b.send(json!({"id": asked.id.to_value(), "result": {"title": "Yes"}}));
+        match s.recv() {
+            Message::Response(answer) => {
+                assert_eq!(answer.id, Some(id(json!(99))));
+                assert_eq!(answer.result, Ok(json!({"title": "Yes"})));
+            }
+            other => panic!("expected b's answer at the server, got {other:?}"),
+        }
+        s.answer(&r, Value::Null);
+        assert_eq!(b.answer().result, Ok(Value::Null));
+        assert!(
+            a.from.pop(Some(Instant::now())).is_none(),
+            "a was asked nothing"
+        );
     }
 }

@@ -490,16 +490,35 @@ pub mod testing {
     }
 
     pub fn state_with(exec_mode: exec::Mode) -> TestState {
-        make(exec_mode, None)
+        make(exec_mode, None, Vec::new(), Default::default())
+    }
+
+    /// A state whose language servers are `specs` (a test plays them in memory through
+    /// `Server::memory`).
+    pub fn state_serving(
+        specs: Vec<crate::langservers::Spec>,
+        cfg: crate::langservers::Config,
+    ) -> TestState {
+        make(exec::Mode::Off, None, specs, cfg)
     }
 
     /// A state serving a folder that the caller made (and removes): servers whose folders
     /// nest or overlap.
     pub fn state_for(workspace: &Path) -> TestState {
-        make(exec::Mode::Off, Some(vec![workspace.to_path_buf()]))
+        make(
+            exec::Mode::Off,
+            Some(vec![workspace.to_path_buf()]),
+            Vec::new(),
+            Default::default(),
+        )
     }
 
-    fn make(exec_mode: exec::Mode, workspaces: Option<Vec<PathBuf>>) -> TestState {
+    fn make(
+        exec_mode: exec::Mode,
+        workspaces: Option<Vec<PathBuf>>,
+        specs: Vec<crate::langservers::Spec>,
+        cfg: crate::langservers::Config,
+    ) -> TestState {
         static N: AtomicU64 = AtomicU64::new(0);
         let root = std::env::temp_dir().join(format!(
             "ccide-unit-{}-{}",
@@ -528,7 +547,7 @@ pub mod testing {
                 formatters: Vec::new(),
                 trusted: false,
                 checks: Checks::new(Vec::new(), Duration::from_secs(2), Duration::from_secs(20)),
-                langservers: (Vec::new(), Default::default()),
+                langservers: (specs, cfg),
             },
             clients.clone(),
         )

@@ -28,7 +28,7 @@ use crate::rpc::{ErrorCode, Message, Notification, RequestId, RpcError};
 
 /// Editors that request code actions as the cursor moves send one per keystroke: the selection
 /// follows the last one after this pause (claudecode.nvim debounces its selection by 100 ms).
-const FOLLOW_DELAY: Duration = Duration::from_millis(100);
+pub(super) const FOLLOW_DELAY: Duration = Duration::from_millis(100);
 /// Unsaved content is pushed at most this often: the server saves its editor model, fsync
 /// included, at every change, and an editor sends a didChange per keystroke.
 const PUSH_DELAY: Duration = Duration::from_millis(200);
@@ -58,6 +58,9 @@ pub enum In {
     Nav(usize, Received),
     /// A termination signal.
     End,
+    /// Tests: what is due at this time is done now (time is passed, not waited out).
+    #[cfg(test)]
+    Tick(Instant),
 }
 
 /// What the command line says.
@@ -245,12 +248,17 @@ impl Dialogue {
                     false
                 }
                 Some(In::End) => true,
+                #[cfg(test)]
+                Some(In::Tick(now)) => {
+                    self.tick(now);
+                    false
+                }
                 None => false,
             };
             if stop {
                 break;
             }
-            self.tick();
+            self.tick(Instant::now());
         }
         conn.receiver.close();
         self.inbox.close();
@@ -1298,9 +1306,8 @@ impl Dialogue {
     }
 
     /// What is due: the selection following the cursor, unsaved content, servers to find
-    /// again, a stand-in to hand over, files the CLI wrote, diagnostics.
-    fn tick(&mut self) {
-        let now = Instant::now();
+    /// again, a stand-in to hand over, files the CLI wrote, diagnostics; as of `now`.
+    fn tick(&mut self, now: Instant) {
         if let Some((uri, due)) = self.pending.clone()
             && due <= now
         {

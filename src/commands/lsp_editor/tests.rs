@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::dialogue::{Dialogue, Options};
+use super::dialogue::{Dialogue, FOLLOW_DELAY, In, Options};
 use super::link::{Found, Servers, Session};
 use crate::control::editors;
 use crate::control::handler::handle;
@@ -264,6 +264,8 @@ impl Servers for InProcess {
 /// An editor: the other end of the loop's connection.
 struct Ed {
     conn: Connection,
+    /// The loop's inbox, to pass it the time (`at`).
+    inbox: Arc<Queue<In>>,
     backlog: Vec<Value>,
     next_id: u64,
     thread: Option<JoinHandle<i32>>,
@@ -307,11 +309,17 @@ impl Ed {
     fn start(world: &World, o: Options) -> Ed {
         let (conn, theirs) = Connection::memory();
         let servers = InProcess(world.clone());
+        let inboxes: Arc<Queue<Arc<Queue<In>>>> = Arc::default();
+        let i = inboxes.clone();
         let thread = std::thread::spawn(move || {
-            Dialogue::new(theirs.sender.clone(), Box::new(servers), o).run(theirs)
+            let d = Dialogue::new(theirs.sender.clone(), Box::new(servers), o);
+            i.push(d.inbox());
+            d.run(theirs)
         });
+        let inbox = inboxes.pop(Some(Instant::now() + DEADLINE));
         Ed {
             conn,
+            inbox: inbox.expect("the loop's inbox"),
             backlog: Vec::new(),
             next_id: 1,
             thread: Some(thread),
@@ -427,6 +435,12 @@ impl Ed {
             "textDocument/codeAction",
             json!({"textDocument": {"uri": "file:///nowhere"}}),
         );
+    }
+
+    /// The loop does what is due at `now`, as if that time had come; done when this returns.
+    fn at(&mut self, now: Instant) {
+        self.inbox.push(In::Tick(now));
+        self.sync();
     }
 
     /// Waits until the loop ends, and its exit status.
@@ -824,7 +838,7 @@ fn the_selection_follows_code_action_requests_once_the_cursor_rests() {
     // Asked for with the action, a selection is sent once, even where the cursor rests.
     ed.run_action(&f, range(2, 4, 2, 10), "Claude: send selection");
     assert_eq!(claude.notification("selection_changed")["text"], "return");
-    std::thread::sleep(Duration::from_millis(300));
+    ed.at(Instant::now() + FOLLOW_DELAY);
     assert_eq!(claude.count("selection_changed"), 0);
     // Turned off by initializationOptions.
     let mut ed = Ed::start(
@@ -841,7 +855,7 @@ fn the_selection_follows_code_action_requests_once_the_cursor_rests() {
     );
     ed.open(&f, WIDE);
     ed.code_actions(&f, range(0, 0, 0, 3));
-    std::thread::sleep(Duration::from_millis(300));
+    ed.at(Instant::now() + FOLLOW_DELAY);
     assert_eq!(claude.count("selection_changed"), 0);
 }
 
