@@ -43,6 +43,17 @@ const LAYERS: &[(&str, &[&str])] = &[
             "mod",
         ],
     ),
+    (
+        "langservers::server",
+        &[
+            "state",
+            "positions",
+            "requests",
+            "lifecycle",
+            "documents|status",
+            "mod",
+        ],
+    ),
     ("diagnostics", &["parse", "lsp", "checkers", "mod"]),
     ("state", &["events", "editor|diffs|exec|diagnostics", "mod"]),
     (

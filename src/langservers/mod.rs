@@ -7,7 +7,8 @@
 //! - `supervisor`: a server's process and its life (start, restart with backoff, the process
 //!   tree killed);
 //! - `finality`: when a document's diagnostics are final, a pure state machine;
-//! - `server`: one server's documents, versions and requests;
+//! - `server`: one server: its documents and their versions, its requests, its life as their
+//!   client, its status;
 //! - here, `LangServers`: all of them, and the driver thread that hands each server what its
 //!   process said and runs what is due.
 //!
