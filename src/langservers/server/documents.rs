@@ -10,9 +10,18 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::state::{Doc, Effect, Gone, MAX_DOC_BYTES, MAX_GONE, Server, State, Ticket};
+use crate::files::Stamp;
 use crate::langservers::finality::Final;
 use crate::langservers::supervisor::Phase;
 use crate::rpc;
+
+/// Why `update` has nothing to send of a file.
+enum Unread {
+    /// It is gone, or unreadable: its document is closed, and its diagnostics are now none.
+    Gone,
+    /// It is larger than a server is sent: left as it was.
+    TooLarge,
+}
 
 impl Server {
     /// Tells the server about the current content of `path` (from disk, or `unsaved`) if it
@@ -73,21 +82,10 @@ impl Server {
             }
             st.docs.get(path).map(|d| d.disk)
         };
-        // Read outside the lock; an unchanged stamp spares the read.
-        let content = match unsaved {
-            Some(t) => Some((t.to_string(), None)),
-            None => match crate::files::stamp(path) {
-                None => return self.forget(path),
-                Some(s) if known == Some(Some(s)) => None,
-                Some(s) => match self.workspaces.read(path, MAX_DOC_BYTES) {
-                    Ok(b) => Some((String::from_utf8_lossy(&b).into_owned(), Some(s))),
-                    Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
-                        crate::log::debug!("{}: {} {e}; not sent", self.name, path.display());
-                        return None;
-                    }
-                    Err(_) => return self.forget(path),
-                },
-            },
+        let content = match self.read_content(path, unsaved, known) {
+            Ok(content) => content,
+            Err(Unread::Gone) => return self.forget(path),
+            Err(Unread::TooLarge) => return None,
         };
         #[cfg(test)]
         {
@@ -114,60 +112,105 @@ impl Server {
                 return None;
             }
         }
-        let mut changed = false;
-        if let Some((text, disk)) = content {
-            let hash = crate::text::hash(text.as_bytes());
-            match st.docs.get_mut(path) {
-                Some(d) if d.hash == hash => d.disk = disk,
-                _ => {
-                    st.gone.retain(|g| g.path != path);
-                    st.last_used = now;
-                    st.last_version += 1;
-                    let version = st.last_version;
-                    let d = st.docs.entry(path.to_path_buf()).or_insert_with(|| Doc {
-                        uri: crate::files::file_uri(path),
-                        text: String::new(),
-                        hash: 0,
-                        disk: None,
-                        version: 0,
-                        open: false,
-                        used: now,
-                        holders: Vec::new(),
-                    });
-                    (d.text, d.hash, d.disk, d.version) = (text, hash, disk, version);
-                    changed = true;
-                }
-            }
-        }
-        let ticket = match st.docs.get_mut(path) {
-            // Nothing known and nothing read: the file vanished between stat and read.
-            None => None,
-            Some(d) => {
-                if want || changed {
-                    d.used = now;
-                }
-                if let Some(h) = holder.filter(|h| !d.holders.contains(h)) {
-                    d.holders.push(h);
-                }
-                let version = d.version;
-                if changed {
-                    st.fin.sent(path, version);
-                    if st.life.phase == Phase::Running {
-                        self.sync(&mut st, path);
-                    }
-                }
-                let epoch = st.fin.touched(path);
-                self.close_least_recent(&mut st, path);
-                Some(Ticket {
-                    server: self.clone(),
-                    path: path.to_path_buf(),
-                    version,
-                    epoch,
-                })
-            }
-        };
+        let changed =
+            content.is_some_and(|(text, disk)| Self::store_text(&mut st, path, text, disk, now));
+        let ticket = self.ticket_for(&mut st, path, holder, want, changed, now);
         self.advance_and_finish(st, effects, true);
         ticket
+    }
+
+    /// What there is to send of `path`, read outside the lock: `unsaved` if given, else the
+    /// file (through the workspaces' confinement), unless its stamp is `known`'s (Ok(None)).
+    fn read_content(
+        &self,
+        path: &Path,
+        unsaved: Option<&str>,
+        known: Option<Option<Stamp>>,
+    ) -> Result<Option<(String, Option<Stamp>)>, Unread> {
+        // An unchanged stamp spares the read.
+        Ok(match unsaved {
+            Some(t) => Some((t.to_string(), None)),
+            None => match crate::files::stamp(path) {
+                None => return Err(Unread::Gone),
+                Some(s) if known == Some(Some(s)) => None,
+                Some(s) => match self.workspaces.read(path, MAX_DOC_BYTES) {
+                    Ok(b) => Some((String::from_utf8_lossy(&b).into_owned(), Some(s))),
+                    Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+                        crate::log::debug!("{}: {} {e}; not sent", self.name, path.display());
+                        return Err(Unread::TooLarge);
+                    }
+                    Err(_) => return Err(Unread::Gone),
+                },
+            },
+        })
+    }
+
+    /// Makes `text` the document's, as a new version, unless it already is (then only the
+    /// stamp it was read at is kept); true if it was new.
+    fn store_text(
+        st: &mut State,
+        path: &Path,
+        text: String,
+        disk: Option<Stamp>,
+        now: Instant,
+    ) -> bool {
+        let hash = crate::text::hash(text.as_bytes());
+        if let Some(d) = st.docs.get_mut(path).filter(|d| d.hash == hash) {
+            d.disk = disk;
+            return false;
+        }
+        st.gone.retain(|g| g.path != path);
+        st.last_used = now;
+        st.last_version += 1;
+        let version = st.last_version;
+        let d = st.docs.entry(path.to_path_buf()).or_insert_with(|| Doc {
+            uri: crate::files::file_uri(path),
+            text: String::new(),
+            hash: 0,
+            disk: None,
+            version: 0,
+            open: false,
+            used: now,
+            holders: Vec::new(),
+        });
+        (d.text, d.hash, d.disk, d.version) = (text, hash, disk, version);
+        true
+    }
+
+    /// The use of the document of `path` and its `holder` recorded, its text sent if it
+    /// `changed` (to a running server), room made, and what to wait on for its version's
+    /// result; None if there is no document (the file vanished between stat and read).
+    fn ticket_for(
+        self: &Arc<Self>,
+        st: &mut State,
+        path: &Path,
+        holder: Option<u64>,
+        want: bool,
+        changed: bool,
+        now: Instant,
+    ) -> Option<Ticket> {
+        let d = st.docs.get_mut(path)?;
+        if want || changed {
+            d.used = now;
+        }
+        if let Some(h) = holder.filter(|h| !d.holders.contains(h)) {
+            d.holders.push(h);
+        }
+        let version = d.version;
+        if changed {
+            st.fin.sent(path, version);
+            if st.life.phase == Phase::Running {
+                self.sync(st, path);
+            }
+        }
+        let epoch = st.fin.touched(path);
+        self.close_least_recent(st, path);
+        Some(Ticket {
+            server: self.clone(),
+            path: path.to_path_buf(),
+            version,
+            epoch,
+        })
     }
 
     /// Sends the document's current text: didOpen, or didChange with the whole text.

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::requests::{fail_requests, folder};
 use super::state::{Effects, Inbound, Pending, Server, State};
 use crate::langservers::finality::{Pushes, Source};
-use crate::langservers::supervisor::{self, Event, Phase};
+use crate::langservers::supervisor::{self, Event, Phase, Process};
 use crate::lsp::text::Enc;
 use crate::rpc;
 
@@ -32,99 +32,93 @@ impl Server {
         // The previous process's requests will never be answered.
         fail_requests(st, effects);
         let folders = self.workspaces.list();
-        let program = Path::new(&self.words[0]);
-        // A folder added since serve started may hold the built-in found then
-        // (ccide-protocol(7) §14).
-        let options = if self.builtin
-            && !crate::trust::allowed(program, &folders, self.cfg.trust_workspace)
-        {
-            Err(format!(
-                "{} lies inside a workspace folder and runs only with --trust-workspace",
-                program.display()
-            ))
-        } else {
-            crate::langservers::profiles::initialization_options(
-                &self.name,
-                &self.words[0],
-                &folders,
-                self.cfg.trust_workspace,
-            )
-        };
-        let options = match options {
-            Ok(o) => o,
-            Err(e) => {
-                crate::log::warn!("language server {}: {e}; not used", self.name);
-                st.life.phase = Phase::Failed;
-                st.life.last_error = Some(e);
-                return;
-            }
-        };
-        let cwd = folders.first().map_or(Path::new("/"), |w| w.as_path());
-        let (inbox, server, run) = (self.inbox.clone(), self.index, st.run);
-        let deliver: crate::proc::Deliver<Event> = Arc::new(move |event| {
-            inbox.push(Inbound::Event { server, run, event });
-        });
-        #[cfg(test)]
-        let memory = self
-            .memory
-            .lock()
-            .unwrap()
-            .clone()
-            .map(|m| supervisor::memory(m(), deliver.clone()));
-        #[cfg(not(test))]
-        let memory = None;
-        let spawned = match memory {
-            Some(p) => Ok(p),
-            None => {
-                // A built-in's process gets the workspace-free PATH (ccide-protocol(7) §14).
-                let mut cmd = match self.builtin {
-                    true => crate::trust::command(program, &folders, self.cfg.trust_workspace),
-                    false => std::process::Command::new(&self.words[0]),
-                };
-                cmd.args(&self.words[1..]).current_dir(cwd);
-                supervisor::spawn(cmd, self.cfg.max_queued, deliver)
-            }
-        };
+        let spawned = self
+            .initialization_options(&folders)
+            .and_then(|options| Ok((self.spawn(st.run, &folders)?, options)));
         match spawned {
-            Ok(p) => {
-                crate::log::info!(
-                    "language server {} started (pid {}): {}",
-                    self.name,
-                    p.pid().unwrap_or_default(),
-                    self.words.join(" ")
-                );
-                st.process = Some(p);
-                st.life.starting(Instant::now());
-                st.init = None;
-                st.delivered = false;
-                st.enc = Enc::Utf16;
-                st.fin.gone();
-                st.fin.configure(Source::Push, Pushes::MayBePartial);
-                st.pull_registration = None;
-                st.watch_registrations.clear();
-                for d in st.docs.values_mut() {
-                    d.open = false;
-                }
-                let mut params: Value = serde_json::from_str(INITIALIZE).unwrap_or_default();
-                params["processId"] = std::process::id().into();
-                params["clientInfo"]["version"] = env!("CARGO_PKG_VERSION").into();
-                params["rootUri"] = folders.first().map(|w| crate::files::file_uri(w)).into();
-                params["rootPath"] = folders
-                    .first()
-                    .map(|w| w.to_string_lossy().into_owned())
-                    .into();
-                params["workspaceFolders"] = folders.iter().map(|w| folder(w)).collect();
-                if let Some(o) = options {
-                    params["initializationOptions"] = o;
-                }
-                self.send_request(st, "initialize", Some(params), Pending::Initialize);
-            }
+            Ok((p, options)) => self.started(st, p, &folders, options),
             Err(e) => {
                 crate::log::warn!("language server {}: {e}; not used", self.name);
                 st.life.phase = Phase::Failed;
                 st.life.last_error = Some(e);
             }
         }
+    }
+
+    /// The `initializationOptions` of a start with these workspace folders; Err if the
+    /// server is not to run.
+    fn initialization_options(&self, folders: &[PathBuf]) -> Result<Option<Value>, String> {
+        let program = Path::new(&self.words[0]);
+        // A folder added since serve started may hold the built-in found then
+        // (ccide-protocol(7) §14).
+        if self.builtin && !crate::trust::allowed(program, folders, self.cfg.trust_workspace) {
+            return Err(format!(
+                "{} lies inside a workspace folder and runs only with --trust-workspace",
+                program.display()
+            ));
+        }
+        crate::langservers::profiles::initialization_options(
+            &self.name,
+            &self.words[0],
+            folders,
+            self.cfg.trust_workspace,
+        )
+    }
+
+    /// Starts the process of `run`, in the first workspace folder, its events to the driver.
+    fn spawn(&self, run: u64, folders: &[PathBuf]) -> Result<Process, String> {
+        let (inbox, server) = (self.inbox.clone(), self.index);
+        let deliver: crate::proc::Deliver<Event> = Arc::new(move |event| {
+            inbox.push(Inbound::Event { server, run, event });
+        });
+        #[cfg(test)]
+        if let Some(m) = self.memory.lock().unwrap().clone() {
+            return Ok(supervisor::memory(m(), deliver));
+        }
+        let program = Path::new(&self.words[0]);
+        let cwd = folders.first().map_or(Path::new("/"), |w| w.as_path());
+        // A built-in's process gets the workspace-free PATH (ccide-protocol(7) §14).
+        let mut cmd = match self.builtin {
+            true => crate::trust::command(program, folders, self.cfg.trust_workspace),
+            false => std::process::Command::new(&self.words[0]),
+        };
+        cmd.args(&self.words[1..]).current_dir(cwd);
+        supervisor::spawn(cmd, self.cfg.max_queued, deliver)
+    }
+
+    /// The process `p` started: the state of the one before forgotten, and `initialize` sent.
+    fn started(&self, st: &mut State, p: Process, folders: &[PathBuf], options: Option<Value>) {
+        crate::log::info!(
+            "language server {} started (pid {}): {}",
+            self.name,
+            p.pid().unwrap_or_default(),
+            self.words.join(" ")
+        );
+        st.process = Some(p);
+        st.life.starting(Instant::now());
+        st.init = None;
+        st.delivered = false;
+        st.enc = Enc::Utf16;
+        st.fin.gone();
+        st.fin.configure(Source::Push, Pushes::MayBePartial);
+        st.pull_registration = None;
+        st.watch_registrations.clear();
+        for d in st.docs.values_mut() {
+            d.open = false;
+        }
+        let mut params: Value = serde_json::from_str(INITIALIZE).unwrap_or_default();
+        params["processId"] = std::process::id().into();
+        params["clientInfo"]["version"] = env!("CARGO_PKG_VERSION").into();
+        params["rootUri"] = folders.first().map(|w| crate::files::file_uri(w)).into();
+        params["rootPath"] = folders
+            .first()
+            .map(|w| w.to_string_lossy().into_owned())
+            .into();
+        params["workspaceFolders"] = folders.iter().map(|w| folder(w)).collect();
+        if let Some(o) = options {
+            params["initializationOptions"] = o;
+        }
+        self.send_request(st, "initialize", Some(params), Pending::Initialize);
     }
 
     pub(super) fn stop(&self, st: &mut State, why: &str) {
