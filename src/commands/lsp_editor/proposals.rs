@@ -54,6 +54,9 @@ struct Watch {
     path: PathBuf,
     stamp: Option<crate::files::Stamp>,
     until: Instant,
+    /// The stamp last seen since it changed: the write is over once a later look sees it again
+    /// (the CLI truncates the file, then writes it: a look between the two sees it empty).
+    changed: Option<Option<crate::files::Stamp>>,
 }
 
 #[derive(Default)]
@@ -99,6 +102,7 @@ impl Proposals {
                 path: d.file,
                 stamp: d.stamp,
                 until: Instant::now() + Duration::from_secs(10),
+                changed: None,
             });
         }
     }
@@ -116,16 +120,21 @@ impl Proposals {
         })
     }
 
-    /// Files the CLI wrote since the last look, once each.
+    /// Files the CLI wrote, once each: changed since the diff was settled, and then the same
+    /// at two looks in a row (so never read half written).
     pub fn written(&mut self, now: Instant) -> Vec<PathBuf> {
         let mut out = Vec::new();
-        self.watches.retain(|w| {
-            if crate::files::stamp(&w.path) != w.stamp {
-                out.push(w.path.clone());
-                false
-            } else {
-                w.until > now
+        self.watches.retain_mut(|w| {
+            let stamp = crate::files::stamp(&w.path);
+            if stamp == w.stamp {
+                return w.until > now;
             }
+            if w.changed.as_ref() == Some(&stamp) {
+                out.push(w.path.clone());
+                return false;
+            }
+            w.changed = Some(stamp);
+            true
         });
         out
     }
@@ -221,8 +230,12 @@ mod tests {
         p.settled(1, &json!({"id": "1", "how": "accepted"}), |_| true);
         let now = Instant::now();
         assert!(p.written(now).is_empty());
-        // Another size: another stamp, whatever the clock's resolution.
+        // Another size: another stamp, whatever the clock's resolution. The CLI truncates the
+        // file first: a look then sees it changed, and waits for it to stay as it is.
+        std::fs::write(&f, "").unwrap();
+        assert!(p.written(now).is_empty(), "truncated, not written yet");
         std::fs::write(&f, "new content\n").unwrap();
+        assert!(p.written(now).is_empty(), "written: is it over?");
         assert_eq!(p.written(now), std::slice::from_ref(&f));
         assert!(!p.watching());
         std::fs::remove_dir_all(&dir).unwrap();
