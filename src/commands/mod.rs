@@ -5,6 +5,7 @@
 
 pub mod bridge;
 pub mod client;
+pub mod hook;
 pub mod lsp_editor;
 pub mod plugin;
 pub mod serve;

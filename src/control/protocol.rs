@@ -29,6 +29,14 @@ pub enum Request {
         accept: bool,
         content: Option<String>,
         cwd: Option<String>,
+        /// The user's reason, told to the model (`verdicts`).
+        why: Option<String>,
+    },
+    /// Takes the verdicts of settled diffs not yet told to the model: of one file, of the
+    /// diffs of a CLI among `pids` (a hook's ancestors), or both (ccide-protocol(7) §9.2).
+    Verdicts {
+        path: Option<String>,
+        pids: Option<Vec<i64>>,
     },
     /// The diff's proposal under a name ending like its file's, for an editor to open.
     DiffView {
@@ -146,6 +154,7 @@ impl Request {
             Request::DiffList => "diff.list",
             Request::DiffFind { .. } => "diff.find",
             Request::DiffSettle { .. } => "diff.settle",
+            Request::Verdicts { .. } => "verdicts",
             Request::DiffView { .. } => "diff.view",
             Request::Select { .. } => "select",
             Request::Mention { .. } => "mention",
@@ -191,6 +200,11 @@ impl Request {
                 accept: f.flag("accept"),
                 content: f.string("content"),
                 cwd: f.string("cwd"),
+                why: f.string("why"),
+            },
+            "verdicts" => Request::Verdicts {
+                path: f.string("path"),
+                pids: f.pids("pids"),
             },
             "diff.view" => Request::DiffView {
                 target: f.string("target"),
@@ -310,11 +324,17 @@ impl Request {
                 accept,
                 content,
                 cwd,
+                why,
             } => {
                 put("target", opt(target));
                 put("accept", (*accept).into());
                 put("content", opt(content));
                 put("cwd", opt(cwd));
+                put("why", opt(why));
+            }
+            Request::Verdicts { path, pids } => {
+                put("path", opt(path));
+                put("pids", pids.clone().map_or(Value::Null, Value::from));
             }
             Request::DiffView { target } => put("target", opt(target)),
             Request::Select { path, span, text } => {
@@ -535,6 +555,18 @@ impl Fields {
             Some(_) => self.refuse(bad(key, "a list of strings")),
         }
         out
+    }
+
+    /// A list of process ids, or None when absent.
+    fn pids(&mut self, key: &str) -> Option<Vec<i64>> {
+        let v = self.take(key)?;
+        let pids: Option<Vec<i64>> = v
+            .as_array()
+            .and_then(|a| a.iter().map(Value::as_i64).collect());
+        if pids.is_none() {
+            self.refuse(bad(key, "a list of process ids"));
+        }
+        pids
     }
 
     /// `strings`, with absent (or null) read as empty.
