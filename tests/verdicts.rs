@@ -176,9 +176,14 @@ fn a_verdict_goes_only_to_the_cli_that_proposed_the_edit() {
         json!({"id": 2, "ok": true, "verdicts": [{"id": "1", "file": file, "how": "rejected",
             "verdict": {"kept": [], "dropped": [], "edited": [], "why": "no"}, "changes": null}]})
     );
+    // Kept until said to be delivered.
     assert_eq!(
-        s.control(&json!({"id": 3, "cmd": "verdicts"})),
-        json!({"id": 3, "ok": true, "verdicts": []})
+        s.control(&json!({"id": 3, "cmd": "verdicts"}))["verdicts"],
+        r["verdicts"]
+    );
+    assert_eq!(
+        s.control(&json!({"id": 4, "cmd": "verdicts", "delivered": ["1"]})),
+        json!({"id": 4, "ok": true, "verdicts": []})
     );
 }
 
@@ -236,11 +241,25 @@ fn a_stopped_server_or_an_input_never_closed_does_not_hold_up_the_cli() {
     let o = finished(open, HOOK_LIMIT);
     drop(stdin);
     assert_eq!((o.status.code(), stdout(&o)), (Some(0), String::new()));
+    /// Continues the stopped server however the test ends, so that it can be stopped.
+    struct Continue<'a>(&'a Server);
+    impl Drop for Continue<'_> {
+        fn drop(&mut self) {
+            self.0.signal("CONT");
+        }
+    }
     s.signal("STOP");
+    let stopped = Continue(&s);
     let o = finished(
         hook_child(&sb, "user-prompt-submit", &prompt_input(&sb)),
         HOOK_LIMIT,
     );
-    s.signal("CONT");
+    drop(stopped);
     assert_eq!((o.status.code(), stdout(&o)), (Some(0), String::new()));
+    // Once it runs again, the verdict is there: the stopped server was asked, not skipped.
+    let o = hook(&sb, "user-prompt-submit", &prompt_input(&sb));
+    assert_eq!(
+        said(&o)["hookSpecificOutput"]["additionalContext"],
+        "The user rejected your proposed edit of app.py (reason: no); the file was not changed."
+    );
 }

@@ -8,10 +8,10 @@
 //! A hook must never hold up or fail the CLI's turn: whatever goes wrong (no server, a slow or
 //! broken one, input it does not know), it prints nothing and exits 0 within `DEADLINE`.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -32,6 +32,8 @@ pub const COMMAND: Command = Command {
 
 /// The longest a hook holds up the CLI.
 const DEADLINE: Duration = Duration::from_secs(1);
+/// The least time given to say which verdicts were told, when the answer came late.
+const ACK_TIME: Duration = Duration::from_millis(200);
 /// The largest hook input read (a Write's `tool_input` holds the whole file).
 const MAX_INPUT: u64 = 64 << 20;
 
@@ -66,6 +68,7 @@ pub fn run(args: &Args) -> Outcome {
         }
     };
     let config = args.value("--config-dir");
+    let start = Instant::now();
     let (tx, rx) = mpsc::channel();
     // The work runs on its own thread so that the deadline holds whatever blocks (a CLI that
     // keeps standard input open, a server that stopped answering); the process ends with
@@ -77,16 +80,39 @@ pub fn run(args: &Args) -> Outcome {
         Ok(_) => rx.recv_timeout(DEADLINE).ok().flatten(),
         Err(_) => None,
     };
-    if let Some(text) = said {
-        let specific = obj! {"hookEventName": event.name(), "additionalContext": text};
-        let out = obj! {"hookSpecificOutput": specific};
-        println!("{out}");
+    let Some(Told { text, ids, mut ctl }) = said else {
+        return Ok(EXIT_OK);
+    };
+    let specific = obj! {"hookEventName": event.name(), "additionalContext": text};
+    let out = obj! {"hookSpecificOutput": specific};
+    let mut stdout = std::io::stdout().lock();
+    if writeln!(stdout, "{out}")
+        .and_then(|_| stdout.flush())
+        .is_ok()
+    {
+        // Written: serve forgets them. Had the hook given up before, they would stay for the
+        // next one; an acknowledgement lost here only tells them twice.
+        let left = DEADLINE.saturating_sub(start.elapsed()).max(ACK_TIME);
+        if ctl.set_timeout(Some(left)).is_ok() {
+            let _ = ctl.request(&Request::Verdicts {
+                path: None,
+                pids: Some(Vec::new()),
+                delivered: ids,
+            });
+        }
     }
     Ok(EXIT_OK)
 }
 
+/// What a hook tells the model, the verdicts it told, and the connection to say so on.
+struct Told {
+    text: String,
+    ids: Vec<String>,
+    ctl: Control,
+}
+
 /// What the model is to be told, if anything.
-fn context(event: Event, config: Option<&str>) -> Option<String> {
+fn context(event: Event, config: Option<&str>) -> Option<Told> {
     let mut input = Vec::new();
     std::io::stdin()
         .take(MAX_INPUT)
@@ -110,14 +136,23 @@ fn context(event: Event, config: Option<&str>) -> Option<String> {
         .request(&Request::Verdicts {
             path,
             pids: Some(ancestors()),
+            delivered: Vec::new(),
         })
         .ok()?;
-    let told: Vec<String> = r["verdicts"]
-        .as_array()?
+    let verdicts = r["verdicts"].as_array()?;
+    if verdicts.is_empty() {
+        return None;
+    }
+    let told: Vec<String> = verdicts.iter().map(|v| describe(v, &root)).collect();
+    let ids = verdicts
         .iter()
-        .map(|v| describe(v, &root))
+        .filter_map(|v| v["id"].as_str().map(String::from))
         .collect();
-    (!told.is_empty()).then(|| told.join("\n\n"))
+    Some(Told {
+        text: told.join("\n\n"),
+        ids,
+        ctl,
+    })
 }
 
 /// The file a PostToolUse's tool changed: Edit, Write and MultiEdit name it `file_path`.

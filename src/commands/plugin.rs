@@ -528,6 +528,29 @@ mod tests {
     }
 
     #[test]
+    fn the_manifest_has_hooks_in_exec_form_only_for_clis_that_run_them() {
+        let e = entries(vec![vec!["*.py"]]);
+        let hook = |event: &str| serde_json::json!({"type": "command", "command": "/opt/cc ide", "args": ["hook", event], "timeout": 5});
+        let m: Value = serde_json::from_str(&manifest("/opt/cc ide", &e, [2, 1, 332])).unwrap();
+        assert_eq!(
+            m["hooks"],
+            serde_json::json!({
+                "PostToolUse": [{"matcher": "Edit|Write|MultiEdit", "hooks": [hook("post-tool-use")]}],
+                "UserPromptSubmit": [{"hooks": [hook("user-prompt-submit")]}],
+            })
+        );
+        assert!(m["lspServers"]["python"].is_object());
+        // Without language servers the hooks alone.
+        let alone: Value = serde_json::from_str(&manifest("/opt/ccide", &[], [2, 1, 332])).unwrap();
+        let keys: Vec<&String> = alone.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["description", "hooks", "name", "version"]);
+        for old in [[2, 1, 330], [2, 1, 112]] {
+            let m: Value = serde_json::from_str(&manifest("/opt/ccide", &e, old)).unwrap();
+            assert_eq!(m.get("hooks"), None, "{old:?}");
+        }
+    }
+
+    #[test]
     fn the_manifest_has_the_diagnostics_key_only_for_clis_that_take_it() {
         let e = entries(vec![vec!["*.ts", "*.tsx"], vec!["*.py"]]);
         let new: Value = serde_json::from_str(&manifest("/opt/ccide", &e, [2, 1, 330])).unwrap();

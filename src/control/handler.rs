@@ -34,7 +34,11 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
             cwd: c,
             why,
         } => diff_settle(state, target.as_deref(), accept, content, &cwd(&c), why),
-        Request::Verdicts { path, pids } => verdicts(state, path, pids),
+        Request::Verdicts {
+            path,
+            pids,
+            delivered,
+        } => verdicts(state, path, pids, &delivered),
         // A symlink named like the file, beside `proposed`, so the editor picks the file's
         // language for the proposal (and attaches `ccide lsp` to it).
         Request::DiffView { target } => match state.diffs.proposal_view(target.as_deref()) {
@@ -104,14 +108,21 @@ fn diff_settle(
     }
 }
 
-/// `verdicts`: what the user said of settled diffs, taken so that the model hears it once.
-fn verdicts(state: &State, path: Option<String>, pids: Option<Vec<i64>>) -> Value {
+/// `verdicts`: what the user said of settled diffs and the model was not told yet, after
+/// forgetting those it was told (`delivered`).
+fn verdicts(
+    state: &State,
+    path: Option<String>,
+    pids: Option<Vec<i64>>,
+    delivered: &[String],
+) -> Value {
+    state.diffs.forget_verdicts(delivered);
     let path = match path.map(|p| state.resolve(&p)).transpose() {
         Ok(p) => p,
         Err(e) => return failure(&e),
     };
     let query = crate::state::diffs::VerdictQuery { path, pids };
-    obj! {"ok": true, "verdicts": state.diffs.take_verdicts(&query)}
+    obj! {"ok": true, "verdicts": state.diffs.verdicts(&query)}
 }
 
 /// `open`: opens files in the editor model, held for the session, and runs their checks.

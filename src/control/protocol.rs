@@ -32,11 +32,13 @@ pub enum Request {
         /// The user's reason, told to the model (`verdicts`).
         why: Option<String>,
     },
-    /// Takes the verdicts of settled diffs not yet told to the model: of one file, of the
-    /// diffs of a CLI among `pids` (a hook's ancestors), or both (ccide-protocol(7) §9.2).
+    /// The verdicts of settled diffs not yet told to the model: of one file, of the diffs of
+    /// a CLI among `pids` (a hook's ancestors), or both (ccide-protocol(7) §9.2). Those whose
+    /// ids are in `delivered` (the model was told) are forgotten first.
     Verdicts {
         path: Option<String>,
         pids: Option<Vec<i64>>,
+        delivered: Vec<String>,
     },
     /// The diff's proposal under a name ending like its file's, for an editor to open.
     DiffView {
@@ -205,6 +207,7 @@ impl Request {
             "verdicts" => Request::Verdicts {
                 path: f.string("path"),
                 pids: f.pids("pids"),
+                delivered: f.optional_strings("delivered"),
             },
             "diff.view" => Request::DiffView {
                 target: f.string("target"),
@@ -332,9 +335,16 @@ impl Request {
                 put("cwd", opt(cwd));
                 put("why", opt(why));
             }
-            Request::Verdicts { path, pids } => {
+            Request::Verdicts {
+                path,
+                pids,
+                delivered,
+            } => {
                 put("path", opt(path));
                 put("pids", pids.clone().map_or(Value::Null, Value::from));
+                if !delivered.is_empty() {
+                    put("delivered", list(delivered));
+                }
             }
             Request::DiffView { target } => put("target", opt(target)),
             Request::Select { path, span, text } => {

@@ -1079,10 +1079,12 @@ fn every_request() -> Vec<Request> {
         Request::Verdicts {
             path: s("a.txt"),
             pids: Some(vec![41, 1]),
+            delivered: vec!["3".into()],
         },
         Request::Verdicts {
             path: None,
             pids: None,
+            delivered: vec![],
         },
         Request::DiffView { target: s("3") },
         Request::Select {

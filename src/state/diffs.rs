@@ -376,26 +376,35 @@ impl Diffs {
         Ok(desc)
     }
 
-    /// Takes the undelivered verdicts `q` picks, oldest first: each is delivered once.
-    pub fn take_verdicts(&self, q: &VerdictQuery) -> Vec<Value> {
-        let mut inner = lock(&self.inner);
+    /// The undelivered verdicts `q` picks, oldest first. They stay until `forget_verdicts`
+    /// is told they were delivered: a hook that gave up waiting for the answer (its deadline)
+    /// must not lose them.
+    pub fn verdicts(&self, q: &VerdictQuery) -> Vec<Value> {
+        let inner = lock(&self.inner);
         let picked = |v: &Verdict| {
             q.path.as_ref().is_none_or(|p| *p == v.path)
                 && q.pids
                     .as_ref()
                     .is_none_or(|pids| v.pid.is_none_or(|pid| pids.contains(&pid)))
         };
-        let (taken, kept): (Vec<Verdict>, Vec<Verdict>) = std::mem::take(&mut inner.verdicts)
-            .into_iter()
-            .partition(|v| picked(v));
-        inner.verdicts = kept;
-        taken
-            .into_iter()
+        inner
+            .verdicts
+            .iter()
+            .filter(|v| picked(v))
             .map(|v| {
                 obj! {"id": v.id.to_string(), "file": json::path(&v.path), "how": v.how.word(),
-                "verdict": v.verdict, "changes": v.changes}
+                "verdict": v.verdict.clone(), "changes": v.changes.clone()}
             })
             .collect()
+    }
+
+    /// Forgets the verdicts of the diffs `ids` names: the model was told.
+    pub fn forget_verdicts(&self, ids: &[String]) {
+        if !ids.is_empty() {
+            lock(&self.inner)
+                .verdicts
+                .retain(|v| !ids.contains(&v.id.to_string()));
+        }
     }
 
     /// The pending diff `target` names, by the same rule as `settle_by_user`.
