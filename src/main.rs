@@ -29,7 +29,7 @@
 //!    every command once as a `Request`, one handler for every connection, the LSP clients
 //!    multiplexed onto the language servers (`lsp_mux`), the client).
 //! 8. `cli` (flags, parser, help) and `commands` (serve, the client commands, `ccide lsp`
-//!    (`lsp_editor`), lsp-bridge, plugin, unit).
+//!    (`lsp_editor`), lsp-bridge, hook, plugin, unit).
 //!
 //! "lsp" alone names the protocol layer; the language servers ccide runs are `langservers`
 //! (and so are fields that hold them), the server an editor starts is `lsp_editor`, and

@@ -258,28 +258,8 @@ impl Request {
             "diagnostics.clear" => Request::DiagnosticsClear {
                 path: f.string("path"),
             },
-            "exec" => Request::Exec {
-                action: match f.string("action").as_deref() {
-                    None | Some("list") => ExecAction::List,
-                    Some("approve") => ExecAction::Approve,
-                    Some("deny") => ExecAction::Deny,
-                    Some(other) => {
-                        return Err(format!(
-                            "unknown exec action '{other}': expected list, approve or deny"
-                        ));
-                    }
-                },
-                target: f.string("target"),
-            },
-            "workspace" => Request::Workspace {
-                op: match f.string("op").as_deref() {
-                    Some("list") => WorkspaceOp::List,
-                    Some("add") => WorkspaceOp::Add,
-                    Some("remove") => WorkspaceOp::Remove,
-                    _ => return Err("workspace: expected add, remove or list".into()),
-                },
-                path: f.string("path"),
-            },
+            "exec" => exec_request(&mut f)?,
+            "workspace" => workspace_request(&mut f)?,
             "attach" => Request::Attach {
                 pid: f.count("pid").map(|p| p as u64),
                 editor: f.string("editor"),
@@ -349,26 +329,8 @@ impl Request {
             Request::DiffView { target } => put("target", opt(target)),
             Request::Select { path, span, text } => {
                 put("path", path.as_str().into());
-                match span {
-                    Span::Lines(r) => {
-                        let mut range = Map::new();
-                        for (k, v) in [
-                            ("start_line", r.start_line),
-                            ("start_col", r.start_col),
-                            ("end_line", r.end_line),
-                            ("end_col", r.end_col),
-                        ] {
-                            if let Some(v) = v {
-                                range.insert(k.into(), v.into());
-                            }
-                        }
-                        put("range", Value::Object(range));
-                    }
-                    Span::Exact(start, end) => {
-                        let at = |p: &Pos| Value::from(vec![p.line, p.character]);
-                        put("start", at(start));
-                        put("end", at(end));
-                    }
+                for (k, v) in span_fields(span) {
+                    put(k, v);
                 }
                 put("text", opt(text));
             }
@@ -435,6 +397,58 @@ impl Request {
         let body = self.to_json().to_string();
         // `to_json` always holds `cmd`: the body is `{"cmd":...}`.
         format!("{{\"id\":{id},{}\n", &body[1..])
+    }
+}
+
+fn exec_request(f: &mut Fields) -> Result<Request, String> {
+    Ok(Request::Exec {
+        action: match f.string("action").as_deref() {
+            None | Some("list") => ExecAction::List,
+            Some("approve") => ExecAction::Approve,
+            Some("deny") => ExecAction::Deny,
+            Some(other) => {
+                return Err(format!(
+                    "unknown exec action '{other}': expected list, approve or deny"
+                ));
+            }
+        },
+        target: f.string("target"),
+    })
+}
+
+fn workspace_request(f: &mut Fields) -> Result<Request, String> {
+    Ok(Request::Workspace {
+        op: match f.string("op").as_deref() {
+            Some("list") => WorkspaceOp::List,
+            Some("add") => WorkspaceOp::Add,
+            Some("remove") => WorkspaceOp::Remove,
+            _ => return Err("workspace: expected add, remove or list".into()),
+        },
+        path: f.string("path"),
+    })
+}
+
+/// A `select`'s span as its fields: `range`, or `start` and `end`.
+fn span_fields(span: &Span) -> Vec<(&'static str, Value)> {
+    match span {
+        Span::Lines(r) => {
+            let mut range = Map::new();
+            for (k, v) in [
+                ("start_line", r.start_line),
+                ("start_col", r.start_col),
+                ("end_line", r.end_line),
+                ("end_col", r.end_col),
+            ] {
+                if let Some(v) = v {
+                    range.insert(k.into(), v.into());
+                }
+            }
+            vec![("range", Value::Object(range))]
+        }
+        Span::Exact(start, end) => {
+            let at = |p: &Pos| Value::from(vec![p.line, p.character]);
+            vec![("start", at(start)), ("end", at(end))]
+        }
     }
 }
 
