@@ -231,8 +231,10 @@ fn describe(v: &Value, root: &Path) -> String {
             "The user reviewed your edit of {file}: {}{why}.",
             parts.join(", ")
         )
-    } else if v["how"] == "accepted" {
+    } else if v["how"] == "accepted" && v["changes"].is_string() {
         format!("The user changed your proposed edit of {file} before accepting it{why}.")
+    } else if v["how"] == "accepted" {
+        format!("The user accepted your proposed edit of {file} as it was{why}.")
     } else {
         format!("The user rejected your proposed edit of {file}{why}; the file was not changed.")
     };
@@ -288,6 +290,16 @@ mod tests {
         assert_eq!(
             describe(&v, &root()),
             "The user changed your proposed edit of /elsewhere/a.txt before accepting it.\nTheir changes to your proposal, which is what the file now holds:\n--- proposed/a.txt\n+++ saved/a.txt\n@@ -1 +1 @@\n-x\n+y"
+        );
+    }
+
+    #[test]
+    fn an_edit_accepted_as_it_was_says_so_with_the_reason() {
+        let v = json!({"id": "5", "file": "/w/a.txt", "how": "accepted", "changes": null,
+            "verdict": {"kept": [], "dropped": [], "edited": [], "why": "fine"}});
+        assert_eq!(
+            describe(&v, &root()),
+            "The user accepted your proposed edit of a.txt as it was (reason: fine)."
         );
     }
 
