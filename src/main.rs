@@ -29,7 +29,7 @@
 //!    every command once as a `Request`, one handler for every connection, the LSP clients
 //!    multiplexed onto the language servers (`lsp_mux`), the client).
 //! 8. `cli` (flags, parser, help) and `commands` (serve, the client commands, `ccide lsp`
-//!    (`lsp_editor`), lsp-bridge, plugin, unit).
+//!    (`lsp_editor`), lsp-bridge, hook, plugin, unit).
 //!
 //! "lsp" alone names the protocol layer; the language servers ccide runs are `langservers`
 //! (and so are fields that hold them), the server an editor starts is `lsp_editor`, and
@@ -84,10 +84,20 @@ pub const COMMANDS: &[Command] = &[
     commands::serve::COMMAND,
     Command {
         name: "diff",
-        usage: "ccide diff [list | show [ID] | accept [ID] | reject [ID] | edit [ID] | path [ID]] [OPTIONS]",
+        usage: "ccide diff [list | show [ID] | accept [ID] | reject [ID] | edit [ID] | path [ID]] [--why TEXT] [OPTIONS]",
         about: "Review the edits Claude Code proposes: list, show, accept, reject.",
-        details: "Each proposed edit is a directory holding `original` and `proposed`. ID is the diff's\nnumber, its tab name, or the path of the file it changes; without ID the only pending diff.\n  list     the pending diffs (the default)\n  show     a unified diff of original against proposed\n  accept   answer FILE_SAVED with the current content of proposed (edit it first to change it)\n  reject   answer DIFF_REJECTED\n  edit     open proposed in $VISUAL or $EDITOR (accepting stays a separate step)\n  path     print the diff's directory",
-        flags: &[PORT, CONFIG_DIR, JSON],
+        details: "Each proposed edit is a directory holding `original` and `proposed`. ID is the diff's\nnumber, its tab name, or the path of the file it changes; without ID the only pending diff.\n  list     the pending diffs (the default)\n  show     a unified diff of original against proposed\n  accept   answer FILE_SAVED with the current content of proposed (edit it first to change it)\n  reject   answer DIFF_REJECTED\n  edit     open proposed in $VISUAL or $EDITOR (accepting stays a separate step)\n  path     print the diff's directory\nWith accept or reject, --why TEXT is told to Claude through ccide's plugin (its hooks).",
+        flags: &[
+            flag(
+                "--why",
+                Some("TEXT"),
+                None,
+                "With accept or reject: the reason, told to Claude with what you changed.",
+            ),
+            PORT,
+            CONFIG_DIR,
+            JSON,
+        ],
         run: commands::client::diff,
         passthrough: false,
     },
@@ -307,6 +317,7 @@ pub const COMMANDS: &[Command] = &[
         passthrough: false,
     },
     commands::bridge::COMMAND,
+    commands::hook::COMMAND,
     commands::plugin::COMMAND,
     Command {
         name: "events",

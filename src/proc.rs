@@ -246,6 +246,16 @@ fn stat_rest(pid: u32) -> Option<String> {
     Some(s.get(s.rfind(')')? + 1..)?.to_string())
 }
 
+/// The parent of `pid` (/proc/PID/stat's 4th field), None for the kernel's own (0).
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let ppid: u32 = stat_rest(pid)?
+        .split_ascii_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    (ppid != 0).then_some(ppid)
+}
+
 /// When `pid` started, in clock ticks after boot (/proc/PID/stat's 22nd field): a pid is
 /// reused, a pid with its start time names one process.
 pub fn start_time(pid: u32) -> Option<u64> {

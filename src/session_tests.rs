@@ -509,3 +509,39 @@ fn a_client_gets_a_bounded_number_of_worker_threads() {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+#[test]
+fn verdicts_are_kept_for_the_model_up_to_a_bound_the_oldest_going_first() {
+    let ts = state();
+    let a = ts.write("a.txt", "a\n");
+    let s = sessions(&ts, false);
+    let mut c = Conn::open(&s);
+    c.handshake();
+    for n in 1..=70 {
+        c.send(json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "openDiff",
+            "arguments": {"old_file_path": a, "new_file_path": a, "new_file_contents": "b\n", "tab_name": "t"}}}));
+        let why = format!("reason {n}");
+        assert!(
+            ts.state
+                .diffs
+                .settle_with_verdict(None, false, &ts.ws(), Some(&why), &|_| Some(7))
+                .is_ok()
+        );
+    }
+    let all = crate::state::diffs::VerdictQuery {
+        path: None,
+        pids: None,
+    };
+    let kept = ts.state.diffs.verdicts(&all);
+    assert_eq!(kept.len(), 64);
+    assert_eq!(kept[0]["id"], "7");
+    assert_eq!(kept[0]["verdict"]["why"], "reason 7");
+    // A CLI with another pid hears none of them; delivered ones are forgotten.
+    let other = crate::state::diffs::VerdictQuery {
+        path: None,
+        pids: Some(vec![8]),
+    };
+    assert_eq!(ts.state.diffs.verdicts(&other).len(), 0);
+    ts.state.diffs.forget_verdicts(&["7".into(), "70".into()]);
+    assert_eq!(ts.state.diffs.verdicts(&all).len(), 62);
+}

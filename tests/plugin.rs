@@ -334,14 +334,14 @@ fn the_lsp_control_command_turns_the_connection_into_framed_lsp() {
 
 /// A stand-in for `claude` that says it is `version`, records every run's arguments (one line
 /// per run, arguments separated by tabs) and, when given --plugin-dir=DIR, copies the
-/// manifest it would load.
+/// manifest it would load (with the shell's builtins: a sandbox may have no `cp`).
 fn fake_claude(sb: &Sandbox, version: &str) -> PathBuf {
     let runs = sb.root.join("claude-runs.txt");
     let body = format!(
         r#"printf '%s\t' "$@" >> '{runs}'; printf '\n' >> '{runs}'
 case "$1" in
   --version) echo '{version} (Claude Code)';;
-  --plugin-dir=*) cp "${{1#--plugin-dir=}}/.claude-plugin/plugin.json" '{root}/manifest-seen.json';;
+  --plugin-dir=*) while IFS= read -r l; do printf '%s\n' "$l"; done < "${{1#--plugin-dir=}}/.claude-plugin/plugin.json" > '{root}/manifest-seen.json';;
 esac
 exit 0"#,
         runs = runs.display(),
@@ -384,9 +384,19 @@ fn go_entry(version: &str, diagnostics: bool) -> Value {
     e
 }
 
+/// The manifest's hooks (ccide-protocol(7) §13.6): exec form, `ccide hook` with no shell.
+fn hooks() -> Value {
+    let hook = |event: &str| json!({"type": "command", "command": BIN, "args": ["hook", event], "timeout": 5});
+    json!({
+        "PostToolUse": [{"matcher": "Edit|Write|MultiEdit", "hooks": [hook("post-tool-use")]}],
+        "UserPromptSubmit": [{"hooks": [hook("user-prompt-submit")]}],
+    })
+}
+
 #[test]
 fn claude_passes_the_plugin_for_the_servers_of_its_server_to_a_cli_that_takes_it() {
     for (version, dir, diagnostics) in [
+        ("2.1.332", "claude-plugin-2.1.332", true),
         ("2.1.330", "claude-plugin-2.1.330", true),
         ("2.1.112", "claude-plugin-2.0.74", false),
         ("2.0.74", "claude-plugin-2.0.74", false),
@@ -421,6 +431,13 @@ fn claude_passes_the_plugin_for_the_servers_of_its_server_to_a_cli_that_takes_it
         assert_eq!(
             seen["lspServers"],
             json!({"go": go_entry(version, diagnostics)}),
+            "{version}"
+        );
+        // Hooks in exec form only for a CLI known to run them without a shell.
+        let with_hooks = version == "2.1.332";
+        assert_eq!(
+            seen.get("hooks"),
+            with_hooks.then(hooks).as_ref(),
             "{version}"
         );
         drop(srv);
@@ -474,6 +491,33 @@ fn claude_reads_an_npm_installs_version_without_running_it() {
         );
         assert_eq!(runs[0][0].starts_with("--plugin-dir="), plugin, "{runs:?}");
     }
+}
+
+#[test]
+fn claude_without_language_servers_passes_the_hooks_alone_to_a_cli_that_runs_them() {
+    let sb = Sandbox::without_system_tools();
+    let script = fake_claude(&sb, "2.1.332");
+    let o = sb
+        .command(&["claude"])
+        .env("CCIDE_CLAUDE", &script)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A server served by `ccide claude` itself, its plugin in that server's state directory.
+    let runs = runs(&sb);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0], ["--version"]);
+    assert!(
+        runs[1].len() == 1
+            && runs[1][0].starts_with("--plugin-dir=")
+            && runs[1][0].ends_with("/claude-plugin-2.1.332"),
+        "{runs:?}"
+    );
+    let seen: Value =
+        serde_json::from_slice(&std::fs::read(sb.root.join("manifest-seen.json")).unwrap())
+            .unwrap();
+    assert_eq!(seen.get("lspServers"), None);
+    assert_eq!(seen["hooks"], hooks());
 }
 
 #[test]

@@ -75,3 +75,5 @@ mod trust;
 mod untrusted_text;
 // What another local user can reach (its root-only tests are ignored).
 mod user_boundary;
+// What the user says of Claude's edits reaches the model: `diff --why`, `verdicts`, `ccide hook`.
+mod verdicts;

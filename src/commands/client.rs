@@ -176,6 +176,12 @@ pub fn diff(args: &Args) -> Outcome {
         )));
     }
     let json_out = args.switch("--json")?;
+    let why = args.value("--why");
+    if why.is_some() && !matches!(action, "accept" | "reject") {
+        return Err(Fail::Usage(
+            "--why goes with accept or reject: the reason Claude is told".into(),
+        ));
+    }
     let mut ctl = connect(args)?;
     match action {
         "list" | "ls" => {
@@ -196,7 +202,7 @@ pub fn diff(args: &Args) -> Outcome {
                 _ => diff_show(d, json_out),
             }
         }
-        "accept" | "reject" => diff_settle(&mut ctl, target, action == "accept", json_out),
+        "accept" | "reject" => diff_settle(&mut ctl, target, action == "accept", why, json_out),
         other => Err(Fail::Usage(format!(
             "unknown diff action '{other}': expected list, show, accept, reject, edit or path"
         ))),
@@ -299,13 +305,21 @@ fn diff_show(d: &Value, json_out: bool) -> Outcome {
     Ok(EXIT_OK)
 }
 
-/// `ccide diff accept|reject`: settles the diff `target` names as the user.
-fn diff_settle(ctl: &mut Control, target: Option<&str>, accept: bool, json_out: bool) -> Outcome {
+/// `ccide diff accept|reject`: settles the diff `target` names as the user, with the reason
+/// the model is told (`why`).
+fn diff_settle(
+    ctl: &mut Control,
+    target: Option<&str>,
+    accept: bool,
+    why: Option<String>,
+    json_out: bool,
+) -> Outcome {
     let r = ctl.request(&Request::DiffSettle {
         target: target.map(String::from),
         accept,
         content: None,
         cwd: cwd_string(),
+        why,
     })?;
     let d = &r["diff"];
     if json_out {

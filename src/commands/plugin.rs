@@ -37,6 +37,11 @@ pub const PLUGIN_SINCE: Version = [2, 0, 74];
 /// refuses it (its schema is strict and has no such key), 2.1.330 has it.
 pub const DIAGNOSTICS_KEY_SINCE: Version = [2, 1, 330];
 
+/// The first CLI known to run a plugin's hooks in exec form (`command` and `args`, no shell):
+/// 2.1.332 has it; 2.1.112 runs a hook's `command` through a shell only, and gets none
+/// (ccide-protocol(7) §13.6).
+pub const EXEC_HOOKS_SINCE: Version = [2, 1, 332];
+
 const NAME: &str = "ccide";
 
 /// `X.Y.Z` at the start of `text` ("2.1.330 (Claude Code)"); what follows the third number
@@ -158,10 +163,35 @@ pub fn manifest(ccide: &str, entries: &[Entry], cli: Version) -> String {
             languages.join(", ")
         ));
     }
+    let mut parts = Vec::new();
+    if !servers.is_empty() {
+        parts.push(format!(
+            "  \"lspServers\": {{\n{}\n  }}",
+            servers.join(",\n")
+        ));
+    }
+    if cli >= EXEC_HOOKS_SINCE {
+        parts.push(hooks(&q(ccide)));
+    }
     format!(
-        "{{\n  \"name\": \"{NAME}\",\n  \"version\": \"{}\",\n  \"description\": \"The LSP tool on the language servers ccide serve keeps warm.\",\n  \"lspServers\": {{\n{}\n  }}\n}}\n",
+        "{{\n  \"name\": \"{NAME}\",\n  \"version\": \"{}\",\n  \"description\": \"The LSP tool on the language servers ccide serve keeps warm; what you say of Claude's edits, told to Claude.\",\n{}\n}}\n",
         env!("CARGO_PKG_VERSION"),
-        servers.join(",\n")
+        parts.join(",\n")
+    )
+}
+
+/// The manifest's `hooks`: `ccide hook` after the tools that edit files and at each prompt,
+/// in exec form (no shell between the CLI and ccide). `ccide` is quoted as JSON.
+fn hooks(ccide: &str) -> String {
+    let hook = |event: &str| {
+        format!(
+            "{{\"type\": \"command\", \"command\": {ccide}, \"args\": [\"hook\", \"{event}\"], \"timeout\": 5}}"
+        )
+    };
+    format!(
+        "  \"hooks\": {{\n    \"PostToolUse\": [{{\"matcher\": \"Edit|Write|MultiEdit\", \"hooks\": [{}]}}],\n    \"UserPromptSubmit\": [{{\"hooks\": [{}]}}]\n  }}",
+        hook("post-tool-use"),
+        hook("user-prompt-submit")
     )
 }
 
@@ -240,7 +270,9 @@ fn installed_version(real: &Path) -> Option<Version> {
 /// made: Claude Code then runs as before.
 pub fn for_claude(program: &str, control: &Path, state: &Path) -> Option<String> {
     let version = cli_version(program).filter(|v| *v >= PLUGIN_SINCE)?;
-    let dir = state.join(if version >= DIAGNOSTICS_KEY_SINCE {
+    let dir = state.join(if version >= EXEC_HOOKS_SINCE {
+        "claude-plugin-2.1.332"
+    } else if version >= DIAGNOSTICS_KEY_SINCE {
         "claude-plugin-2.1.330"
     } else {
         "claude-plugin-2.0.74"
@@ -250,7 +282,8 @@ pub fn for_claude(program: &str, control: &Path, state: &Path) -> Option<String>
             .map_err(|e| e.to_string())?
             .request(&Request::Status)?;
         let entries = served_entries(&status);
-        if entries.is_empty() {
+        // Without language servers the plugin still carries the hooks, for a CLI that runs them.
+        if entries.is_empty() && version < EXEC_HOOKS_SINCE {
             return Ok(false);
         }
         let text = manifest(&this_executable()?, &entries, version);
@@ -491,6 +524,29 @@ mod tests {
                 "{} is not in the plugin",
                 s.pattern
             );
+        }
+    }
+
+    #[test]
+    fn the_manifest_has_hooks_in_exec_form_only_for_clis_that_run_them() {
+        let e = entries(vec![vec!["*.py"]]);
+        let hook = |event: &str| serde_json::json!({"type": "command", "command": "/opt/cc ide", "args": ["hook", event], "timeout": 5});
+        let m: Value = serde_json::from_str(&manifest("/opt/cc ide", &e, [2, 1, 332])).unwrap();
+        assert_eq!(
+            m["hooks"],
+            serde_json::json!({
+                "PostToolUse": [{"matcher": "Edit|Write|MultiEdit", "hooks": [hook("post-tool-use")]}],
+                "UserPromptSubmit": [{"hooks": [hook("user-prompt-submit")]}],
+            })
+        );
+        assert!(m["lspServers"]["python"].is_object());
+        // Without language servers the hooks alone.
+        let alone: Value = serde_json::from_str(&manifest("/opt/ccide", &[], [2, 1, 332])).unwrap();
+        let keys: Vec<&String> = alone.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["description", "hooks", "name", "version"]);
+        for old in [[2, 1, 330], [2, 1, 112]] {
+            let m: Value = serde_json::from_str(&manifest("/opt/ccide", &e, old)).unwrap();
+            assert_eq!(m.get("hooks"), None, "{old:?}");
         }
     }
 

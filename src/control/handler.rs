@@ -32,7 +32,13 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
             accept,
             content,
             cwd: c,
-        } => diff_settle(state, target.as_deref(), accept, content, &cwd(&c)),
+            why,
+        } => diff_settle(state, target.as_deref(), accept, content, &cwd(&c), why),
+        Request::Verdicts {
+            path,
+            pids,
+            delivered,
+        } => verdicts(state, path, pids, &delivered),
         // A symlink named like the file, beside `proposed`, so the editor picks the file's
         // language for the proposal (and attaches `ccide lsp` to it).
         Request::DiffView { target } => match state.diffs.proposal_view(target.as_deref()) {
@@ -84,16 +90,39 @@ fn diff_settle(
     accept: bool,
     content: Option<String>,
     cwd: &std::path::Path,
+    why: Option<String>,
 ) -> Value {
     if let Some(content) = content
         && let Err(e) = state.diffs.edit_proposal(target, &content)
     {
         return failure(&e);
     }
-    match state.diffs.settle_by_user(target, accept, cwd) {
+    let clients = state.client_infos();
+    let pid_of = |id: u64| clients.iter().find(|c| c.id == id).and_then(|c| c.pid);
+    match state
+        .diffs
+        .settle_with_verdict(target, accept, cwd, why.as_deref(), &pid_of)
+    {
         Ok(d) => obj! {"ok": true, "diff": d},
         Err(e) => obj! {"ok": false, "error": e.message(), "kind": e.kind()},
     }
+}
+
+/// `verdicts`: what the user said of settled diffs and the model was not told yet, after
+/// forgetting those it was told (`delivered`).
+fn verdicts(
+    state: &State,
+    path: Option<String>,
+    pids: Option<Vec<i64>>,
+    delivered: &[String],
+) -> Value {
+    state.diffs.forget_verdicts(delivered);
+    let path = match path.map(|p| state.resolve(&p)).transpose() {
+        Ok(p) => p,
+        Err(e) => return failure(&e),
+    };
+    let query = crate::state::diffs::VerdictQuery { path, pids };
+    obj! {"ok": true, "verdicts": state.diffs.verdicts(&query)}
 }
 
 /// `open`: opens files in the editor model, held for the session, and runs their checks.

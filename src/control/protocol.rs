@@ -29,6 +29,16 @@ pub enum Request {
         accept: bool,
         content: Option<String>,
         cwd: Option<String>,
+        /// The user's reason, told to the model (`verdicts`).
+        why: Option<String>,
+    },
+    /// The verdicts of settled diffs not yet told to the model: of one file, of the diffs of
+    /// a CLI among `pids` (a hook's ancestors), or both (ccide-protocol(7) §9.2). Those whose
+    /// ids are in `delivered` (the model was told) are forgotten first.
+    Verdicts {
+        path: Option<String>,
+        pids: Option<Vec<i64>>,
+        delivered: Vec<String>,
     },
     /// The diff's proposal under a name ending like its file's, for an editor to open.
     DiffView {
@@ -146,6 +156,7 @@ impl Request {
             Request::DiffList => "diff.list",
             Request::DiffFind { .. } => "diff.find",
             Request::DiffSettle { .. } => "diff.settle",
+            Request::Verdicts { .. } => "verdicts",
             Request::DiffView { .. } => "diff.view",
             Request::Select { .. } => "select",
             Request::Mention { .. } => "mention",
@@ -191,6 +202,12 @@ impl Request {
                 accept: f.flag("accept"),
                 content: f.string("content"),
                 cwd: f.string("cwd"),
+                why: f.string("why"),
+            },
+            "verdicts" => Request::Verdicts {
+                path: f.string("path"),
+                pids: f.pids("pids"),
+                delivered: f.optional_strings("delivered"),
             },
             "diff.view" => Request::DiffView {
                 target: f.string("target"),
@@ -241,28 +258,8 @@ impl Request {
             "diagnostics.clear" => Request::DiagnosticsClear {
                 path: f.string("path"),
             },
-            "exec" => Request::Exec {
-                action: match f.string("action").as_deref() {
-                    None | Some("list") => ExecAction::List,
-                    Some("approve") => ExecAction::Approve,
-                    Some("deny") => ExecAction::Deny,
-                    Some(other) => {
-                        return Err(format!(
-                            "unknown exec action '{other}': expected list, approve or deny"
-                        ));
-                    }
-                },
-                target: f.string("target"),
-            },
-            "workspace" => Request::Workspace {
-                op: match f.string("op").as_deref() {
-                    Some("list") => WorkspaceOp::List,
-                    Some("add") => WorkspaceOp::Add,
-                    Some("remove") => WorkspaceOp::Remove,
-                    _ => return Err("workspace: expected add, remove or list".into()),
-                },
-                path: f.string("path"),
-            },
+            "exec" => exec_request(&mut f)?,
+            "workspace" => workspace_request(&mut f)?,
             "attach" => Request::Attach {
                 pid: f.count("pid").map(|p| p as u64),
                 editor: f.string("editor"),
@@ -310,35 +307,30 @@ impl Request {
                 accept,
                 content,
                 cwd,
+                why,
             } => {
                 put("target", opt(target));
                 put("accept", (*accept).into());
                 put("content", opt(content));
                 put("cwd", opt(cwd));
+                put("why", opt(why));
+            }
+            Request::Verdicts {
+                path,
+                pids,
+                delivered,
+            } => {
+                put("path", opt(path));
+                put("pids", pids.clone().map_or(Value::Null, Value::from));
+                if !delivered.is_empty() {
+                    put("delivered", list(delivered));
+                }
             }
             Request::DiffView { target } => put("target", opt(target)),
             Request::Select { path, span, text } => {
                 put("path", path.as_str().into());
-                match span {
-                    Span::Lines(r) => {
-                        let mut range = Map::new();
-                        for (k, v) in [
-                            ("start_line", r.start_line),
-                            ("start_col", r.start_col),
-                            ("end_line", r.end_line),
-                            ("end_col", r.end_col),
-                        ] {
-                            if let Some(v) = v {
-                                range.insert(k.into(), v.into());
-                            }
-                        }
-                        put("range", Value::Object(range));
-                    }
-                    Span::Exact(start, end) => {
-                        let at = |p: &Pos| Value::from(vec![p.line, p.character]);
-                        put("start", at(start));
-                        put("end", at(end));
-                    }
+                for (k, v) in span_fields(span) {
+                    put(k, v);
                 }
                 put("text", opt(text));
             }
@@ -405,6 +397,58 @@ impl Request {
         let body = self.to_json().to_string();
         // `to_json` always holds `cmd`: the body is `{"cmd":...}`.
         format!("{{\"id\":{id},{}\n", &body[1..])
+    }
+}
+
+fn exec_request(f: &mut Fields) -> Result<Request, String> {
+    Ok(Request::Exec {
+        action: match f.string("action").as_deref() {
+            None | Some("list") => ExecAction::List,
+            Some("approve") => ExecAction::Approve,
+            Some("deny") => ExecAction::Deny,
+            Some(other) => {
+                return Err(format!(
+                    "unknown exec action '{other}': expected list, approve or deny"
+                ));
+            }
+        },
+        target: f.string("target"),
+    })
+}
+
+fn workspace_request(f: &mut Fields) -> Result<Request, String> {
+    Ok(Request::Workspace {
+        op: match f.string("op").as_deref() {
+            Some("list") => WorkspaceOp::List,
+            Some("add") => WorkspaceOp::Add,
+            Some("remove") => WorkspaceOp::Remove,
+            _ => return Err("workspace: expected add, remove or list".into()),
+        },
+        path: f.string("path"),
+    })
+}
+
+/// A `select`'s span as its fields: `range`, or `start` and `end`.
+fn span_fields(span: &Span) -> Vec<(&'static str, Value)> {
+    match span {
+        Span::Lines(r) => {
+            let mut range = Map::new();
+            for (k, v) in [
+                ("start_line", r.start_line),
+                ("start_col", r.start_col),
+                ("end_line", r.end_line),
+                ("end_col", r.end_col),
+            ] {
+                if let Some(v) = v {
+                    range.insert(k.into(), v.into());
+                }
+            }
+            vec![("range", Value::Object(range))]
+        }
+        Span::Exact(start, end) => {
+            let at = |p: &Pos| Value::from(vec![p.line, p.character]);
+            vec![("start", at(start)), ("end", at(end))]
+        }
     }
 }
 
@@ -535,6 +579,18 @@ impl Fields {
             Some(_) => self.refuse(bad(key, "a list of strings")),
         }
         out
+    }
+
+    /// A list of process ids, or None when absent.
+    fn pids(&mut self, key: &str) -> Option<Vec<i64>> {
+        let v = self.take(key)?;
+        let pids: Option<Vec<i64>> = v
+            .as_array()
+            .and_then(|a| a.iter().map(Value::as_i64).collect());
+        if pids.is_none() {
+            self.refuse(bad(key, "a list of process ids"));
+        }
+        pids
     }
 
     /// `strings`, with absent (or null) read as empty.

@@ -1074,6 +1074,17 @@ fn every_request() -> Vec<Request> {
             accept: true,
             content: s("edited\n"),
             cwd: s("/w"),
+            why: s("keep the old name"),
+        },
+        Request::Verdicts {
+            path: s("a.txt"),
+            pids: Some(vec![41, 1]),
+            delivered: vec!["3".into()],
+        },
+        Request::Verdicts {
+            path: None,
+            pids: None,
+            delivered: vec![],
         },
         Request::DiffView { target: s("3") },
         Request::Select {
@@ -1211,6 +1222,7 @@ fn every_request_reads_back_as_written_with_its_id_first_on_the_line() {
         accept: false,
         content: None,
         cwd: None,
+        why: None,
     };
     assert_eq!(
         bare.to_json(),

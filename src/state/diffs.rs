@@ -49,6 +49,9 @@ pub struct PendingDiff {
     /// Its directory was deleted with the state directory: only a rejection can answer it.
     lost: bool,
     responder: Responder,
+    /// The model's proposal as it came, when small enough to keep: what the user changed of
+    /// it before accepting is told to the model (`verdicts`).
+    as_proposed: Option<String>,
 }
 
 impl PendingDiff {
@@ -82,12 +85,41 @@ struct Settled {
     how: How,
 }
 
+/// What the user said of a diff they settled, kept until the model is told (`ccide hook`,
+/// ccide-protocol(7) §9.2 `verdicts`).
+struct Verdict {
+    id: u64,
+    path: PathBuf,
+    how: How,
+    /// The pid of the CLI that proposed the diff (its `ide_connected`), if it said.
+    pid: Option<i64>,
+    /// `{"kept":[],"dropped":[],"edited":[],"why":...}`.
+    verdict: Value,
+    /// What the user changed of the proposal before accepting it, as a unified diff.
+    changes: Option<String>,
+}
+
+/// Undelivered verdicts kept at most; the oldest go first.
+const MAX_VERDICTS: usize = 64;
+/// The largest proposal kept to tell the model what the user changed of it.
+const MAX_KEPT_PROPOSAL: usize = 1 << 20;
+
 #[derive(Default)]
 struct Inner {
     pending: Vec<PendingDiff>,
     /// Recently settled diffs, so a second accept says "already accepted" instead of "no such".
     settled: Vec<Settled>,
+    verdicts: Vec<Verdict>,
     next_id: u64,
+}
+
+/// Which verdicts a `verdicts` request takes.
+pub struct VerdictQuery {
+    /// Only those of this (confined) file.
+    pub path: Option<PathBuf>,
+    /// Only those of diffs proposed by a CLI with one of these pids (the hook's ancestors); a
+    /// verdict whose CLI never said its pid matches any.
+    pub pids: Option<Vec<i64>>,
 }
 
 pub struct Diffs {
@@ -251,11 +283,26 @@ impl Diffs {
 
     /// The user's decision from the command line. Accept answers FILE_SAVED with the current
     /// bytes of `proposed`, so an edit made there is what the CLI writes.
+    #[cfg(test)]
     pub fn settle_by_user(
         &self,
         target: Option<&str>,
         accept: bool,
         cwd: &Path,
+    ) -> Result<Value, SettleError> {
+        self.settle_with_verdict(target, accept, cwd, None, &|_| None)
+    }
+
+    /// `settle_by_user` keeping a verdict for the model (`take_verdicts`) when the user gave
+    /// a reason (`why`) or changed the proposal before accepting it; `pid` gives the pid of a
+    /// client id.
+    pub fn settle_with_verdict(
+        &self,
+        target: Option<&str>,
+        accept: bool,
+        cwd: &Path,
+        why: Option<&str>,
+        pid: &dyn Fn(u64) -> Option<i64>,
     ) -> Result<Value, SettleError> {
         let mut inner = lock(&self.inner);
         self.prune(&mut inner);
@@ -289,15 +336,75 @@ impl Diffs {
                     crate::rpc::mib(answer.len())
                 )));
             }
-            Some(answer)
+            Some((answer, content))
         } else {
             None
         };
         let d = inner.pending.remove(i);
         let how = if accept { How::Accepted } else { How::Rejected };
         let desc = d.describe();
-        self.finish(&mut inner, d, how, answer);
+        let changes = match (&answer, &d.as_proposed) {
+            (Some((_, saved)), Some(model)) if saved != model => {
+                let name = d.path.file_name().unwrap_or_default().to_string_lossy();
+                let text = crate::textdiff::unified(
+                    model.as_bytes(),
+                    saved.as_bytes(),
+                    &format!("proposed/{name}"),
+                    &format!("saved/{name}"),
+                    false,
+                    false,
+                );
+                Some(String::from_utf8_lossy(&text).into_owned())
+            }
+            _ => None,
+        };
+        if why.is_some() || changes.is_some() {
+            let verdict = Verdict {
+                id: d.id,
+                path: d.path.clone(),
+                how,
+                pid: pid(d.client),
+                verdict: obj! {"kept": Value::Array(vec![]), "dropped": Value::Array(vec![]), "edited": Value::Array(vec![]), "why": why},
+                changes,
+            };
+            inner.verdicts.push(verdict);
+            if inner.verdicts.len() > MAX_VERDICTS {
+                inner.verdicts.remove(0);
+            }
+        }
+        self.finish(&mut inner, d, how, answer.map(|(a, _)| a));
         Ok(desc)
+    }
+
+    /// The undelivered verdicts `q` picks, oldest first. They stay until `forget_verdicts`
+    /// is told they were delivered: a hook that gave up waiting for the answer (its deadline)
+    /// must not lose them.
+    pub fn verdicts(&self, q: &VerdictQuery) -> Vec<Value> {
+        let inner = lock(&self.inner);
+        let picked = |v: &Verdict| {
+            q.path.as_ref().is_none_or(|p| *p == v.path)
+                && q.pids
+                    .as_ref()
+                    .is_none_or(|pids| v.pid.is_none_or(|pid| pids.contains(&pid)))
+        };
+        inner
+            .verdicts
+            .iter()
+            .filter(|v| picked(v))
+            .map(|v| {
+                obj! {"id": v.id.to_string(), "file": json::path(&v.path), "how": v.how.word(),
+                "verdict": v.verdict.clone(), "changes": v.changes.clone()}
+            })
+            .collect()
+    }
+
+    /// Forgets the verdicts of the diffs `ids` names: the model was told.
+    pub fn forget_verdicts(&self, ids: &[String]) {
+        if !ids.is_empty() {
+            lock(&self.inner)
+                .verdicts
+                .retain(|v| !ids.contains(&v.id.to_string()));
+        }
     }
 
     /// The pending diff `target` names, by the same rule as `settle_by_user`.
@@ -403,7 +510,7 @@ impl Diffs {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(format!("cannot store the diff in {}: {e}", dir.display()));
         }
-        let d = PendingDiff {
+        let mut d = PendingDiff {
             id,
             tab_name: p.tab_name.clone(),
             path: p.path.clone(),
@@ -413,6 +520,7 @@ impl Diffs {
             dir,
             lost: false,
             responder,
+            as_proposed: None,
         };
         crate::log::info!(
             "diff {id} opened for {} (review: ccide diff show {id}; then ccide diff accept|reject {id})",
@@ -428,6 +536,7 @@ impl Diffs {
             }
             self.events.emit(event);
         }
+        d.as_proposed = (p.contents.len() <= MAX_KEPT_PROPOSAL).then_some(p.contents);
         inner.pending.push(d);
         Ok(desc)
     }

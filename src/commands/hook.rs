@@ -1,0 +1,314 @@
+//! `ccide hook EVENT`: the hooks of ccide's plugin for Claude Code (ccide-protocol(7) §13.6).
+//! The CLI runs one at each of its events with the event as JSON on standard input; this one
+//! asks the `ccide serve` of the project for what the user said of the edits they settled
+//! (`verdicts`, §9.2) and answers with it as `additionalContext`, which the CLI gives the
+//! model. The CLI tells the model of an edit the user changed only that it was changed, and of
+//! a rejected one nothing at all.
+//!
+//! A hook must never hold up or fail the CLI's turn: whatever goes wrong (no server, a slow or
+//! broken one, input it does not know), it prints nothing and exits 0 within `DEADLINE`.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::cli::{Args, CONFIG_DIR, Command, EXIT_OK, Fail, Outcome};
+use crate::control::Control;
+use crate::control::protocol::Request;
+use crate::json::obj;
+
+pub const COMMAND: Command = Command {
+    name: "hook",
+    usage: "ccide hook post-tool-use|user-prompt-submit [OPTIONS]",
+    about: "A hook of ccide's plugin for Claude Code: tells Claude what you changed of its edits, and why.",
+    details: "Claude Code runs it with the hook's JSON on standard input. post-tool-use (after Edit,\nWrite, MultiEdit) and user-prompt-submit (for edits rejected, whose turn ended) print the\nreasons given with ccide diff accept|reject --why, and what was changed of the proposal,\nas additionalContext. Without a server, or with one that does not answer within a second,\nit prints nothing; it always exits 0.",
+    flags: &[CONFIG_DIR],
+    run,
+    passthrough: false,
+};
+
+/// The longest a hook holds up the CLI.
+const DEADLINE: Duration = Duration::from_secs(1);
+/// The least time given to say which verdicts were told, when the answer came late.
+const ACK_TIME: Duration = Duration::from_millis(200);
+/// The largest hook input read (a Write's `tool_input` holds the whole file).
+const MAX_INPUT: u64 = 64 << 20;
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Event {
+    PostToolUse,
+    UserPromptSubmit,
+}
+
+impl Event {
+    fn name(self) -> &'static str {
+        match self {
+            Event::PostToolUse => "PostToolUse",
+            Event::UserPromptSubmit => "UserPromptSubmit",
+        }
+    }
+}
+
+pub fn run(args: &Args) -> Outcome {
+    let event = match args.operands.first().map(String::as_str) {
+        Some("post-tool-use") => Event::PostToolUse,
+        Some("user-prompt-submit") => Event::UserPromptSubmit,
+        Some(other) => {
+            return Err(Fail::Usage(format!(
+                "unknown hook '{other}': expected post-tool-use or user-prompt-submit"
+            )));
+        }
+        None => {
+            return Err(Fail::Usage(
+                "name the hook: post-tool-use or user-prompt-submit".into(),
+            ));
+        }
+    };
+    let config = args.value("--config-dir");
+    let start = Instant::now();
+    let (tx, rx) = mpsc::channel();
+    // The work runs on its own thread so that the deadline holds whatever blocks (a CLI that
+    // keeps standard input open, a server that stopped answering); the process ends with
+    // the main thread.
+    let worker = crate::proc::spawn_thread("hook", move || {
+        let _ = tx.send(context(event, config.as_deref()));
+    });
+    let said = match worker {
+        Ok(_) => rx.recv_timeout(DEADLINE).ok().flatten(),
+        Err(_) => None,
+    };
+    let Some(Told { text, ids, mut ctl }) = said else {
+        return Ok(EXIT_OK);
+    };
+    let specific = obj! {"hookEventName": event.name(), "additionalContext": text};
+    let out = obj! {"hookSpecificOutput": specific};
+    let mut stdout = std::io::stdout().lock();
+    if writeln!(stdout, "{out}")
+        .and_then(|_| stdout.flush())
+        .is_ok()
+    {
+        // Written: serve forgets them. Had the hook given up before, they would stay for the
+        // next one; an acknowledgement lost here only tells them twice.
+        let left = DEADLINE.saturating_sub(start.elapsed()).max(ACK_TIME);
+        if ctl.set_timeout(Some(left)).is_ok() {
+            let _ = ctl.request(&Request::Verdicts {
+                path: None,
+                pids: Some(Vec::new()),
+                delivered: ids,
+            });
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+/// What a hook tells the model, the verdicts it told, and the connection to say so on.
+struct Told {
+    text: String,
+    ids: Vec<String>,
+    ctl: Control,
+}
+
+/// What the model is to be told, if anything.
+fn context(event: Event, config: Option<&str>) -> Option<Told> {
+    let mut input = Vec::new();
+    std::io::stdin()
+        .take(MAX_INPUT)
+        .read_to_end(&mut input)
+        .ok()?;
+    let input: Value = serde_json::from_slice(&input).ok()?;
+    let cwd = input["cwd"]
+        .as_str()
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("CLAUDE_PROJECT_DIR").map(PathBuf::from))?;
+    let path = match event {
+        Event::PostToolUse => Some(edited_file(&input)?),
+        Event::UserPromptSubmit => None,
+    };
+    let config = crate::lockfile::config_dir(config).ok()?;
+    let root = crate::files::canonical_dir(&cwd).ok()?;
+    let lock = crate::control::find_server(&config, None, &root).ok()?;
+    let mut ctl = Control::connect(lock).ok()?;
+    ctl.set_timeout(Some(DEADLINE)).ok()?;
+    let r = ctl
+        .request(&Request::Verdicts {
+            path,
+            pids: Some(ancestors()),
+            delivered: Vec::new(),
+        })
+        .ok()?;
+    let verdicts = r["verdicts"].as_array()?;
+    if verdicts.is_empty() {
+        return None;
+    }
+    let told: Vec<String> = verdicts.iter().map(|v| describe(v, &root)).collect();
+    let ids = verdicts
+        .iter()
+        .filter_map(|v| v["id"].as_str().map(String::from))
+        .collect();
+    Some(Told {
+        text: told.join("\n\n"),
+        ids,
+        ctl,
+    })
+}
+
+/// The file a PostToolUse's tool changed: Edit, Write and MultiEdit name it `file_path`.
+fn edited_file(input: &Value) -> Option<String> {
+    matches!(input["tool_name"].as_str()?, "Edit" | "Write" | "MultiEdit")
+        .then(|| input["tool_input"]["file_path"].as_str().map(String::from))?
+}
+
+/// This process's ancestors, nearest first: the CLI that runs the hook is among them (its
+/// pid is what it said in `ide_connected`), maybe behind a shell.
+fn ancestors() -> Vec<i64> {
+    let mut pids = Vec::new();
+    let mut pid = std::process::id();
+    while let Some(parent) = crate::proc::parent_of(pid) {
+        if pids.len() == 8 {
+            break;
+        }
+        pids.push(parent.into());
+        pid = parent;
+    }
+    pids
+}
+
+/// "1", "1 and 3", "1, 2 and 3".
+fn numbers(list: &[Value]) -> String {
+    let n: Vec<String> = list
+        .iter()
+        .map(|v| match v {
+            Value::Object(_) => v["hunk"].to_string(),
+            _ => v.to_string(),
+        })
+        .collect();
+    match n.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+fn hunks(word: &str, list: &[Value]) -> String {
+    let s = if list.len() == 1 { "" } else { "s" };
+    format!("{word} hunk{s} {}", numbers(list))
+}
+
+/// One verdict as the model reads it (`verdicts`' entry: file, how, verdict, changes).
+fn describe(v: &Value, root: &Path) -> String {
+    let file = v["file"].as_str().unwrap_or("");
+    let file = Path::new(file)
+        .strip_prefix(root)
+        .map_or(file.to_string(), |p| p.display().to_string());
+    let verdict = &v["verdict"];
+    let list = |k: &str| verdict[k].as_array().cloned().unwrap_or_default();
+    let (kept, dropped, edited) = (list("kept"), list("dropped"), list("edited"));
+    let reason = |w: &Value| {
+        w.as_str()
+            .filter(|w| !w.is_empty())
+            .map(|w| format!(" (reason: {w})"))
+    };
+    let mut parts = Vec::new();
+    if !kept.is_empty() {
+        parts.push(hunks("kept", &kept));
+    }
+    for d in &dropped {
+        parts.push(format!(
+            "dropped hunk {}{}",
+            d["hunk"],
+            reason(&d["why"]).unwrap_or_default()
+        ));
+    }
+    if !edited.is_empty() {
+        parts.push(hunks("changed", &edited));
+    }
+    let why = reason(&verdict["why"]).unwrap_or_default();
+    let mut text = if !parts.is_empty() {
+        format!(
+            "The user reviewed your edit of {file}: {}{why}.",
+            parts.join(", ")
+        )
+    } else if v["how"] == "accepted" && v["changes"].is_string() {
+        format!("The user changed your proposed edit of {file} before accepting it{why}.")
+    } else if v["how"] == "accepted" {
+        format!("The user accepted your proposed edit of {file} as it was{why}.")
+    } else {
+        format!("The user rejected your proposed edit of {file}{why}; the file was not changed.")
+    };
+    if !dropped.is_empty() {
+        text.push_str(" Dropped:");
+        for d in &dropped {
+            text.push('\n');
+            text.push_str(d["text"].as_str().unwrap_or("").trim_end());
+        }
+    }
+    if let Some(changes) = v["changes"].as_str().filter(|c| !c.is_empty()) {
+        text.push_str("\nTheir changes to your proposal, which is what the file now holds:\n");
+        text.push_str(changes.trim_end());
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn root() -> PathBuf {
+        PathBuf::from("/w")
+    }
+
+    #[test]
+    fn a_rejection_with_a_reason_says_the_reason() {
+        let v = json!({"id": "3", "file": "/w/src/app.py", "how": "rejected", "changes": null,
+            "verdict": {"kept": [], "dropped": [], "edited": [], "why": "keep the old name"}});
+        assert_eq!(
+            describe(&v, &root()),
+            "The user rejected your proposed edit of src/app.py (reason: keep the old name); the file was not changed."
+        );
+    }
+
+    #[test]
+    fn a_review_by_hunks_names_them_and_quotes_the_dropped_ones() {
+        let v = json!({"id": "3", "file": "/w/src/app.py", "how": "accepted", "changes": null,
+            "verdict": {"kept": [1, 3], "dropped": [{"hunk": 2, "text": "@@ -1 +1 @@\n-a\n+b\n", "why": "keep the old name"}],
+            "edited": [], "why": null}});
+        assert_eq!(
+            describe(&v, &root()),
+            "The user reviewed your edit of src/app.py: kept hunks 1 and 3, dropped hunk 2 (reason: keep the old name). Dropped:\n@@ -1 +1 @@\n-a\n+b"
+        );
+    }
+
+    #[test]
+    fn an_accepted_edit_the_user_changed_carries_the_changes() {
+        let v = json!({"id": "4", "file": "/elsewhere/a.txt", "how": "accepted",
+            "changes": "--- proposed/a.txt\n+++ saved/a.txt\n@@ -1 +1 @@\n-x\n+y\n",
+            "verdict": {"kept": [], "dropped": [], "edited": [], "why": null}});
+        assert_eq!(
+            describe(&v, &root()),
+            "The user changed your proposed edit of /elsewhere/a.txt before accepting it.\nTheir changes to your proposal, which is what the file now holds:\n--- proposed/a.txt\n+++ saved/a.txt\n@@ -1 +1 @@\n-x\n+y"
+        );
+    }
+
+    #[test]
+    fn an_edit_accepted_as_it_was_says_so_with_the_reason() {
+        let v = json!({"id": "5", "file": "/w/a.txt", "how": "accepted", "changes": null,
+            "verdict": {"kept": [], "dropped": [], "edited": [], "why": "fine"}});
+        assert_eq!(
+            describe(&v, &root()),
+            "The user accepted your proposed edit of a.txt as it was (reason: fine)."
+        );
+    }
+
+    #[test]
+    fn only_edits_of_files_ask_after_a_tool() {
+        let edit = json!({"tool_name": "Edit", "tool_input": {"file_path": "/w/a"}});
+        assert_eq!(edited_file(&edit).as_deref(), Some("/w/a"));
+        let bash = json!({"tool_name": "Bash", "tool_input": {"command": "ls"}});
+        assert_eq!(edited_file(&bash), None);
+        assert_eq!(numbers(&[json!(1), json!(2), json!(5)]), "1, 2 and 5");
+    }
+}
