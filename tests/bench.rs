@@ -2417,8 +2417,8 @@ fn bench() {
                 fmt_rate(size as f64),
                 size as f64 / 1024.0
             ),
-            "≤ 1.25 MiB",
-            Some(size <= 5 << 18),
+            "≤ 1.4 MiB",
+            Some(size <= 1_468_006),
         ));
     }
 
