@@ -14,6 +14,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "text|pattern|json",
             "log|textdiff",
+            "review",
             "sys",
             "files|proc",
             "workspaces|lockfile|trust",

@@ -62,6 +62,7 @@ mod log;
 mod lsp;
 mod pattern;
 mod proc;
+mod review;
 mod rpc;
 mod session;
 mod state;
