@@ -7,7 +7,8 @@
 //! test there reads every source file and fails on an import that runs up):
 //!
 //! 1. Leaves: `text` (durations, text from outside made visible, hashing), `pattern`, `json`
-//!    (objects built small); then `log` and `textdiff`; then `sys` (every libc call and
+//!    (objects built small); then `log` and `textdiff`; then `review` (hunks as the unit of
+//!    review: decisions per hunk composed into the answer); then `sys` (every libc call and
 //!    `unsafe` block).
 //! 2. Services: `files` (atomic writes, paths, stamps, `file://` URIs), `proc` (child
 //!    processes, process trees, threads and their queue), `workspaces` (the folders and the
