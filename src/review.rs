@@ -6,6 +6,7 @@
 //! composed answer is in the same form, so the CLI restores the file's line endings and
 //! encoding when it writes it, exactly as it does for a whole proposal or an edited one.
 
+use crate::json::obj;
 use crate::textdiff;
 
 /// One hunk of a review: the lines it shows, where it starts on each side (0-based line
@@ -275,6 +276,39 @@ impl Review {
             out.extend_from_slice(l);
         }
         Ok(Answer::Save(out))
+    }
+}
+
+/// The verdict record a review stores with the settled diff (ccide-protocol(7) §5.4): the
+/// numbers of the hunks kept and edited, each dropped hunk with its text and the reason given
+/// for it, and the reason given for the whole. `reasons` has one entry per hunk.
+pub fn verdict(
+    review: &Review,
+    decisions: &[Decision],
+    reasons: &[Option<String>],
+    why: Option<&str>,
+) -> serde_json::Value {
+    let numbers = |want: fn(&Decision) -> bool| -> Vec<usize> {
+        (0..decisions.len())
+            .filter(|&i| want(&decisions[i]))
+            .map(|i| i + 1)
+            .collect()
+    };
+    let dropped: Vec<serde_json::Value> = (0..decisions.len())
+        .filter(|&i| decisions[i] == Decision::Drop)
+        .map(|i| {
+            obj! {
+                "hunk": i + 1,
+                "text": String::from_utf8_lossy(&review.pieces[i].text()).into_owned(),
+                "why": reasons.get(i).cloned().flatten(),
+            }
+        })
+        .collect();
+    obj! {
+        "kept": numbers(|d| *d == Decision::Keep),
+        "dropped": dropped,
+        "edited": numbers(|d| matches!(d, Decision::Edit(_))),
+        "why": why,
     }
 }
 
@@ -577,6 +611,31 @@ mod tests {
         assert_eq!(r.pieces.len(), 1);
         assert_eq!(r.pieces[0].header(), "@@ -0,0 +1,2 @@");
         assert_eq!(r.compose(&[Drop]).unwrap(), Answer::Reject);
+    }
+
+    #[test]
+    fn the_verdict_names_hunks_and_carries_dropped_text_and_reasons() {
+        let r = three();
+        let rep = r.pieces[1].new_side();
+        let v = verdict(
+            &r,
+            &[Drop, Edit(rep), Keep],
+            &[Some("not b".into()), None, None],
+            Some("mostly fine"),
+        );
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "kept": [3],
+                "dropped": [{"hunk": 1, "text": "@@ -1,5 +1,5 @@\n a\n-b\n+B\n c\n d\n e\n", "why": "not b"}],
+                "edited": [2],
+                "why": "mostly fine",
+            })
+        );
+        assert_eq!(
+            verdict(&r, &[Keep, Keep, Drop], &[], None)["dropped"][0]["why"],
+            serde_json::Value::Null
+        );
     }
 
     #[test]

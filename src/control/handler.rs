@@ -20,7 +20,9 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
     let cwd = |c: &Option<String>| PathBuf::from(c.as_deref().unwrap_or(""));
     match req {
         Request::Status => obj! {"ok": true, "status": state.status()},
-        Request::DiffList => obj! {"ok": true, "diffs": state.diffs.list()},
+        Request::DiffList => {
+            obj! {"ok": true, "diffs": state.diffs.list(), "settled": state.diffs.verdicts()}
+        }
         Request::DiffFind { target, cwd: c } => {
             match state.diffs.find(target.as_deref(), &cwd(&c)) {
                 Ok(d) => obj! {"ok": true, "diff": d},
@@ -32,7 +34,8 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
             accept,
             content,
             cwd: c,
-        } => diff_settle(state, target.as_deref(), accept, content, &cwd(&c)),
+            verdict,
+        } => diff_settle(state, target.as_deref(), accept, content, &cwd(&c), verdict),
         // A symlink named like the file, beside `proposed`, so the editor picks the file's
         // language for the proposal (and attaches `ccide lsp` to it).
         Request::DiffView { target } => match state.diffs.proposal_view(target.as_deref()) {
@@ -77,20 +80,21 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
 }
 
 /// `diff settle`: accepts or rejects a proposal as the user, with the content they edited it
-/// to, if any.
+/// to, if any, and the review's verdict (ccide-protocol(7) §5.4).
 fn diff_settle(
     state: &State,
     target: Option<&str>,
     accept: bool,
     content: Option<String>,
     cwd: &std::path::Path,
+    verdict: Option<Value>,
 ) -> Value {
     if let Some(content) = content
         && let Err(e) = state.diffs.edit_proposal(target, &content)
     {
         return failure(&e);
     }
-    match state.diffs.settle_by_user(target, accept, cwd) {
+    match state.diffs.settle_by_user(target, accept, cwd, verdict) {
         Ok(d) => obj! {"ok": true, "diff": d},
         Err(e) => obj! {"ok": false, "error": e.message(), "kind": e.kind()},
     }

@@ -29,6 +29,8 @@ pub enum Request {
         accept: bool,
         content: Option<String>,
         cwd: Option<String>,
+        /// What the review kept and dropped, and why (ccide-protocol(7) §5.4).
+        verdict: Option<Value>,
     },
     /// The diff's proposal under a name ending like its file's, for an editor to open.
     DiffView {
@@ -191,6 +193,7 @@ impl Request {
                 accept: f.flag("accept"),
                 content: f.string("content"),
                 cwd: f.string("cwd"),
+                verdict: f.object("verdict"),
             },
             "diff.view" => Request::DiffView {
                 target: f.string("target"),
@@ -310,11 +313,13 @@ impl Request {
                 accept,
                 content,
                 cwd,
+                verdict,
             } => {
                 put("target", opt(target));
                 put("accept", (*accept).into());
                 put("content", opt(content));
                 put("cwd", opt(cwd));
+                put("verdict", verdict.clone().unwrap_or(Value::Null));
             }
             Request::DiffView { target } => put("target", opt(target)),
             Request::Select { path, span, text } => {
@@ -483,6 +488,16 @@ impl Fields {
             Value::String(s) => Some(s),
             _ => {
                 self.refuse(bad(key, "a string"));
+                None
+            }
+        }
+    }
+
+    fn object(&mut self, key: &str) -> Option<Value> {
+        match self.take(key)? {
+            v @ Value::Object(_) => Some(v),
+            _ => {
+                self.refuse(bad(key, "an object"));
                 None
             }
         }

@@ -80,6 +80,8 @@ struct Settled {
     id: u64,
     tab_name: String,
     how: How,
+    /// The user's verdict per hunk, when the review gave one (ccide-protocol(7) §5.4).
+    verdict: Option<Value>,
 }
 
 #[derive(Default)]
@@ -250,12 +252,15 @@ impl Diffs {
     }
 
     /// The user's decision from the command line. Accept answers FILE_SAVED with the current
-    /// bytes of `proposed`, so an edit made there is what the CLI writes.
+    /// bytes of `proposed`, so an edit made there is what the CLI writes. `verdict` is the
+    /// review's record of what was kept and dropped and why (ccide-protocol(7) §5.4): kept
+    /// with the settled diff, in the answer and in `diff_settled`.
     pub fn settle_by_user(
         &self,
         target: Option<&str>,
         accept: bool,
         cwd: &Path,
+        verdict: Option<Value>,
     ) -> Result<Value, SettleError> {
         let mut inner = lock(&self.inner);
         self.prune(&mut inner);
@@ -295,9 +300,26 @@ impl Diffs {
         };
         let d = inner.pending.remove(i);
         let how = if accept { How::Accepted } else { How::Rejected };
-        let desc = d.describe();
-        self.finish(&mut inner, d, how, answer);
+        let mut desc = d.describe();
+        if let Some(v) = &verdict {
+            desc["verdict"] = v.clone();
+        }
+        self.finish(&mut inner, d, how, answer, verdict);
         Ok(desc)
+    }
+
+    /// The verdicts of the diffs settled recently with one, oldest first, each as the settled
+    /// diff's id, how it was settled and the verdict (ccide-protocol(7) §5.4).
+    pub fn verdicts(&self) -> Vec<Value> {
+        let inner = lock(&self.inner);
+        inner
+            .settled
+            .iter()
+            .filter_map(|s| {
+                let v = s.verdict.as_ref()?;
+                Some(obj! {"id": s.id.to_string(), "tab_name": s.tab_name.as_str(), "how": s.how.word(), "verdict": v.clone()})
+            })
+            .collect()
     }
 
     /// The pending diff `target` names, by the same rule as `settle_by_user`.
@@ -441,7 +463,7 @@ impl Diffs {
         let matching = take_where(&mut inner.pending, &|d| d.client == client && pred(d));
         let n = matching.len();
         for d in matching {
-            self.finish(&mut inner, d, How::Closed, None);
+            self.finish(&mut inner, d, How::Closed, None, None);
         }
         n
     }
@@ -450,19 +472,26 @@ impl Diffs {
     pub fn abandon_client(&self, client: u64) {
         let mut inner = lock(&self.inner);
         for d in take_where(&mut inner.pending, &|d| d.client == client) {
-            self.finish(&mut inner, d, How::Abandoned, None);
+            self.finish(&mut inner, d, How::Abandoned, None, None);
         }
     }
 
     /// Drops diffs whose request can no longer be answered (cancelled, connection ended).
     fn prune(&self, inner: &mut Inner) {
         for d in take_where(&mut inner.pending, &|d| !d.responder.is_open()) {
-            self.finish(inner, d, How::Abandoned, None);
+            self.finish(inner, d, How::Abandoned, None, None);
         }
     }
 
-    /// `answer` is the text of an accepted diff's answer.
-    fn finish(&self, inner: &mut Inner, d: PendingDiff, how: How, answer: Option<String>) {
+    /// `answer` is the text of an accepted diff's answer; `verdict` the user's, if any.
+    fn finish(
+        &self,
+        inner: &mut Inner,
+        d: PendingDiff,
+        how: How,
+        answer: Option<String>,
+        verdict: Option<Value>,
+    ) {
         match how {
             How::Accepted => {
                 d.responder.reply_text(answer.unwrap_or_default());
@@ -483,14 +512,19 @@ impl Diffs {
             ),
             _ => crate::log::info!("diff {} for {} {}", d.id, d.path.display(), how.word()),
         }
-        self.events.emit(obj! {
+        let mut event = obj! {
             "event": "diff_settled", "id": d.id.to_string(), "how": how.word(),
             "tab_name": d.tab_name.as_str(), "file": json::path(&d.path),
-        });
+        };
+        if let Some(v) = &verdict {
+            event["verdict"] = v.clone();
+        }
+        self.events.emit(event);
         inner.settled.push(Settled {
             id: d.id,
             tab_name: d.tab_name,
             how,
+            verdict,
         });
         if inner.settled.len() > 256 {
             inner.settled.remove(0);

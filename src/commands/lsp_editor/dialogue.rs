@@ -1214,6 +1214,7 @@ impl Dialogue {
             accept,
             content,
             cwd: None,
+            verdict: None,
         };
         self.ask(Some(i), &req)?;
         Ok(Value::Null)

@@ -1,0 +1,269 @@
+//! Hunks as the unit of review (ccide-protocol(7) §5.4): `ccide diff accept --hunks` answers
+//! FILE_SAVED with only the kept hunks applied, as the CLI reads the file (CRLF, BOM and
+//! UTF-16 files alike); `--why` and the verdict record; `ccide diff show`'s numbered hunks and
+//! its pager; `ccide diff review` driven through a pseudo-terminal.
+
+use std::path::Path;
+
+use crate::util::*;
+use serde_json::{Value, json};
+
+/// 26 lines, `a` to `z`.
+fn base() -> String {
+    ('a'..='z').map(|c| format!("{c}\n")).collect()
+}
+
+/// Three hunks: b, j and x upper-cased.
+fn three_hunks(text: &str) -> String {
+    text.replace("b\n", "B\n")
+        .replace("j\n", "J\n")
+        .replace("x\n", "X\n")
+}
+
+fn utf16le_with_bom(text: &str) -> Vec<u8> {
+    let mut out = vec![0xFF, 0xFE];
+    for u in text.encode_utf16() {
+        out.extend_from_slice(&u.to_le_bytes());
+    }
+    out
+}
+
+/// The files a review must handle: (name, bytes on disk, the text the CLI reads).
+pub fn files() -> Vec<(&'static str, Vec<u8>, String)> {
+    let lf = base();
+    vec![
+        ("lf.txt", lf.clone().into_bytes(), lf.clone()),
+        (
+            "crlf.txt",
+            lf.replace('\n', "\r\n").into_bytes(),
+            lf.clone(),
+        ),
+        (
+            "bom.txt",
+            format!("\u{feff}{lf}").into_bytes(),
+            format!("\u{feff}{lf}"),
+        ),
+        (
+            "utf16.txt",
+            utf16le_with_bom(&lf.replace('\n', "\r\n")),
+            format!("\u{feff}{lf}"),
+        ),
+    ]
+}
+
+#[test]
+fn accept_with_hunks_answers_the_original_with_only_those_hunks_applied() {
+    let sb = Sandbox::new();
+    let srv = sb.serve(&[]);
+    let mut c = srv.client();
+    for (name, bytes, read) in files() {
+        let file = sb.write(name, &bytes);
+        let id = open_diff(&mut c, &file, &three_hunks(&read), name);
+        let d = &wait_pending(&sb, 1)[0];
+        let did = d["id"].as_str().unwrap();
+        let o = sb.run_ok(&["diff", "accept", did, "--hunks", "1,3", "--why", "keep j"]);
+        assert_eq!(
+            stdout(&o),
+            format!(
+                "accepted hunks 1,3 of 3 of diff {did} ({name}): Claude Code writes the proposal with the others left out\n"
+            )
+        );
+        let expected = read.replace("b\n", "B\n").replace("x\n", "X\n");
+        assert_eq!(
+            texts(&c.response(&id)),
+            vec!["FILE_SAVED".to_string(), expected],
+            "{name}"
+        );
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            bytes,
+            "ccide never writes the file"
+        );
+    }
+    // The verdicts are kept with the settled diffs, the last one for example:
+    let settled = srv.control(&json!({"cmd": "diff.list"}))["settled"].clone();
+    let last = &settled.as_array().unwrap()[3];
+    assert_eq!(
+        last["verdict"],
+        json!({
+            "kept": [1, 3],
+            "dropped": [{"hunk": 2, "text": "@@ -7,7 +7,7 @@\n g\n h\n i\n-j\n+J\n k\n l\n m\n", "why": null}],
+            "edited": [],
+            "why": "keep j",
+        })
+    );
+    assert_eq!(
+        (&last["how"], &last["tab_name"]),
+        (&json!("accepted"), &json!("utf16.txt"))
+    );
+}
+
+#[test]
+fn every_hunk_named_is_the_whole_proposal_and_reject_why_drops_them_all() {
+    let sb = Sandbox::new();
+    let file = sb.write("app.txt", base());
+    let srv = sb.serve(&[]);
+    let mut c = srv.client();
+    let proposal = three_hunks(&base());
+    let id = open_diff(&mut c, &file, &proposal, "t");
+    let did = wait_pending(&sb, 1)[0]["id"].as_str().unwrap().to_string();
+    let o = sb.run_ok(&["diff", "accept", &did, "--hunks", "3,1-2", "--json"]);
+    let d: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        d["verdict"],
+        json!({"kept": [1, 2, 3], "dropped": [], "edited": [], "why": null})
+    );
+    assert_eq!(
+        texts(&c.response(&id)),
+        vec!["FILE_SAVED".to_string(), proposal.clone()]
+    );
+
+    let id = open_diff(&mut c, &file, &proposal, "t");
+    let did = wait_pending(&sb, 1)[0]["id"].as_str().unwrap().to_string();
+    let o = sb.run_ok(&["diff", "reject", &did, "--why", "not these names", "--json"]);
+    let d: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let dropped: Vec<&Value> = d["verdict"]["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| &h["hunk"])
+        .collect();
+    assert_eq!(dropped, [&json!(1), &json!(2), &json!(3)]);
+    assert_eq!(
+        (&d["verdict"]["kept"], &d["verdict"]["why"]),
+        (&json!([]), &json!("not these names"))
+    );
+    assert_eq!(texts(&c.response(&id)), vec!["DIFF_REJECTED", "t"]);
+}
+
+#[test]
+fn hunk_lists_that_keep_nothing_or_name_no_hunk_are_refused() {
+    let sb = Sandbox::new();
+    let file = sb.write("app.txt", base());
+    let srv = sb.serve(&[]);
+    let mut c = srv.client();
+    let _id = open_diff(&mut c, &file, &three_hunks(&base()), "t");
+    let did = wait_pending(&sb, 1)[0]["id"].as_str().unwrap().to_string();
+    let o = sb.run(&["diff", "accept", &did, "--hunks", ""]);
+    let hint = "Run 'ccide --help' for the commands and their options.\n";
+    assert_eq!(
+        (o.status.code(), stderr(&o)),
+        (
+            Some(2),
+            format!(
+                "ccide: --hunks names no hunk: to keep none, reject the diff (ccide diff reject {did} --why TEXT)\n{hint}"
+            )
+        )
+    );
+    let o = sb.run(&["diff", "accept", &did, "--hunks", "2,4"]);
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "ccide: '4' in --hunks 2,4 is not a hunk number: this diff has hunks 1 to 3 (ccide diff show numbers them)\n{hint}"
+        )
+    );
+    let o = sb.run(&["diff", "reject", &did, "--hunks", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--hunks goes with accept"),
+        "{}",
+        stderr(&o)
+    );
+    let o = sb.run(&["diff", "show", &did, "--why", "x"]);
+    assert_eq!(o.status.code(), Some(2));
+    // Nothing was settled.
+    assert_eq!(wait_pending(&sb, 1)[0]["id"], did.as_str());
+}
+
+#[test]
+fn show_numbers_its_hunks_and_pages_only_on_a_terminal() {
+    let sb = Sandbox::new();
+    let file = sb.write("app.txt", base());
+    let srv = sb.serve(&[]);
+    let mut c = srv.client();
+    let _id = open_diff(&mut c, &file, &three_hunks(&base()), "t");
+    wait_pending(&sb, 1);
+    let pager_out = sb.root.join("paged");
+    let pager = sb.script(
+        "pager",
+        &format!(
+            "echo \"$0 $* LESS=$LESS\" > '{}'; cat >> '{}'",
+            pager_out.display(),
+            pager_out.display()
+        ),
+    );
+    let expected = "--- a/app.txt\n+++ b/app.txt\n\
+        @@ -1,5 +1,5 @@ hunk 1/3\n a\n-b\n+B\n c\n d\n e\n\
+        @@ -7,7 +7,7 @@ hunk 2/3\n g\n h\n i\n-j\n+J\n k\n l\n m\n\
+        @@ -21,6 +21,6 @@ hunk 3/3\n u\n v\n w\n-x\n+X\n y\n z\n";
+    // Not a terminal: no pager, whatever PAGER says.
+    let o = sb
+        .command(&["diff", "show"])
+        .env("PAGER", &pager)
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&o), expected);
+    assert!(!pager_out.exists());
+    // On a terminal: GIT_PAGER first, split into words, never through a shell.
+    let o = in_terminal(
+        &sb,
+        &["diff", "show"],
+        &[
+            ("GIT_PAGER", &format!("{} -x 'a b'", pager.display())),
+            ("PAGER", "false"),
+            ("NO_COLOR", "1"),
+        ],
+        b"",
+    );
+    assert_eq!(o, b"");
+    assert_eq!(
+        std::fs::read_to_string(&pager_out).unwrap(),
+        format!("{} -x a b LESS=FRX\n{expected}", pager.display())
+    );
+    // PAGER when there is no GIT_PAGER (and no git on this PATH).
+    std::fs::remove_file(&pager_out).unwrap();
+    let o = in_terminal(
+        &sb,
+        &["diff", "show"],
+        &[("PAGER", s(&pager)), ("NO_COLOR", "1"), ("LESS", "S")],
+        b"",
+    );
+    assert_eq!(o, b"");
+    assert_eq!(
+        std::fs::read_to_string(&pager_out).unwrap(),
+        format!("{}  LESS=S\n{expected}", pager.display())
+    );
+}
+
+/// Runs `ccide ARGS` of the sandbox in a pseudo-terminal (tests/fixtures/pty_drive.py) with
+/// `env` added, answering each prompt it expects with its keys; returns what the terminal
+/// showed, CRLF made LF.
+pub fn in_terminal(sb: &Sandbox, args: &[&str], env: &[(&str, &str)], steps: &[u8]) -> Vec<u8> {
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pty_drive.py");
+    let mut cmd = sb.command(args);
+    let program = cmd.get_program().to_owned();
+    let argv: Vec<String> = std::iter::once(program.to_string_lossy().into_owned())
+        .chain(args.iter().map(|a| a.to_string()))
+        .collect();
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut drive = std::process::Command::new(python3());
+    drive
+        .arg(&driver)
+        .arg(serde_json::to_string(&argv).unwrap());
+    drive
+        .env_clear()
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .current_dir(sb.ws());
+    drive
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = drive.spawn().unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(steps).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "pty driver: {}", stderr(&o));
+    o.stdout
+}
