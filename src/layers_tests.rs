@@ -62,7 +62,12 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "commands",
-        &["serve|unit|bridge|plugin", "client", "lsp_editor", "mod"],
+        &[
+            "serve|unit|bridge|plugin",
+            "client",
+            "lsp_editor|review",
+            "mod",
+        ],
     ),
     (
         "commands::lsp_editor",

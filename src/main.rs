@@ -106,7 +106,7 @@ pub const COMMANDS: &[Command] = &[
             CONFIG_DIR,
             JSON,
         ],
-        run: commands::client::diff,
+        run: commands::review::diff,
         passthrough: false,
     },
     Command {

@@ -61,6 +61,7 @@ impl Piece {
     }
 
     /// The new side: context and added lines.
+    #[cfg(test)]
     pub fn new_side(&self) -> Vec<Vec<u8>> {
         self.lines
             .iter()
@@ -346,7 +347,7 @@ pub fn parse_hunk_list(spec: &str, count: usize) -> Result<Vec<usize>, String> {
 }
 
 /// Parses the hunk a user edited (a file of `' '`, `'-'` and `'+'` lines, as `git add -p`'s
-/// `e` gives it; `#` lines are comments): its new side, each line with its terminator. A line
+/// `e` gives it; `#` lines are comments, an `@@` line is the header): its new side, each line with its terminator. A line
 /// written as `\ No newline at end of file` takes the terminator off the line before it.
 /// None when the user left no hunk lines at all (emptied the file): the edit is abandoned, as
 /// in git.
@@ -356,6 +357,7 @@ pub fn parse_edited_hunk(text: &[u8]) -> Result<Option<Vec<Vec<u8>>>, String> {
     for (i, line) in textdiff::lines(text).into_iter().enumerate() {
         match line.first() {
             Some(b'#') => {}
+            Some(b'@') if line.starts_with(b"@@") => {}
             Some(b' ' | b'+') => {
                 any = true;
                 out.push(line[1..].to_vec());

@@ -267,3 +267,82 @@ pub fn in_terminal(sb: &Sandbox, args: &[&str], env: &[(&str, &str)], steps: &[u
     assert!(o.status.success(), "pty driver: {}", stderr(&o));
     o.stdout
 }
+
+/// Steps for the pty driver: (text the screen shows, keys typed then).
+fn steps(steps: &[(&str, &str)]) -> Vec<u8> {
+    steps
+        .iter()
+        .map(|(expect, keys)| format!("{}\n", json!([expect, keys])))
+        .collect::<String>()
+        .into_bytes()
+}
+
+const PROMPT: &str = "Keep this hunk [";
+
+#[test]
+fn review_keeps_and_drops_hunks_with_reasons_on_every_kind_of_file() {
+    let sb = Sandbox::new();
+    let srv = sb.serve(&[]);
+    let mut c = srv.client();
+    for (name, bytes, read) in files() {
+        let file = sb.write(name, &bytes);
+        let id = open_diff(&mut c, &file, &three_hunks(&read), name);
+        let did = wait_pending(&sb, 1)[0]["id"].as_str().unwrap().to_string();
+        let screen = in_terminal(
+            &sb,
+            &["diff", "review", &did],
+            &[("NO_COLOR", "1")],
+            &steps(&[
+                ("(1/3) Keep this hunk [", "y"),
+                ("(2/3) Keep this hunk [", "n"),
+                ("skips): ", "not j\n"),
+                ("(3/3) Keep this hunk [", "y"),
+            ]),
+        );
+        let expected = read.replace("b\n", "B\n").replace("x\n", "X\n");
+        assert_eq!(
+            texts(&c.response(&id)),
+            vec!["FILE_SAVED".to_string(), expected],
+            "{name}"
+        );
+        let note = match name {
+            "crlf.txt" => {
+                "note: the file has CRLF line endings; the proposal is LF UTF-8 text, and Claude Code restores them when it writes\n"
+            }
+            "utf16.txt" => {
+                "note: the file has CRLF line endings and the UTF-16LE encoding; the proposal is LF UTF-8 text, and Claude Code restores them when it writes\n"
+            }
+            _ => "",
+        };
+        let bom = if read.starts_with('\u{feff}') {
+            "\u{feff}"
+        } else {
+            ""
+        };
+        assert_eq!(
+            String::from_utf8_lossy(&screen),
+            format!(
+                "diff {did}: {name}\n{note}--- a/{name}\n+++ b/{name}\n\
+                 @@ -1,5 +1,5 @@\n {bom}a\n-b\n+B\n c\n d\n e\n\
+                 (1/3) Keep this hunk [y,n,q,a,d,j,J,e,?]? y\n\
+                 @@ -7,7 +7,7 @@\n g\n h\n i\n-j\n+J\n k\n l\n m\n\
+                 (2/3) Keep this hunk [y,n,q,a,d,K,j,J,e,?]? n\n\
+                 Why drop it? (optional, Enter skips): not j\n\
+                 @@ -21,6 +21,6 @@\n u\n v\n w\n-x\n+X\n y\n z\n\
+                 (3/3) Keep this hunk [y,n,q,a,d,K,e,?]? y\n\
+                 accepted diff {did}: kept 1,3, dropped 2 ({name})\n"
+            ),
+            "{name}"
+        );
+    }
+    let settled = srv.control(&json!({"cmd": "diff.list"}))["settled"].clone();
+    assert_eq!(
+        settled[0]["verdict"],
+        json!({
+            "kept": [1, 3],
+            "dropped": [{"hunk": 2, "text": "@@ -7,7 +7,7 @@\n g\n h\n i\n-j\n+J\n k\n l\n m\n", "why": "not j"}],
+            "edited": [],
+            "why": null,
+        })
+    );
+}

@@ -30,7 +30,7 @@ fn ask(args: &Args, req: Request) -> Result<Value, Fail> {
     Ok(connect(args)?.request(&req)?)
 }
 
-fn cwd_string() -> Option<String> {
+pub fn cwd_string() -> Option<String> {
     control::current_dir()
         .ok()
         .map(|p| p.to_string_lossy().into_owned())
@@ -80,7 +80,7 @@ impl DiffFiles {
     }
 
     /// What the CLI restores when it writes, which the review does not show as changes.
-    fn restored(&self) -> Option<String> {
+    pub fn restored(&self) -> Option<String> {
         let o = &self.original;
         if o.crlf_lines > 0 && o.lf_lines > 0 {
             let (ending, encoding) = (
@@ -124,7 +124,7 @@ impl DiffFiles {
     }
 
     /// The line `show` prints for a file that is not UTF-8.
-    fn rewrite_note(&self) -> Option<String> {
+    pub fn rewrite_note(&self) -> Option<String> {
         let (lines, first) = self.not_utf8()?;
         let which = if lines == 1 {
             format!("line {first}")
@@ -182,7 +182,7 @@ pub fn diff(args: &Args) -> Outcome {
             "--hunks goes with accept: ccide diff accept [ID] --hunks 1,3-4 keeps those hunks and drops the rest".into(),
         ));
     }
-    if args.value("--why").is_some() && !settling {
+    if args.value("--why").is_some() && !settling && action != "review" {
         return Err(Fail::Usage(
             "--why goes with accept or reject: the reason Claude is given for what you turned down"
                 .into(),
@@ -489,6 +489,17 @@ fn settle_decisions(count: usize, keep: &[usize]) -> Vec<crate::review::Decision
 
 /// Opens `proposed` in the user's editor; accepting stays a separate, explicit step.
 fn edit(path: &Path) -> Outcome {
+    run_editor(path)?;
+    eprintln!(
+        "edited {}; run `ccide diff accept` to send it to Claude Code",
+        path.display()
+    );
+    Ok(EXIT_OK)
+}
+
+/// Runs `$VISUAL` (else `$EDITOR`) on `path` and waits for it, without a shell: the command is
+/// split into words.
+pub fn run_editor(path: &Path) -> Result<(), Fail> {
     let editor = std::env::var("VISUAL")
         .ok()
         .filter(|v| !v.is_empty())
@@ -509,11 +520,7 @@ fn edit(path: &Path) -> Outcome {
     if !status.success() {
         return Err(Fail::Failed(format!("{prog} exited with {status}")));
     }
-    eprintln!(
-        "edited {}; run `ccide diff accept` to send it to Claude Code",
-        path.display()
-    );
-    Ok(EXIT_OK)
+    Ok(())
 }
 
 pub fn events(args: &Args) -> Outcome {
