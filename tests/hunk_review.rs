@@ -346,3 +346,157 @@ fn review_keeps_and_drops_hunks_with_reasons_on_every_kind_of_file() {
         })
     );
 }
+
+#[test]
+fn review_splits_a_hunk_and_takes_an_edit_from_the_editor() {
+    let sb = Sandbox::new();
+    // The editor changes the added line D to Dee, and the context line e to E.
+    let editor = sb.script("editor", "sed -i -e 's/^+D$/+Dee/' -e 's/^ e$/ E/' \"$1\"");
+    let srv = sb.serve(&[]);
+    let mut c = srv.client();
+    for (name, bytes, read) in files() {
+        let file = sb.write(name, &bytes);
+        let proposal = read.replace("b\n", "B\n").replace("d\n", "D\n");
+        let id = open_diff(&mut c, &file, &proposal, name);
+        let did = wait_pending(&sb, 1)[0]["id"].as_str().unwrap().to_string();
+        let screen = in_terminal(
+            &sb,
+            &["diff", "review", &did, "--why", "partly"],
+            &[("NO_COLOR", "1"), ("EDITOR", s(&editor))],
+            &steps(&[
+                ("(1/1) Keep this hunk [", "s"),
+                ("(1/2) Keep this hunk [", "J"),
+                ("(2/2) Keep this hunk [", "e"),
+                ("(1/2) Keep this hunk [", "n"),
+                ("skips): ", "\n"),
+            ]),
+        );
+        let expected = read.replace("e\n", "E\n").replace("d\n", "Dee\n");
+        assert_eq!(
+            texts(&c.response(&id)),
+            vec!["FILE_SAVED".to_string(), expected],
+            "{name}"
+        );
+        let bom = if read.starts_with('\u{feff}') {
+            "\u{feff}"
+        } else {
+            ""
+        };
+        let screen = String::from_utf8_lossy(&screen).into_owned();
+        let hunks = screen.split_once(&format!("+++ b/{name}\n")).unwrap().1;
+        assert_eq!(
+            hunks,
+            format!(
+                "@@ -1,7 +1,7 @@\n {bom}a\n-b\n+B\n c\n-d\n+D\n e\n f\n g\n\
+                 (1/1) Keep this hunk [y,n,q,a,d,s,e,?]? s\n\
+                 Split into 2 hunks.\n\
+                 @@ -1,3 +1,3 @@\n {bom}a\n-b\n+B\n c\n\
+                 (1/2) Keep this hunk [y,n,q,a,d,j,J,e,?]? J\n\
+                 @@ -3,5 +3,5 @@\n c\n-d\n+D\n e\n f\n g\n\
+                 (2/2) Keep this hunk [y,n,q,a,d,k,K,e,?]? e\n\
+                 @@ -1,3 +1,3 @@\n {bom}a\n-b\n+B\n c\n\
+                 (1/2) Keep this hunk [y,n,q,a,d,J,e,?]? n\n\
+                 Why drop it? (optional, Enter skips): \n\
+                 accepted diff {did}: edited 2, dropped 1 ({name})\n"
+            ),
+            "{name}"
+        );
+    }
+    let settled = srv.control(&json!({"cmd": "diff.list"}))["settled"].clone();
+    assert_eq!(
+        settled[3]["verdict"],
+        json!({
+            "kept": [],
+            "dropped": [{"hunk": 1, "text": "@@ -1,3 +1,3 @@\n \u{feff}a\n-b\n+B\n c\n", "why": null}],
+            "edited": [2],
+            "why": "partly",
+        })
+    );
+}
+
+#[test]
+fn review_without_an_id_walks_the_pending_diffs_oldest_first_then_waits() {
+    let sb = Sandbox::new();
+    let srv = sb.serve(&[]);
+    let mut c = srv.client();
+    let first = sb.write("first.txt", base());
+    let second = sb.write("second.txt", base());
+    let third = sb.write("third.txt", base());
+    let id1 = open_diff(&mut c, &first, &three_hunks(&base()), "one");
+    wait_pending(&sb, 1);
+    let id2 = open_diff(&mut c, &second, &base().replace("m\n", "M\n"), "two");
+    wait_pending(&sb, 2);
+    let waiting = sb.root.join("waiting");
+    let screen = std::thread::scope(|scope| {
+        let review = scope.spawn(|| {
+            in_terminal(
+                &sb,
+                &["diff", "review"],
+                &[("NO_COLOR", "1")],
+                &json_steps(&[
+                    json!(["diff 1: first.txt", ""]),
+                    json!(["(1/3) Keep this hunk [", "d"]),
+                    json!(["skips): ", "none of it\n"]),
+                    json!(["diff 2: second.txt", ""]),
+                    json!(["(1/1) Keep this hunk [", "a"]),
+                    json!([
+                        "waiting for Claude's next proposal (q to stop)",
+                        "",
+                        s(&waiting)
+                    ]),
+                    json!(["diff 3: third.txt", ""]),
+                    json!(["(1/1) Keep this hunk [", "y"]),
+                    json!(["waiting for Claude's next proposal (q to stop)", "q"]),
+                ]),
+            )
+        });
+        wait_for(
+            "the review to wait",
+            std::time::Duration::from_secs(30),
+            || waiting.exists().then_some(()),
+        );
+        let id3 = open_diff(&mut c, &third, &base().replace("a\n", "A\n"), "three");
+        let screen = review.join().unwrap();
+        assert_eq!(
+            texts(&c.response(&id3)),
+            vec!["FILE_SAVED".to_string(), base().replace("a\n", "A\n")]
+        );
+        screen
+    });
+    assert_eq!(texts(&c.response(&id1)), vec!["DIFF_REJECTED", "one"]);
+    assert_eq!(
+        texts(&c.response(&id2)),
+        vec!["FILE_SAVED".to_string(), base().replace("m\n", "M\n")]
+    );
+    let screen = String::from_utf8_lossy(&screen);
+    assert!(
+        screen.contains("rejected diff 1: every hunk dropped (first.txt)\ndiff 2: second.txt\n"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("accepted diff 2: kept 1 (second.txt)\nwaiting for Claude's next proposal (q to stop)\ndiff 3: third.txt\n"),
+        "{screen}"
+    );
+    assert!(
+        screen.ends_with(
+            "accepted diff 3: kept 1 (third.txt)\nwaiting for Claude's next proposal (q to stop)\n"
+        ),
+        "{screen}"
+    );
+    let settled = srv.control(&json!({"cmd": "diff.list"}))["settled"].clone();
+    let reasons: Vec<&Value> = settled[0]["verdict"]["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| &h["why"])
+        .collect();
+    assert_eq!(reasons, [&json!("none of it"); 3]);
+}
+
+fn json_steps(steps: &[Value]) -> Vec<u8> {
+    steps
+        .iter()
+        .map(|s| format!("{s}\n"))
+        .collect::<String>()
+        .into_bytes()
+}

@@ -401,10 +401,10 @@ fn settle(
             .unwrap_or_default()
     };
     let said = if accept {
-        let mut parts = vec![format!("kept {}", numbers(&verdict["kept"]))];
-        for (what, key) in [("edited", "edited"), ("dropped", "dropped")] {
+        let mut parts = Vec::new();
+        for key in ["kept", "edited", "dropped"] {
             if verdict[key].as_array().is_some_and(|a| !a.is_empty()) {
-                parts.push(format!("{what} {}", numbers(&verdict[key])));
+                parts.push(format!("{key} {}", numbers(&verdict[key])));
             }
         }
         format!("accepted diff {id}: {}", parts.join(", "))
@@ -525,12 +525,14 @@ impl Terminal {
 
     /// The optional reason for dropping: one line, Enter alone for none.
     fn reason(&mut self) -> Result<Option<String>, Fail> {
-        self.say("Why drop it? (optional, Enter skips): ");
         let mut tty = self
             .tty
             .try_clone()
             .map_err(|e| Fail::Failed(format!("cannot read the terminal: {e}")))?;
+        // The terminal echoes the line from before the prompt shows, so a line typed as soon
+        // as it shows is echoed too.
         let line = self.cooked(|| {
+            let _ = tty.write_all(b"Why drop it? (optional, Enter skips): ");
             let mut line = Vec::new();
             let mut b = [0u8];
             while let Ok(1) = tty.read(&mut b) {
