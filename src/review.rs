@@ -1,4 +1,4 @@
-//! Hunks as the unit of review (ccide-protocol(7) §5.4): a proposal split into numbered hunks,
+//! Hunks as the unit of review (ccide-protocol(7) §5.5): a proposal split into numbered hunks,
 //! a decision per hunk, and the answer composed from them. Pure: texts in, text out.
 //!
 //! Everything here works on the file as the CLI reads it (`textdiff::as_cli_reads`: decoded,
@@ -68,6 +68,52 @@ impl Piece {
             .filter(|(k, _)| *k != '-')
             .map(|(_, l)| l.clone())
             .collect()
+    }
+
+    /// What keeping the hunk replaces: the old lines of its changes (context left out, so
+    /// parts of a split hunk never overlap), and their new lines.
+    fn kept(&self) -> (usize, usize, Vec<&[u8]>) {
+        let (f, l) = self.core();
+        let lo = self.old_lo + f;
+        let core = &self.lines[f..l];
+        let hi = lo + core.iter().filter(|x| x.0 != '+').count();
+        let new = core
+            .iter()
+            .filter(|x| x.0 != '-')
+            .map(|x| &x.1[..])
+            .collect();
+        (lo, hi, new)
+    }
+
+    /// What an edit replaces: the hunk's old lines, less the context at either end the
+    /// replacement leaves as it was (so parts of a split hunk sharing it can be edited one by
+    /// one), and the rest of the replacement.
+    fn edited<'a>(&self, replacement: &'a [Vec<u8>]) -> (usize, usize, Vec<&'a [u8]>) {
+        let shown: Vec<&[u8]> = self
+            .lines
+            .iter()
+            .filter(|x| x.0 != '+')
+            .map(|x| &x.1[..])
+            .collect();
+        let leading = self.lines.iter().take_while(|x| x.0 == ' ').count();
+        let trailing = self.lines.iter().rev().take_while(|x| x.0 == ' ').count();
+        let mut head = 0;
+        while head < leading && head < replacement.len() && replacement[head] == shown[head] {
+            head += 1;
+        }
+        let mut tail = 0;
+        while tail < trailing
+            && tail < replacement.len() - head
+            && tail < shown.len() - head
+            && replacement[replacement.len() - 1 - tail] == shown[shown.len() - 1 - tail]
+        {
+            tail += 1;
+        }
+        let new = replacement[head..replacement.len() - tail]
+            .iter()
+            .map(|l| &l[..])
+            .collect();
+        (self.old_lo + head, self.old_lo + shown.len() - tail, new)
     }
 
     /// Indices of the first and one past the last changed line in `lines`.
@@ -208,56 +254,10 @@ impl Review {
         let mut out = Vec::with_capacity(self.original.len().max(self.proposed.len()));
         let mut cursor = 0;
         for (n, (piece, decision)) in self.pieces.iter().zip(decisions).enumerate() {
-            // The range of old lines the decision replaces, and what replaces them.
-            let (lo, hi, new): (usize, usize, Vec<&[u8]>) = match decision {
+            let (lo, hi, new) = match decision {
                 Decision::Drop => continue,
-                Decision::Keep => {
-                    let (f, l) = piece.core();
-                    let lo = piece.old_lo + piece.lines[..f].iter().filter(|x| x.0 != '+').count();
-                    let core = &piece.lines[f..l];
-                    let hi = lo + core.iter().filter(|x| x.0 != '+').count();
-                    let new = core
-                        .iter()
-                        .filter(|x| x.0 != '-')
-                        .map(|x| &x.1[..])
-                        .collect();
-                    (lo, hi, new)
-                }
-                Decision::Edit(replacement) => {
-                    // Context the replacement leaves as it was is not replaced, so parts of a
-                    // split hunk sharing it can be edited one by one.
-                    let shown: Vec<&[u8]> = piece
-                        .lines
-                        .iter()
-                        .filter(|x| x.0 != '+')
-                        .map(|x| &x.1[..])
-                        .collect();
-                    let leading = piece.lines.iter().take_while(|x| x.0 == ' ').count();
-                    let trailing = piece.lines.iter().rev().take_while(|x| x.0 == ' ').count();
-                    let mut head = 0;
-                    while head < leading
-                        && head < replacement.len()
-                        && replacement[head] == shown[head]
-                    {
-                        head += 1;
-                    }
-                    let mut tail = 0;
-                    while tail < trailing
-                        && tail < replacement.len() - head
-                        && tail < shown.len() - head
-                        && replacement[replacement.len() - 1 - tail]
-                            == shown[shown.len() - 1 - tail]
-                    {
-                        tail += 1;
-                    }
-                    let lo = piece.old_lo + head;
-                    let hi = piece.old_lo + shown.len() - tail;
-                    let new = replacement[head..replacement.len() - tail]
-                        .iter()
-                        .map(|l| &l[..])
-                        .collect();
-                    (lo, hi, new)
-                }
+                Decision::Keep => piece.kept(),
+                Decision::Edit(replacement) => piece.edited(replacement),
             };
             if lo < cursor {
                 return Err(format!(
@@ -280,7 +280,7 @@ impl Review {
     }
 }
 
-/// The verdict record a review stores with the settled diff (ccide-protocol(7) §5.4): the
+/// The verdict record a review stores with the settled diff (ccide-protocol(7) §5.5): the
 /// numbers of the hunks kept and edited, each dropped hunk with its text and the reason given
 /// for it, and the reason given for the whole. `reasons` has one entry per hunk.
 pub fn verdict(

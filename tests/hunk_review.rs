@@ -1,4 +1,4 @@
-//! Hunks as the unit of review (ccide-protocol(7) §5.4): `ccide diff accept --hunks` answers
+//! Hunks as the unit of review (ccide-protocol(7) §5.5): `ccide diff accept --hunks` answers
 //! FILE_SAVED with only the kept hunks applied, as the CLI reads the file (CRLF, BOM and
 //! UTF-16 files alike); `--why` and the verdict record; `ccide diff show`'s numbered hunks and
 //! its pager; `ccide diff review` driven through a pseudo-terminal.

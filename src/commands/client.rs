@@ -410,7 +410,7 @@ fn diff_settle(ctl: &mut Control, target: Option<&str>, accept: bool, json_out: 
 
 /// `ccide diff accept --hunks LIST [--why TEXT]` and `ccide diff reject --why TEXT`: settles
 /// the diff keeping the hunks `hunks` names (none for a rejection), with the verdict
-/// (ccide-protocol(7) §5.4).
+/// (ccide-protocol(7) §5.5).
 fn diff_settle_by_hunk(
     ctl: &mut Control,
     target: Option<&str>,

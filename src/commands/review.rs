@@ -1,5 +1,5 @@
 //! `ccide diff review [ID]`: a proposal reviewed hunk by hunk with `git add -p`'s keys, on
-//! the terminal, and answered with what was kept (ccide-protocol(7) §5.4). Without ID it
+//! the terminal, and answered with what was kept (ccide-protocol(7) §5.5). Without ID it
 //! walks the pending diffs, oldest first, then waits for the next one (`ccide events`).
 
 use std::fs::File;

@@ -80,7 +80,7 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
 }
 
 /// `diff settle`: accepts or rejects a proposal as the user, with the content they edited it
-/// to, if any, and the review's verdict (ccide-protocol(7) §5.4).
+/// to, if any, and the review's verdict (ccide-protocol(7) §5.5).
 fn diff_settle(
     state: &State,
     target: Option<&str>,

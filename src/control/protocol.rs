@@ -29,7 +29,7 @@ pub enum Request {
         accept: bool,
         content: Option<String>,
         cwd: Option<String>,
-        /// What the review kept and dropped, and why (ccide-protocol(7) §5.4).
+        /// What the review kept and dropped, and why (ccide-protocol(7) §5.5).
         verdict: Option<Value>,
     },
     /// The diff's proposal under a name ending like its file's, for an editor to open.
@@ -188,13 +188,7 @@ impl Request {
                 target: f.string("target"),
                 cwd: f.string("cwd"),
             },
-            "diff.settle" => Request::DiffSettle {
-                target: f.string("target"),
-                accept: f.flag("accept"),
-                content: f.string("content"),
-                cwd: f.string("cwd"),
-                verdict: f.object("verdict"),
-            },
+            "diff.settle" => diff_settle(&mut f),
             "diff.view" => Request::DiffView {
                 target: f.string("target"),
             },
@@ -461,6 +455,17 @@ fn human_range(f: &mut Fields, v: Option<Value>) -> HumanRange {
         f.refuse(e);
     }
     range
+}
+
+/// `diff.settle`'s fields.
+fn diff_settle(f: &mut Fields) -> Request {
+    Request::DiffSettle {
+        target: f.string("target"),
+        accept: f.flag("accept"),
+        content: f.string("content"),
+        cwd: f.string("cwd"),
+        verdict: f.object("verdict"),
+    }
 }
 
 fn bad(key: &str, what: &str) -> String {

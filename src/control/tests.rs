@@ -175,7 +175,7 @@ fn diff_list_and_find_name_a_diff_by_id_tab_or_path() {
 }
 
 /// The review's verdict is kept with the settled diff: in the answer, in diff.list's
-/// `settled`, and in the `diff_settled` event (ccide-protocol(7) §5.4).
+/// `settled`, and in the `diff_settled` event (ccide-protocol(7) §5.5).
 #[test]
 fn diff_settle_keeps_the_verdict_with_the_settled_diff() {
     let ts = state();

@@ -80,7 +80,7 @@ struct Settled {
     id: u64,
     tab_name: String,
     how: How,
-    /// The user's verdict per hunk, when the review gave one (ccide-protocol(7) §5.4).
+    /// The user's verdict per hunk, when the review gave one (ccide-protocol(7) §5.5).
     verdict: Option<Value>,
 }
 
@@ -253,7 +253,7 @@ impl Diffs {
 
     /// The user's decision from the command line. Accept answers FILE_SAVED with the current
     /// bytes of `proposed`, so an edit made there is what the CLI writes. `verdict` is the
-    /// review's record of what was kept and dropped and why (ccide-protocol(7) §5.4): kept
+    /// review's record of what was kept and dropped and why (ccide-protocol(7) §5.5): kept
     /// with the settled diff, in the answer and in `diff_settled`.
     pub fn settle_by_user(
         &self,
@@ -309,7 +309,7 @@ impl Diffs {
     }
 
     /// The verdicts of the diffs settled recently with one, oldest first, each as the settled
-    /// diff's id, how it was settled and the verdict (ccide-protocol(7) §5.4).
+    /// diff's id, how it was settled and the verdict (ccide-protocol(7) §5.5).
     pub fn verdicts(&self) -> Vec<Value> {
         let inner = lock(&self.inner);
         inner
