@@ -277,8 +277,6 @@ fn steps(steps: &[(&str, &str)]) -> Vec<u8> {
         .into_bytes()
 }
 
-const PROMPT: &str = "Keep this hunk [";
-
 #[test]
 fn review_keeps_and_drops_hunks_with_reasons_on_every_kind_of_file() {
     let sb = Sandbox::new();

@@ -67,7 +67,7 @@ fn walk(args: &Args, t: &mut Terminal, ctl: &mut Control, why: Option<&str>) -> 
         pending.sort_by_key(|d| d["id"].as_str().and_then(|i| i.parse::<u64>().ok()));
         if let Some(d) = pending
             .into_iter()
-            .find(|d| !seen.contains(&d["id"].as_str().unwrap_or("").to_string()))
+            .find(|d| !seen.contains(d["id"].as_str().unwrap_or("")))
         {
             seen.insert(d["id"].as_str().unwrap_or("").to_string());
             if let Step::Stop = review_one(t, ctl, &d, why)? {
