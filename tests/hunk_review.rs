@@ -239,6 +239,18 @@ fn show_numbers_its_hunks_and_pages_only_on_a_terminal() {
 /// `env` added, answering each prompt it expects with its keys; returns what the terminal
 /// showed, CRLF made LF.
 pub fn in_terminal(sb: &Sandbox, args: &[&str], env: &[(&str, &str)], steps: &[u8]) -> Vec<u8> {
+    let (status, screen) = in_terminal_status(sb, args, env, steps);
+    assert_eq!(status, Some(0), "{}", String::from_utf8_lossy(&screen));
+    screen
+}
+
+/// `in_terminal`, with the command's exit status.
+pub fn in_terminal_status(
+    sb: &Sandbox,
+    args: &[&str],
+    env: &[(&str, &str)],
+    steps: &[u8],
+) -> (Option<i32>, Vec<u8>) {
     let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pty_drive.py");
     let mut cmd = sb.command(args);
     let program = cmd.get_program().to_owned();
@@ -264,8 +276,8 @@ pub fn in_terminal(sb: &Sandbox, args: &[&str], env: &[(&str, &str)], steps: &[u
     use std::io::Write;
     child.stdin.take().unwrap().write_all(steps).unwrap();
     let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "pty driver: {}", stderr(&o));
-    o.stdout
+    assert_ne!(o.status.code(), Some(100), "pty driver: {}", stderr(&o));
+    (o.status.code(), o.stdout)
 }
 
 /// Steps for the pty driver: (text the screen shows, keys typed then).
@@ -497,4 +509,47 @@ fn json_steps(steps: &[Value]) -> Vec<u8> {
         .map(|s| format!("{s}\n"))
         .collect::<String>()
         .into_bytes()
+}
+
+#[test]
+fn review_colours_on_a_terminal_shows_help_and_ctrl_c_leaves_the_diff_pending() {
+    let sb = Sandbox::new();
+    let file = sb.write("app.txt", base());
+    let srv = sb.serve(&[]);
+    let mut c = srv.client();
+    let _id = open_diff(&mut c, &file, &three_hunks(&base()), "t");
+    let did = wait_pending(&sb, 1)[0]["id"].as_str().unwrap().to_string();
+    let (status, screen) = in_terminal_status(
+        &sb,
+        &["diff", "review", &did],
+        &[("TERM", "xterm")],
+        &steps(&[
+            ("(1/3) Keep this hunk [", "?"),
+            ("(1/3) Keep this hunk [", "K"),
+            ("(1/3) Keep this hunk [", "\u{3}"),
+        ]),
+    );
+    assert_eq!(status, Some(1), "stopped without answering");
+    let screen = String::from_utf8_lossy(&screen);
+    assert!(
+        screen
+            .contains("\x1b[36m@@ -1,5 +1,5 @@\x1b[0m\n a\n\x1b[31m-b\x1b[0m\n\x1b[32m+B\x1b[0m\n"),
+        "{screen:?}"
+    );
+    assert!(
+        screen.contains(
+            "\x1b[1;34m(1/3) Keep this hunk [y,n,q,a,d,j,J,e,?]? \x1b[0m?\ny - keep this hunk\n"
+        ),
+        "{screen:?}"
+    );
+    assert!(
+        screen.contains("q - quit: answer now; undecided hunks are dropped\n"),
+        "{screen:?}"
+    );
+    assert!(screen.contains("K\nNo previous hunk\n"), "{screen:?}");
+    assert!(
+        screen.ends_with("\nstopped: the diff stays pending\n"),
+        "{screen:?}"
+    );
+    assert_eq!(wait_pending(&sb, 1)[0]["id"], did.as_str());
 }
