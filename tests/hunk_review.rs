@@ -553,3 +553,33 @@ fn review_colours_on_a_terminal_shows_help_and_ctrl_c_leaves_the_diff_pending() 
     );
     assert_eq!(wait_pending(&sb, 1)[0]["id"], did.as_str());
 }
+
+#[test]
+fn review_q_answers_at_once_dropping_the_undecided_hunks() {
+    let sb = Sandbox::new();
+    let file = sb.write("app.txt", base());
+    let srv = sb.serve(&[]);
+    let mut c = srv.client();
+    let id = open_diff(&mut c, &file, &three_hunks(&base()), "t");
+    let did = wait_pending(&sb, 1)[0]["id"].as_str().unwrap().to_string();
+    let screen = in_terminal(
+        &sb,
+        &["diff", "review", &did],
+        &[("NO_COLOR", "1")],
+        &steps(&[
+            ("(1/3) Keep this hunk [", "J"),
+            ("(2/3) Keep this hunk [", "y"),
+            ("(3/3) Keep this hunk [", "q"),
+        ]),
+    );
+    assert_eq!(
+        texts(&c.response(&id)),
+        vec!["FILE_SAVED".to_string(), base().replace("j\n", "J\n")]
+    );
+    assert!(
+        String::from_utf8_lossy(&screen)
+            .ends_with("? q\naccepted diff 1: kept 2, dropped 1,3 (app.txt)\n"),
+        "{}",
+        String::from_utf8_lossy(&screen)
+    );
+}

@@ -131,6 +131,13 @@ impl Session {
             .find(|&i| self.undecided(i))
     }
 
+    /// On to the next undecided hunk, if there is one.
+    fn advance(&mut self) {
+        if let Some(k) = self.next_undecided() {
+            self.at = k;
+        }
+    }
+
     fn decide(&mut self, i: usize, d: Decision, why: Option<String>) {
         self.decisions[i] = Some(d);
         self.reasons[i] = why;
@@ -202,26 +209,13 @@ fn review_one(
 
 /// Shows the current hunk and acts on one key. False when the user stopped (Ctrl-C).
 fn ask_hunk(t: &mut Terminal, s: &mut Session) -> Result<bool, Fail> {
-    let n = s.decisions.len();
-    let i = s.at;
+    let (i, n) = (s.at, s.decisions.len());
     t.say(&t.paint_hunk(&s.review.pieces[i].text()));
-    let prev_undecided = (0..i).rev().find(|&k| s.undecided(k));
-    let next_undecided = (i + 1..n).find(|&k| s.undecided(k));
-    let mut keys = String::from("y,n,q,a,d");
-    for (key, on) in [
-        ("k", prev_undecided.is_some()),
-        ("K", i > 0),
-        ("j", next_undecided.is_some()),
-        ("J", i + 1 < n),
-        ("s", can_split(&s.review, i)),
-        ("e", true),
-    ] {
-        if on {
-            keys += ",";
-            keys += key;
-        }
-    }
-    t.say(&t.paint_prompt(&format!("({}/{n}) Keep this hunk [{keys},?]? ", i + 1)));
+    t.say(&t.paint_prompt(&format!(
+        "({}/{n}) Keep this hunk [{},?]? ",
+        i + 1,
+        keys_offered(s)
+    )));
     let key = t.key()?;
     let shown = if key.is_ascii_graphic() {
         (key as char).to_string()
@@ -229,59 +223,17 @@ fn ask_hunk(t: &mut Terminal, s: &mut Session) -> Result<bool, Fail> {
         String::new()
     };
     t.say(&format!("{shown}\n"));
-    let advance = |s: &mut Session| {
-        if let Some(k) = s.next_undecided() {
-            s.at = k;
-        }
-    };
     match key {
-        b'y' => {
-            s.decide(i, Decision::Keep, None);
-            advance(s);
-        }
-        b'n' => {
-            let why = t.reason()?;
-            s.decide(i, Decision::Drop, why);
-            advance(s);
-        }
-        b'a' | b'd' => {
-            let why = if key == b'd' { t.reason()? } else { None };
-            for k in i..n {
-                if k == i || s.undecided(k) {
-                    let d = if key == b'a' {
-                        Decision::Keep
-                    } else {
-                        Decision::Drop
-                    };
-                    s.decide(k, d, why.clone());
-                }
-            }
-            advance(s);
-        }
-        b'q' => {
-            for k in 0..n {
-                if s.undecided(k) {
-                    s.decide(k, Decision::Drop, None);
-                }
-            }
-        }
-        b'j' | b'k' | b'J' | b'K' => {
-            let to = match key {
-                b'j' => next_undecided,
-                b'k' => prev_undecided,
-                b'J' => (i + 1 < n).then_some(i + 1),
-                _ => i.checked_sub(1),
-            };
-            match to {
-                Some(k) => s.at = k,
-                None => t.say(match key {
-                    b'j' => "No next undecided hunk\n",
-                    b'k' => "No previous undecided hunk\n",
-                    b'J' => "No next hunk\n",
-                    _ => "No previous hunk\n",
-                }),
-            }
-        }
+        b'y' | b'n' | b'a' | b'd' | b'q' => decide_key(t, s, key)?,
+        b'j' | b'k' | b'J' | b'K' => match moved(s, key) {
+            Some(k) => s.at = k,
+            None => t.say(match key {
+                b'j' => "No next undecided hunk\n",
+                b'k' => "No previous undecided hunk\n",
+                b'J' => "No next hunk\n",
+                _ => "No previous hunk\n",
+            }),
+        },
         b's' => {
             let parts = s.review.split(i);
             if parts == 1 {
@@ -295,7 +247,7 @@ fn ask_hunk(t: &mut Terminal, s: &mut Session) -> Result<bool, Fail> {
         b'e' => {
             if let Some(lines) = edit_hunk(t, &s.review, i)? {
                 s.decide(i, Decision::Edit(lines), None);
-                advance(s);
+                s.advance();
             }
         }
         CTRL_C | CTRL_D => {
@@ -305,6 +257,63 @@ fn ask_hunk(t: &mut Terminal, s: &mut Session) -> Result<bool, Fail> {
         _ => t.say(HELP),
     }
     Ok(true)
+}
+
+/// `y`, `n`, `a`, `d` and `q`: decide the current hunk (and for `a` and `d` the later
+/// undecided ones, for `q` every undecided one), asking why for a drop.
+fn decide_key(t: &mut Terminal, s: &mut Session, key: u8) -> Result<(), Fail> {
+    let (i, n) = (s.at, s.decisions.len());
+    let why = match key {
+        b'n' | b'd' => t.reason()?,
+        _ => None,
+    };
+    let decision = match key {
+        b'y' | b'a' => Decision::Keep,
+        _ => Decision::Drop,
+    };
+    let range = match key {
+        b'y' | b'n' => i..i + 1,
+        b'a' | b'd' => i..n,
+        _ => 0..n,
+    };
+    for k in range {
+        if k == i && key != b'q' || s.undecided(k) {
+            s.decide(k, decision.clone(), why.clone());
+        }
+    }
+    s.advance();
+    Ok(())
+}
+
+/// The keys that apply to the current hunk, as `git add -p` lists them.
+fn keys_offered(s: &Session) -> String {
+    let (i, n) = (s.at, s.decisions.len());
+    let mut keys = String::from("y,n,q,a,d");
+    for (key, on) in [
+        ("k", moved(s, b'k').is_some()),
+        ("K", i > 0),
+        ("j", moved(s, b'j').is_some()),
+        ("J", i + 1 < n),
+        ("s", can_split(&s.review, i)),
+        ("e", true),
+    ] {
+        if on {
+            keys += ",";
+            keys += key;
+        }
+    }
+    keys
+}
+
+/// Where `j`, `k`, `J` or `K` goes from the current hunk, if anywhere.
+fn moved(s: &Session, key: u8) -> Option<usize> {
+    let (i, n) = (s.at, s.decisions.len());
+    match key {
+        b'j' => (i + 1..n).find(|&k| s.undecided(k)),
+        b'k' => (0..i).rev().find(|&k| s.undecided(k)),
+        b'J' => (i + 1 < n).then_some(i + 1),
+        _ => i.checked_sub(1),
+    }
 }
 
 fn can_split(review: &Review, i: usize) -> bool {
