@@ -583,3 +583,41 @@ fn review_q_answers_at_once_dropping_the_undecided_hunks() {
         String::from_utf8_lossy(&screen)
     );
 }
+
+#[test]
+fn review_walk_skips_a_diff_it_cannot_read_and_goes_on() {
+    let sb = Sandbox::new();
+    let srv = sb.serve(&[]);
+    let mut c = srv.client();
+    let first = sb.write("first.txt", base());
+    let second = sb.write("second.txt", base());
+    let _id1 = open_diff(&mut c, &first, &three_hunks(&base()), "one");
+    let d1 = wait_pending(&sb, 1)[0].clone();
+    let id2 = open_diff(&mut c, &second, &base().replace("m\n", "M\n"), "two");
+    wait_pending(&sb, 2);
+    let original = Path::new(d1["dir"].as_str().unwrap()).join("original");
+    std::fs::remove_file(&original).unwrap();
+    let screen = in_terminal(
+        &sb,
+        &["diff", "review"],
+        &[("NO_COLOR", "1")],
+        &steps(&[
+            ("(1/1) Keep this hunk [", "y"),
+            ("waiting for Claude's next proposal (q to stop)", "q"),
+        ]),
+    );
+    assert_eq!(
+        texts(&c.response(&id2)),
+        vec!["FILE_SAVED".to_string(), base().replace("m\n", "M\n")]
+    );
+    let screen = String::from_utf8_lossy(&screen);
+    assert!(
+        screen.starts_with(&format!(
+            "skipped: cannot read {}: No such file or directory (os error 2)\ndiff 2: second.txt\n",
+            original.display()
+        )),
+        "{screen}"
+    );
+    // The first is still pending, for ccide diff reject.
+    assert_eq!(wait_pending(&sb, 1)[0]["id"], "1");
+}

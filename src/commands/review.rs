@@ -70,8 +70,13 @@ fn walk(args: &Args, t: &mut Terminal, ctl: &mut Control, why: Option<&str>) -> 
             .find(|d| !seen.contains(d["id"].as_str().unwrap_or("")))
         {
             seen.insert(d["id"].as_str().unwrap_or("").to_string());
-            if let Step::Stop = review_one(t, ctl, &d, why)? {
-                return Ok(EXIT_FAILURE);
+            match review_one(t, ctl, &d, why) {
+                Ok(Step::Stop) => return Ok(EXIT_FAILURE),
+                Ok(Step::Done) => {}
+                // One diff that cannot be read (its state directory deleted) does not stop
+                // the walk: it can still be rejected with ccide diff reject.
+                Err(Fail::Failed(e)) => t.say(&format!("skipped: {e}\n")),
+                Err(e) => return Err(e),
             }
             continue;
         }
