@@ -220,12 +220,31 @@ fn show_numbers_its_hunks_and_pages_only_on_a_terminal() {
         std::fs::read_to_string(&pager_out).unwrap(),
         format!("{} -x a b LESS=FRX\n{expected}", pager.display())
     );
-    // PAGER when there is no GIT_PAGER (and no git on this PATH).
+    // A pager that cannot run: said, and the diff shown without it.
+    let o = in_terminal(
+        &sb,
+        &["diff", "show"],
+        &[("GIT_PAGER", "/nonexistent/pager"), ("NO_COLOR", "1")],
+        b"",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o),
+        format!(
+            "ccide: cannot run the pager /nonexistent/pager: No such file or directory (os error 2) (set GIT_PAGER or PAGER to another, or to cat for none)\n{expected}"
+        )
+    );
+    // PAGER when there is no GIT_PAGER (and git, if there is one, has no core.pager: the
+    // sandbox's HOME has no .gitconfig, and the system's is not read).
     std::fs::remove_file(&pager_out).unwrap();
     let o = in_terminal(
         &sb,
         &["diff", "show"],
-        &[("PAGER", s(&pager)), ("NO_COLOR", "1"), ("LESS", "S")],
+        &[
+            ("PAGER", s(&pager)),
+            ("NO_COLOR", "1"),
+            ("LESS", "S"),
+            ("GIT_CONFIG_NOSYSTEM", "1"),
+        ],
         b"",
     );
     assert_eq!(o, b"");

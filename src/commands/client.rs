@@ -369,9 +369,17 @@ pub fn page(text: &[u8]) -> Outcome {
             cmd.env(var, value);
         }
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Fail::Failed(format!("cannot run the pager {prog}: {e} (set GIT_PAGER or PAGER to another, or to cat for none)")))?;
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        // As git does: said, and shown without a pager.
+        Err(e) => {
+            eprintln!(
+                "ccide: cannot run the pager {prog}: {e} (set GIT_PAGER or PAGER to another, or to cat for none)"
+            );
+            let _ = std::io::stdout().lock().write_all(text);
+            return Ok(EXIT_OK);
+        }
+    };
     if let Some(mut stdin) = child.stdin.take() {
         // The user may quit the pager before reading it all.
         let _ = stdin.write_all(text);
