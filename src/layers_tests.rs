@@ -14,6 +14,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "text|pattern|json",
             "log|textdiff",
+            "review",
             "sys",
             "files|proc",
             "workspaces|lockfile|trust",
@@ -72,7 +73,12 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "commands",
-        &["serve|unit|bridge|plugin", "client", "lsp_editor", "mod"],
+        &[
+            "serve|unit|bridge|plugin",
+            "client",
+            "lsp_editor|review",
+            "mod",
+        ],
     ),
     (
         "commands::lsp_editor",

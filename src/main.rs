@@ -7,7 +7,8 @@
 //! test there reads every source file and fails on an import that runs up):
 //!
 //! 1. Leaves: `text` (durations, text from outside made visible, hashing), `pattern`, `json`
-//!    (objects built small); then `log` and `textdiff`; then `sys` (every libc call and
+//!    (objects built small); then `log` and `textdiff`; then `review` (hunks as the unit of
+//!    review: decisions per hunk composed into the answer); then `sys` (every libc call and
 //!    `unsafe` block).
 //! 2. Services: `files` (atomic writes, paths, stamps, `file://` URIs), `proc` (child
 //!    processes, process trees, threads and their queue), `workspaces` (the folders and the
@@ -62,6 +63,7 @@ mod log;
 mod lsp;
 mod pattern;
 mod proc;
+mod review;
 mod rpc;
 mod session;
 mod state;
@@ -84,21 +86,27 @@ pub const COMMANDS: &[Command] = &[
     commands::serve::COMMAND,
     Command {
         name: "diff",
-        usage: "ccide diff [list | show [ID] | accept [ID] | reject [ID] | edit [ID] | path [ID]] [--why TEXT] [OPTIONS]",
-        about: "Review the edits Claude Code proposes: list, show, accept, reject.",
-        details: "Each proposed edit is a directory holding `original` and `proposed`. ID is the diff's\nnumber, its tab name, or the path of the file it changes; without ID the only pending diff.\n  list     the pending diffs (the default)\n  show     a unified diff of original against proposed\n  accept   answer FILE_SAVED with the current content of proposed (edit it first to change it)\n  reject   answer DIFF_REJECTED\n  edit     open proposed in $VISUAL or $EDITOR (accepting stays a separate step)\n  path     print the diff's directory\nWith accept or reject, --why TEXT is told to Claude through ccide's plugin (its hooks).",
+        usage: "ccide diff [list | show [ID] | review [ID] | accept [ID] | reject [ID] | edit [ID] | path [ID]] [OPTIONS]",
+        about: "Review the edits Claude Code proposes: list, show, review, accept, reject.",
+        details: "Each proposed edit is a directory holding `original` and `proposed`. ID is the diff's\nnumber, its tab name, or the path of the file it changes; without ID the only pending diff.\n  list     the pending diffs (the default)\n  show     a unified diff of original against proposed, its hunks numbered (`@@ ... @@ hunk 2/5`),\n           through your pager on a terminal (GIT_PAGER, git's core.pager, PAGER, else less -FRX)\n  review   hunk by hunk with git add -p's keys (y n e s a d j k J K q ?); without ID every pending\n           diff, oldest first, then each new one as it comes\n  accept   answer FILE_SAVED with the current content of proposed (edit it first to change it);\n           with --hunks, only those hunks applied to the original\n  reject   answer DIFF_REJECTED\n  edit     open proposed in $VISUAL or $EDITOR (accepting stays a separate step)\n  path     print the diff's directory\nWith accept, reject or review, --why TEXT is told to Claude through ccide's plugin (its hooks).",
         flags: &[
+            flag(
+                "--hunks",
+                Some("LIST"),
+                None,
+                "accept: keep only these hunks (numbers as show prints them, e.g. 1,3-4); the rest are dropped.",
+            ),
             flag(
                 "--why",
                 Some("TEXT"),
                 None,
-                "With accept or reject: the reason, told to Claude with what you changed.",
+                "accept, reject or review: the reason for what you turned down, told to Claude with the verdict.",
             ),
             PORT,
             CONFIG_DIR,
             JSON,
         ],
-        run: commands::client::diff,
+        run: commands::review::diff,
         passthrough: false,
     },
     Command {

@@ -302,7 +302,7 @@ fn each_client_settles_only_its_own_diffs() {
     let d = ts
         .state
         .diffs
-        .settle_by_user(Some("2"), true, &ts.ws())
+        .settle_by_user(Some("2"), true, &ts.ws(), None)
         .ok()
         .unwrap();
     assert_eq!(d["tab_name"], "tab B");
@@ -453,7 +453,7 @@ fn accepting_a_proposal_too_big_to_send_fails_and_keeps_it_pending() {
     c.handshake();
     c.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "openDiff",
         "arguments": {"old_file_path": a, "new_file_path": a, "new_file_contents": "x".repeat(17 << 20), "tab_name": "t"}}}));
-    let e = match ts.state.diffs.settle_by_user(None, true, &ts.ws()) {
+    let e = match ts.state.diffs.settle_by_user(None, true, &ts.ws(), None) {
         Err(e) => (e.kind(), e.message().to_string()),
         Ok(d) => panic!("accepted {d}"),
     };
@@ -466,7 +466,12 @@ fn accepting_a_proposal_too_big_to_send_fails_and_keeps_it_pending() {
     assert_eq!(ts.state.diffs.list().len(), 1, "still pending");
     assert_eq!(sent(&c.client), Vec::<Value>::new());
     // Rejecting it still works.
-    assert!(ts.state.diffs.settle_by_user(None, false, &ts.ws()).is_ok());
+    assert!(
+        ts.state
+            .diffs
+            .settle_by_user(None, false, &ts.ws(), None)
+            .is_ok()
+    );
     assert_eq!(
         answer(&c.client, 5)["result"]["content"][0]["text"],
         "DIFF_REJECTED"
@@ -524,7 +529,13 @@ fn verdicts_are_kept_for_the_model_up_to_a_bound_the_oldest_going_first() {
         assert!(
             ts.state
                 .diffs
-                .settle_with_verdict(None, false, &ts.ws(), Some(&why), &|_| Some(7))
+                .settle_with_verdict(
+                    None,
+                    false,
+                    &ts.ws(),
+                    Some(json!({"kept": [], "dropped": [], "edited": [], "why": why})),
+                    &|_| Some(7)
+                )
                 .is_ok()
         );
     }

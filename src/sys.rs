@@ -572,6 +572,37 @@ pub fn sd_notify(state: &str) {
     }
 }
 
+/// A terminal's settings, saved to be restored.
+pub struct TerminalMode(libc::termios);
+
+/// The terminal `fd`'s settings now.
+pub fn terminal_mode(fd: RawFd) -> io::Result<TerminalMode> {
+    // SAFETY: termios is plain data; tcgetattr fills it or fails.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: t is a valid termios to write into.
+    check(unsafe { libc::tcgetattr(fd, &mut t) })?;
+    Ok(TerminalMode(t))
+}
+
+/// Puts the terminal `fd` in single-key mode: each key is read as it is typed, not echoed, and
+/// Ctrl-C arrives as a byte (0x03) instead of a signal, so the caller restores the terminal
+/// before it stops. Output processing stays on (`\n` shows as a new line).
+pub fn set_single_key(fd: RawFd, saved: &TerminalMode) -> io::Result<()> {
+    let mut t = saved.0;
+    t.c_lflag &= !(libc::ICANON | libc::ECHO | libc::ISIG | libc::IEXTEN);
+    t.c_iflag &= !(libc::IXON | libc::ICRNL);
+    t.c_cc[libc::VMIN] = 1;
+    t.c_cc[libc::VTIME] = 0;
+    // SAFETY: t is a valid termios.
+    check(unsafe { libc::tcsetattr(fd, libc::TCSANOW, &t) }).map(|_| ())
+}
+
+/// Restores settings saved with `terminal_mode`.
+pub fn set_terminal_mode(fd: RawFd, mode: &TerminalMode) -> io::Result<()> {
+    // SAFETY: mode.0 is a termios tcgetattr filled.
+    check(unsafe { libc::tcsetattr(fd, libc::TCSANOW, &mode.0) }).map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

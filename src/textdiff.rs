@@ -181,7 +181,9 @@ pub fn hunks(old: &[u8], new: &[u8], context: usize) -> Vec<Hunk> {
 /// are equal.
 /// A unified diff. `terminal`: for a person's terminal, colour (when `color`) and every line's
 /// control characters made visible, so a lone CR or an escape sequence in a proposal cannot
-/// hide what will be written; otherwise the lines' bytes as they are.
+/// hide what will be written; otherwise the lines' bytes as they are. `numbered`: each `@@`
+/// line ends in ` hunk K/N`, where `patch` and `git apply` ignore text, so review commands can
+/// name hunks by number.
 pub fn unified(
     old: &[u8],
     new: &[u8],
@@ -189,6 +191,7 @@ pub fn unified(
     b_label: &str,
     terminal: bool,
     color: bool,
+    numbered: bool,
 ) -> Vec<u8> {
     const BOLD: &[u8] = b"\x1b[1m";
     const CYAN: &[u8] = b"\x1b[36m";
@@ -216,12 +219,15 @@ pub fn unified(
     put(&mut out, Some(BOLD), format!("--- {a_label}").as_bytes());
     put(&mut out, Some(BOLD), format!("+++ {b_label}").as_bytes());
     let mut buf = Vec::new();
-    for h in &hunks {
-        let header = format!(
+    for (k, h) in hunks.iter().enumerate() {
+        let mut header = format!(
             "@@ -{} +{} @@",
             range(h.old_start, h.old_len),
             range(h.new_start, h.new_len)
         );
+        if numbered {
+            header += &format!(" hunk {}/{}", k + 1, hunks.len());
+        }
         put(&mut out, Some(CYAN), header.as_bytes());
         for (kind, line) in &h.lines {
             let code = match kind {
@@ -1217,8 +1223,8 @@ mod tests {
         assert!(diff_lines(&[], &[]).is_empty());
         assert_eq!(stat(text, text), (0, 0));
         assert!(hunks(text, text, 3).is_empty());
-        assert!(unified(text, text, "a", "b", false, false).is_empty());
-        assert!(unified(b"", b"", "a", "b", false, true).is_empty());
+        assert!(unified(text, text, "a", "b", false, false, false).is_empty());
+        assert!(unified(b"", b"", "a", "b", false, true, false).is_empty());
     }
 
     #[test]
@@ -1416,7 +1422,7 @@ mod tests {
             ),
         ];
         for &(name, old, new, expected) in cases {
-            let got = unified(old, new, "a", "b", false, false);
+            let got = unified(old, new, "a", "b", false, false, false);
             assert_eq!(
                 String::from_utf8_lossy(&got),
                 String::from_utf8_lossy(expected),
@@ -1450,8 +1456,20 @@ mod tests {
     }
 
     #[test]
+    fn numbered_hunks_end_their_header_in_hunk_k_of_n() {
+        let old = b"a\nb\nc\nd\ne\nf\ng\nh\ni\nj\n";
+        let new = b"A\nb\nc\nd\ne\nf\ng\nh\ni\nJ\n";
+        let got = unified(old, new, "a", "b", false, false, true);
+        assert_eq!(
+            String::from_utf8(got.clone()).unwrap(),
+            "--- a\n+++ b\n@@ -1,4 +1,4 @@ hunk 1/2\n-a\n+A\n b\n c\n d\n@@ -7,4 +7,4 @@ hunk 2/2\n g\n h\n i\n-j\n+J\n"
+        );
+        assert_eq!(apply_unified(old, &got), new);
+    }
+
+    #[test]
     fn colored_output() {
-        let got = unified(b"a\nb\nc", b"a\nB\r\nc", "old", "new", false, true);
+        let got = unified(b"a\nb\nc", b"a\nB\r\nc", "old", "new", false, true, false);
         let expected: &[u8] = b"\x1b[1m--- old\x1b[0m\n\x1b[1m+++ new\x1b[0m\n\
             \x1b[36m@@ -1,3 +1,3 @@\x1b[0m\n a\n\x1b[31m-b\x1b[0m\n\x1b[32m+B\r\x1b[0m\n c\n\
             \\ No newline at end of file\n";
@@ -1459,7 +1477,7 @@ mod tests {
             String::from_utf8_lossy(&got),
             String::from_utf8_lossy(expected)
         );
-        let got = unified(b"a", b"b", "old", "new", false, true);
+        let got = unified(b"a", b"b", "old", "new", false, true, false);
         let expected: &[u8] = b"\x1b[1m--- old\x1b[0m\n\x1b[1m+++ new\x1b[0m\n\
             \x1b[36m@@ -1 +1 @@\x1b[0m\n\x1b[31m-a\x1b[0m\n\\ No newline at end of file\n\
             \x1b[32m+b\x1b[0m\n\\ No newline at end of file\n";
@@ -1492,7 +1510,7 @@ mod tests {
                 assert_eq!(apply_hunks(&old, &hunks(&old, &new, context)), new);
             }
             assert_eq!(
-                apply_unified(&old, &unified(&old, &new, "a", "b", false, false)),
+                apply_unified(&old, &unified(&old, &new, "a", "b", false, false, false)),
                 new
             );
         }
@@ -1564,7 +1582,7 @@ mod tests {
         let h = hunks(&old, &new, 3);
         assert_eq!(apply_hunks(&old, &h), new);
         assert_eq!(
-            apply_unified(&old, &unified(&old, &new, "a", "b", false, false)),
+            apply_unified(&old, &unified(&old, &new, "a", "b", false, false, false)),
             new
         );
     }

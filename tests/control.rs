@@ -110,7 +110,10 @@ fn requests_without_ids_get_one_answer_each_in_order() {
     session.send(b"{\"cmd\":\"diff.list\"}\n");
     let refused = session.answer();
     assert_eq!(refused["ok"], false, "{refused}");
-    assert_eq!(session.answer(), json!({"ok": true, "diffs": []}));
+    assert_eq!(
+        session.answer(),
+        json!({"ok": true, "diffs": [], "settled": []})
+    );
     assert_eq!(refused, json!({"ok": false, "error": TOO_LONG}));
 }
 
@@ -138,7 +141,10 @@ fn a_line_that_is_not_a_request_is_answered_once_and_the_connection_goes_on() {
     assert_eq!(c.answer(), json!({"ok": false, "id": 9, "error": TOO_LONG}));
     // Any JSON value is an id, echoed as it came.
     let r = c.ask(&json!({"id": "x-1", "cmd": "diff.list"}));
-    assert_eq!(r, json!({"ok": true, "id": "x-1", "diffs": []}));
+    assert_eq!(
+        r,
+        json!({"ok": true, "id": "x-1", "diffs": [], "settled": []})
+    );
 }
 
 /// `ccide lsp` sends "NAME VERSION", which was "an editor " when the editor gave no name:

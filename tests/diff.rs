@@ -226,7 +226,7 @@ fn a_new_file_diff_is_marked_and_never_creates_the_file() {
     let o = sb.run(&["diff", "show"]);
     assert_eq!(
         stdout(&o),
-        "--- /dev/null\n+++ b/src/new.py\n@@ -0,0 +1 @@\n+print('new')\n"
+        "--- /dev/null\n+++ b/src/new.py\n@@ -0,0 +1 @@ hunk 1/1\n+print('new')\n"
     );
     assert!(
         sb.run(&["diff", "accept", "src/new.py"]).status.success(),
@@ -275,7 +275,7 @@ fn diff_list_show_path_and_errors() {
     let o = sb.run(&["diff", "show", id]);
     assert_eq!(
         stdout(&o),
-        "--- a/app.py\n+++ b/app.py\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
+        "--- a/app.py\n+++ b/app.py\n@@ -1,3 +1,3 @@ hunk 1/1\n a\n-b\n+B\n c\n"
     );
     let o = sb.run(&["diff", "path"]);
     assert_eq!(stdout(&o).trim_end(), d["dir"].as_str().unwrap());
@@ -283,7 +283,7 @@ fn diff_list_show_path_and_errors() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(
         v["diff"],
-        "--- a/app.py\n+++ b/app.py\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
+        "--- a/app.py\n+++ b/app.py\n@@ -1,3 +1,3 @@ hunk 1/1\n a\n-b\n+B\n c\n"
     );
     let o = sb.run(&["diff", "reject", "999"]);
     assert_eq!(o.status.code(), Some(1));

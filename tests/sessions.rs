@@ -291,7 +291,7 @@ fn line_endings_a_bom_and_utf16_are_not_shown_as_changes_and_the_note_says_why()
         } else {
             ""
         };
-        format!("@@ -1,5 +1,5 @@\n {bom}one\n-two\n+TWO\n three\n four\n five\n")
+        format!("@@ -1,5 +1,5 @@ hunk 1/1\n {bom}one\n-two\n+TWO\n three\n four\n five\n")
     };
     let sb = Sandbox::new();
     let srv = sb.serve(&[]);
@@ -491,7 +491,7 @@ fn a_diff_is_found_by_an_absolute_path_through_a_symlink_to_the_workspace() {
     let o = sb.run_ok(&["diff", "show", s(&via)]);
     assert_eq!(
         stdout(&o),
-        "--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+        "--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@ hunk 1/1\n-x = 1\n+x = 2\n"
     );
     sb.run_ok(&["diff", "accept", s(&via)]);
     assert_eq!(texts(&c.response(&id)), vec!["FILE_SAVED", "x = 2\n"]);

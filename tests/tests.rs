@@ -35,6 +35,9 @@ mod diff;
 mod editors;
 // executeCode: off, ask (approved or denied with `ccide exec`), on.
 mod exec;
+// Hunks as the unit of review: `ccide diff accept --hunks`, `--why`, numbered `show` and its
+// pager, and `ccide diff review` driven through a pseudo-terminal.
+mod hunk_review;
 // Faults lose no data: kill -9, failed writes, a full file system, a lock file unwritable.
 mod faults;
 // reformat_file: a formatter on a copy, the original replaced only when it succeeded.

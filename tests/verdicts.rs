@@ -78,7 +78,10 @@ fn a_rejection_with_a_reason_reaches_the_next_prompt_once() {
     let id = open_diff(&mut c, &file, "def new_name():\n    return 1\n", TAB);
     wait_pending(&sb, 1);
     let o = sb.run_ok(&["diff", "reject", "--why", "keep the old name"]);
-    assert_eq!(stdout(&o), "rejected diff 1 (src/app.py)\n");
+    assert_eq!(
+        stdout(&o),
+        "rejected diff 1 (src/app.py), with your reason\n"
+    );
     assert_eq!(texts(&c.response(&id)), vec!["DIFF_REJECTED", TAB]);
     let o = hook(&sb, "user-prompt-submit", &prompt_input(&sb));
     assert_eq!(
@@ -174,7 +177,8 @@ fn a_verdict_goes_only_to_the_cli_that_proposed_the_edit() {
     assert_eq!(
         r,
         json!({"id": 2, "ok": true, "verdicts": [{"id": "1", "file": file, "how": "rejected",
-            "verdict": {"kept": [], "dropped": [], "edited": [], "why": "no"}, "changes": null}]})
+            "verdict": {"kept": [], "dropped": [{"hunk": 1, "text": "@@ -1 +1 @@\n-a\n+b\n", "why": null}],
+            "edited": [], "why": "no"}, "changes": null}]})
     );
     // Kept until said to be delivered.
     assert_eq!(

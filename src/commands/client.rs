@@ -30,7 +30,7 @@ fn ask(args: &Args, req: Request) -> Result<Value, Fail> {
     Ok(connect(args)?.request(&req)?)
 }
 
-fn cwd_string() -> Option<String> {
+pub fn cwd_string() -> Option<String> {
     control::current_dir()
         .ok()
         .map(|p| p.to_string_lossy().into_owned())
@@ -61,7 +61,7 @@ fn print_json(v: &Value) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
 
-fn use_color() -> bool {
+pub fn use_color() -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
         && crate::sys::isatty(1)
         && std::env::var("TERM").is_ok_and(|t| t != "dumb")
@@ -69,9 +69,9 @@ fn use_color() -> bool {
 
 /// A pending diff's two sides as the review compares them: the original as the CLI reads
 /// it (decoded, LF), and the proposal.
-struct DiffFiles {
-    original: crate::textdiff::AsRead,
-    proposed: Vec<u8>,
+pub struct DiffFiles {
+    pub original: crate::textdiff::AsRead,
+    pub proposed: Vec<u8>,
 }
 
 impl DiffFiles {
@@ -80,7 +80,7 @@ impl DiffFiles {
     }
 
     /// What the CLI restores when it writes, which the review does not show as changes.
-    fn restored(&self) -> Option<String> {
+    pub fn restored(&self) -> Option<String> {
         let o = &self.original;
         if o.crlf_lines > 0 && o.lf_lines > 0 {
             let (ending, encoding) = (
@@ -124,7 +124,7 @@ impl DiffFiles {
     }
 
     /// The line `show` prints for a file that is not UTF-8.
-    fn rewrite_note(&self) -> Option<String> {
+    pub fn rewrite_note(&self) -> Option<String> {
         let (lines, first) = self.not_utf8()?;
         let which = if lines == 1 {
             format!("line {first}")
@@ -137,7 +137,7 @@ impl DiffFiles {
     }
 }
 
-fn read_diff(d: &Value) -> Result<DiffFiles, String> {
+pub fn read_diff(d: &Value) -> Result<DiffFiles, String> {
     let dir = PathBuf::from(d["dir"].as_str().unwrap_or(""));
     let read = |name: &str| {
         std::fs::read(dir.join(name))
@@ -150,7 +150,7 @@ fn read_diff(d: &Value) -> Result<DiffFiles, String> {
 }
 
 /// The one diff `target` names, or the only one, by the server's rule (the same as accept's).
-fn find_diff(ctl: &mut Control, target: Option<&str>) -> Result<Value, Fail> {
+pub fn find_diff(ctl: &mut Control, target: Option<&str>) -> Result<Value, Fail> {
     let r = ctl.request(&Request::DiffFind {
         target: target.map(String::from),
         cwd: cwd_string(),
@@ -160,7 +160,7 @@ fn find_diff(ctl: &mut Control, target: Option<&str>) -> Result<Value, Fail> {
 
 /// The diff's file for people: relative when under the current directory, and with the
 /// control characters of a name the model chose made visible.
-fn file_of(d: &Value) -> String {
+pub fn file_of(d: &Value) -> String {
     visible(&display_path(Path::new(d["file"].as_str().unwrap_or("")))).into_owned()
 }
 
@@ -176,10 +176,16 @@ pub fn diff(args: &Args) -> Outcome {
         )));
     }
     let json_out = args.switch("--json")?;
-    let why = args.value("--why");
-    if why.is_some() && !matches!(action, "accept" | "reject") {
+    let settling = matches!(action, "accept" | "reject");
+    if args.value("--hunks").is_some() && action != "accept" {
         return Err(Fail::Usage(
-            "--why goes with accept or reject: the reason Claude is told".into(),
+            "--hunks goes with accept: ccide diff accept [ID] --hunks 1,3-4 keeps those hunks and drops the rest".into(),
+        ));
+    }
+    if args.value("--why").is_some() && !settling && action != "review" {
+        return Err(Fail::Usage(
+            "--why goes with accept or reject: the reason Claude is given for what you turned down"
+                .into(),
         ));
     }
     let mut ctl = connect(args)?;
@@ -202,9 +208,21 @@ pub fn diff(args: &Args) -> Outcome {
                 _ => diff_show(d, json_out),
             }
         }
-        "accept" | "reject" => diff_settle(&mut ctl, target, action == "accept", why, json_out),
+        "accept" | "reject" => {
+            let by_hunk = (args.value("--hunks"), args.value("--why"));
+            match by_hunk {
+                (None, None) => diff_settle(&mut ctl, target, action == "accept", json_out),
+                (hunks, why) => diff_settle_by_hunk(
+                    &mut ctl,
+                    target,
+                    (action == "accept", hunks.as_deref()),
+                    why.as_deref(),
+                    json_out,
+                ),
+            }
+        }
         other => Err(Fail::Usage(format!(
-            "unknown diff action '{other}': expected list, show, accept, reject, edit or path"
+            "unknown diff action '{other}': expected list, show, review, accept, reject, edit or path"
         ))),
     }
 }
@@ -277,7 +295,7 @@ fn diff_show(d: &Value, json_out: bool) -> Outcome {
     let b = format!("b/{name}");
     let original = &f.original.text;
     if json_out {
-        let text = crate::textdiff::unified(original, &f.proposed, &a, &b, false, false);
+        let text = crate::textdiff::unified(original, &f.proposed, &a, &b, false, false, true);
         let (added, removed) = f.stat();
         let mut d = d.clone();
         d["added"] = added.into();
@@ -292,34 +310,92 @@ fn diff_show(d: &Value, json_out: bool) -> Outcome {
         };
         print_json(&d);
     } else {
-        let text = crate::textdiff::unified(original, &f.proposed, &a, &b, true, use_color());
-        let mut out = std::io::stdout().lock();
+        let text = crate::textdiff::unified(original, &f.proposed, &a, &b, true, use_color(), true);
+        let mut out = Vec::new();
         for note in [f.restored(), f.rewrite_note()].into_iter().flatten() {
             let _ = writeln!(out, "{note}");
         }
-        let _ = out.write_all(&text);
+        out.extend_from_slice(&text);
         if text.is_empty() {
             let _ = writeln!(out, "no changes: the proposal equals the original");
         }
+        page(&out)?;
     }
     Ok(EXIT_OK)
 }
 
-/// `ccide diff accept|reject`: settles the diff `target` names as the user, with the reason
-/// the model is told (`why`).
-fn diff_settle(
-    ctl: &mut Control,
-    target: Option<&str>,
-    accept: bool,
-    why: Option<String>,
-    json_out: bool,
-) -> Outcome {
+/// The pager git would use, as words: `GIT_PAGER`, then `git config core.pager` (when git is
+/// installed), then `PAGER`, else `less -FRX`. None when that is empty or `cat`: no pager.
+fn pager_command() -> Result<Option<Vec<String>>, Fail> {
+    let set = |v: &str| std::env::var(v).ok();
+    let from_git = || {
+        let git = crate::proc::find_on_path("git")?;
+        let o = std::process::Command::new(git)
+            .args(["config", "core.pager"])
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        String::from_utf8(o.stdout)
+            .ok()
+            .map(|s| s.trim_end_matches('\n').to_string())
+            .filter(|s| o.status.success() && !s.is_empty())
+    };
+    let cmd = set("GIT_PAGER")
+        .or_else(from_git)
+        .or_else(|| set("PAGER"))
+        .unwrap_or_else(|| "less -FRX".into());
+    let words = crate::pattern::split_words(&cmd)
+        .map_err(|e| Fail::Failed(format!("cannot parse the pager command '{cmd}': {e}")))?;
+    Ok((!words.is_empty() && words != ["cat"]).then_some(words))
+}
+
+/// Writes `text` to standard output, through the user's pager when it is a terminal (as git
+/// does, never through a shell: the command is split into words).
+pub fn page(text: &[u8]) -> Outcome {
+    let pager = if crate::sys::isatty(1) {
+        pager_command()?
+    } else {
+        None
+    };
+    let Some((prog, rest)) = pager.as_ref().and_then(|w| w.split_first()) else {
+        let _ = std::io::stdout().lock().write_all(text);
+        return Ok(EXIT_OK);
+    };
+    let mut cmd = std::process::Command::new(prog);
+    cmd.args(rest).stdin(std::process::Stdio::piped());
+    // As git sets them, unless the user did.
+    for (var, value) in [("LESS", "FRX"), ("LV", "-c")] {
+        if std::env::var_os(var).is_none() {
+            cmd.env(var, value);
+        }
+    }
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        // As git does: said, and shown without a pager.
+        Err(e) => {
+            eprintln!(
+                "ccide: cannot run the pager {prog}: {e} (set GIT_PAGER or PAGER to another, or to cat for none)"
+            );
+            let _ = std::io::stdout().lock().write_all(text);
+            return Ok(EXIT_OK);
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        // The user may quit the pager before reading it all.
+        let _ = stdin.write_all(text);
+    }
+    let _ = child.wait();
+    Ok(EXIT_OK)
+}
+
+/// `ccide diff accept|reject`: settles the diff `target` names as the user.
+fn diff_settle(ctl: &mut Control, target: Option<&str>, accept: bool, json_out: bool) -> Outcome {
     let r = ctl.request(&Request::DiffSettle {
         target: target.map(String::from),
         accept,
         content: None,
         cwd: cwd_string(),
-        why,
+        verdict: None,
     })?;
     let d = &r["diff"];
     if json_out {
@@ -340,8 +416,98 @@ fn diff_settle(
     Ok(EXIT_OK)
 }
 
+/// `ccide diff accept --hunks LIST [--why TEXT]` and `ccide diff reject --why TEXT`: settles
+/// the diff keeping the hunks `hunks` names (none for a rejection), with the verdict
+/// (ccide-protocol(7) §5.5).
+fn diff_settle_by_hunk(
+    ctl: &mut Control,
+    target: Option<&str>,
+    (accept, hunks): (bool, Option<&str>),
+    why: Option<&str>,
+    json_out: bool,
+) -> Outcome {
+    let d = find_diff(ctl, target)?;
+    let id = d["id"].as_str().unwrap_or("").to_string();
+    // A rejection needs nothing from the files: one whose files are gone is still rejected,
+    // with its reason.
+    let review = match read_diff(&d) {
+        Ok(f) => crate::review::Review::new(f.original.text, f.proposed),
+        Err(_) if !accept => crate::review::Review::new(Vec::new(), Vec::new()),
+        Err(e) => return Err(Fail::Failed(e)),
+    };
+    let count = review.pieces.len();
+    let keep = match hunks {
+        None if accept => (1..=count).collect(),
+        None => Vec::new(),
+        Some(spec) if spec.trim().is_empty() => {
+            return Err(Fail::Usage(format!(
+                "--hunks names no hunk: to keep none, reject the diff (ccide diff reject {id} --why TEXT)"
+            )));
+        }
+        Some(_) if count == 0 => {
+            return Err(Fail::Failed(format!(
+                "diff {id} changes nothing, so it has no hunks to choose from: accept or reject it whole"
+            )));
+        }
+        Some(spec) => crate::review::parse_hunk_list(spec, count).map_err(Fail::Usage)?,
+    };
+    let decisions = settle_decisions(count, &keep);
+    let verdict = crate::review::verdict(&review, &decisions, &[], why);
+    let content = match review.compose(&decisions).map_err(Fail::Failed)? {
+        crate::review::Answer::Save(text) if text != review.proposed => {
+            Some(String::from_utf8_lossy(&text).into_owned())
+        }
+        _ => None,
+    };
+    let r = ctl.request(&Request::DiffSettle {
+        target: Some(id.clone()),
+        accept,
+        content,
+        cwd: cwd_string(),
+        verdict: Some(verdict),
+    })?;
+    let d = &r["diff"];
+    if json_out {
+        print_json(d);
+    } else if accept {
+        let kept: Vec<String> = keep.iter().map(usize::to_string).collect();
+        println!(
+            "accepted hunks {} of {count} of diff {id} ({}): Claude Code writes the proposal with the others left out",
+            kept.join(","),
+            file_of(d)
+        );
+    } else {
+        println!("rejected diff {id} ({}), with your reason", file_of(d));
+    }
+    Ok(EXIT_OK)
+}
+
+/// Keep for the hunks (1-based) in `keep`, drop for the others.
+fn settle_decisions(count: usize, keep: &[usize]) -> Vec<crate::review::Decision> {
+    (1..=count)
+        .map(|n| {
+            if keep.binary_search(&n).is_ok() {
+                crate::review::Decision::Keep
+            } else {
+                crate::review::Decision::Drop
+            }
+        })
+        .collect()
+}
+
 /// Opens `proposed` in the user's editor; accepting stays a separate, explicit step.
 fn edit(path: &Path) -> Outcome {
+    run_editor(path)?;
+    eprintln!(
+        "edited {}; run `ccide diff accept` to send it to Claude Code",
+        path.display()
+    );
+    Ok(EXIT_OK)
+}
+
+/// Runs `$VISUAL` (else `$EDITOR`) on `path` and waits for it, without a shell: the command is
+/// split into words.
+pub fn run_editor(path: &Path) -> Result<(), Fail> {
     let editor = std::env::var("VISUAL")
         .ok()
         .filter(|v| !v.is_empty())
@@ -362,11 +528,7 @@ fn edit(path: &Path) -> Outcome {
     if !status.success() {
         return Err(Fail::Failed(format!("{prog} exited with {status}")));
     }
-    eprintln!(
-        "edited {}; run `ccide diff accept` to send it to Claude Code",
-        path.display()
-    );
-    Ok(EXIT_OK)
+    Ok(())
 }
 
 pub fn events(args: &Args) -> Outcome {

@@ -226,19 +226,30 @@ fn describe(v: &Value, root: &Path) -> String {
         parts.push(hunks("changed", &edited));
     }
     let why = reason(&verdict["why"]).unwrap_or_default();
-    let mut text = if !parts.is_empty() {
+    let accepted = v["how"] == "accepted";
+    // Accepted in part: the hunks say what; rejected, or accepted whole: the edit does.
+    let in_part = accepted && (!dropped.is_empty() || !edited.is_empty());
+    let mut text = if in_part {
         format!(
             "The user reviewed your edit of {file}: {}{why}.",
             parts.join(", ")
         )
-    } else if v["how"] == "accepted" && v["changes"].is_string() {
+    } else if accepted && v["changes"].is_string() {
         format!("The user changed your proposed edit of {file} before accepting it{why}.")
-    } else if v["how"] == "accepted" {
+    } else if accepted {
         format!("The user accepted your proposed edit of {file} as it was{why}.")
     } else {
-        format!("The user rejected your proposed edit of {file}{why}; the file was not changed.")
+        let mut t = format!(
+            "The user rejected your proposed edit of {file}{why}; the file was not changed."
+        );
+        for d in &dropped {
+            if let Some(w) = d["why"].as_str().filter(|w| !w.is_empty()) {
+                t.push_str(&format!(" Of hunk {}: {w}.", d["hunk"]));
+            }
+        }
+        t
     };
-    if !dropped.is_empty() {
+    if in_part && !dropped.is_empty() {
         text.push_str(" Dropped:");
         for d in &dropped {
             text.push('\n');
@@ -268,6 +279,19 @@ mod tests {
         assert_eq!(
             describe(&v, &root()),
             "The user rejected your proposed edit of src/app.py (reason: keep the old name); the file was not changed."
+        );
+    }
+
+    /// Rejected whole, as `ccide diff reject --why` or a review that dropped every hunk
+    /// records it: the edit was rejected, with the reasons given per hunk.
+    #[test]
+    fn a_rejection_of_every_hunk_is_a_rejection_with_their_reasons() {
+        let v = json!({"id": "3", "file": "/w/src/app.py", "how": "rejected", "changes": null,
+            "verdict": {"kept": [], "dropped": [{"hunk": 1, "text": "@@ -1 +1 @@\n-a\n+b\n", "why": null},
+            {"hunk": 2, "text": "@@ -5 +5 @@\n-c\n+d\n", "why": "c stays"}], "edited": [], "why": "no"}});
+        assert_eq!(
+            describe(&v, &root()),
+            "The user rejected your proposed edit of src/app.py (reason: no); the file was not changed. Of hunk 2: c stays."
         );
     }
 

@@ -20,7 +20,9 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
     let cwd = |c: &Option<String>| PathBuf::from(c.as_deref().unwrap_or(""));
     match req {
         Request::Status => obj! {"ok": true, "status": state.status()},
-        Request::DiffList => obj! {"ok": true, "diffs": state.diffs.list()},
+        Request::DiffList => {
+            obj! {"ok": true, "diffs": state.diffs.list(), "settled": state.diffs.settled_verdicts()}
+        }
         Request::DiffFind { target, cwd: c } => {
             match state.diffs.find(target.as_deref(), &cwd(&c)) {
                 Ok(d) => obj! {"ok": true, "diff": d},
@@ -32,8 +34,8 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
             accept,
             content,
             cwd: c,
-            why,
-        } => diff_settle(state, target.as_deref(), accept, content, &cwd(&c), why),
+            verdict,
+        } => diff_settle(state, target.as_deref(), accept, content, &cwd(&c), verdict),
         Request::Verdicts {
             path,
             pids,
@@ -83,14 +85,14 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
 }
 
 /// `diff settle`: accepts or rejects a proposal as the user, with the content they edited it
-/// to, if any.
+/// to, if any, and the review's verdict (ccide-protocol(7) §5.5).
 fn diff_settle(
     state: &State,
     target: Option<&str>,
     accept: bool,
     content: Option<String>,
     cwd: &std::path::Path,
-    why: Option<String>,
+    verdict: Option<Value>,
 ) -> Value {
     if let Some(content) = content
         && let Err(e) = state.diffs.edit_proposal(target, &content)
@@ -101,7 +103,7 @@ fn diff_settle(
     let pid_of = |id: u64| clients.iter().find(|c| c.id == id).and_then(|c| c.pid);
     match state
         .diffs
-        .settle_with_verdict(target, accept, cwd, why.as_deref(), &pid_of)
+        .settle_with_verdict(target, accept, cwd, verdict, &pid_of)
     {
         Ok(d) => obj! {"ok": true, "diff": d},
         Err(e) => obj! {"ok": false, "error": e.message(), "kind": e.kind()},

@@ -29,8 +29,8 @@ pub enum Request {
         accept: bool,
         content: Option<String>,
         cwd: Option<String>,
-        /// The user's reason, told to the model (`verdicts`).
-        why: Option<String>,
+        /// What the review kept and dropped, and why (ccide-protocol(7) §5.5).
+        verdict: Option<Value>,
     },
     /// The verdicts of settled diffs not yet told to the model: of one file, of the diffs of
     /// a CLI among `pids` (a hook's ancestors), or both (ccide-protocol(7) §9.2). Those whose
@@ -197,13 +197,7 @@ impl Request {
                 target: f.string("target"),
                 cwd: f.string("cwd"),
             },
-            "diff.settle" => Request::DiffSettle {
-                target: f.string("target"),
-                accept: f.flag("accept"),
-                content: f.string("content"),
-                cwd: f.string("cwd"),
-                why: f.string("why"),
-            },
+            "diff.settle" => diff_settle(&mut f),
             "verdicts" => Request::Verdicts {
                 path: f.string("path"),
                 pids: f.pids("pids"),
@@ -307,13 +301,13 @@ impl Request {
                 accept,
                 content,
                 cwd,
-                why,
+                verdict,
             } => {
                 put("target", opt(target));
                 put("accept", (*accept).into());
                 put("content", opt(content));
                 put("cwd", opt(cwd));
-                put("why", opt(why));
+                put("verdict", verdict.clone().unwrap_or(Value::Null));
             }
             Request::Verdicts {
                 path,
@@ -502,6 +496,17 @@ fn human_range(f: &mut Fields, v: Option<Value>) -> HumanRange {
     range
 }
 
+/// `diff.settle`'s fields.
+fn diff_settle(f: &mut Fields) -> Request {
+    Request::DiffSettle {
+        target: f.string("target"),
+        accept: f.flag("accept"),
+        content: f.string("content"),
+        cwd: f.string("cwd"),
+        verdict: f.object("verdict"),
+    }
+}
+
 fn bad(key: &str, what: &str) -> String {
     format!("bad {key}: expected {what}")
 }
@@ -527,6 +532,16 @@ impl Fields {
             Value::String(s) => Some(s),
             _ => {
                 self.refuse(bad(key, "a string"));
+                None
+            }
+        }
+    }
+
+    fn object(&mut self, key: &str) -> Option<Value> {
+        match self.take(key)? {
+            v @ Value::Object(_) => Some(v),
+            _ => {
+                self.refuse(bad(key, "an object"));
                 None
             }
         }

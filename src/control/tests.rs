@@ -126,7 +126,7 @@ fn diff_list_and_find_name_a_diff_by_id_tab_or_path() {
     let ws = ts.ws().to_string_lossy().into_owned();
     assert_eq!(
         ask(&ts, json!({"cmd": "diff.list"})),
-        json!({"ok": true, "diffs": []})
+        json!({"ok": true, "diffs": [], "settled": []})
     );
     assert_eq!(
         ask(&ts, json!({"cmd": "diff.find"})),
@@ -139,7 +139,7 @@ fn diff_list_and_find_name_a_diff_by_id_tab_or_path() {
     let list = ask(&ts, json!({"cmd": "diff.list"}));
     let d1 = described(&ts, 1, "a.txt", "tab a", &list["diffs"][0]["created"]);
     let d2 = described(&ts, 2, "sub/b.txt", "tab b", &list["diffs"][1]["created"]);
-    assert_eq!(list, json!({"ok": true, "diffs": [d1, d2]}));
+    assert_eq!(list, json!({"ok": true, "diffs": [d1, d2], "settled": []}));
     assert!(d1["created"].as_u64().unwrap() >= crate::text::unix_secs(ts.state.started));
     for (target, cwd, want) in [
         ("1", "/", &d1),
@@ -172,6 +172,34 @@ fn diff_list_and_find_name_a_diff_by_id_tab_or_path() {
     );
     // Finding answers nobody.
     assert_eq!(sent(&c), Vec::<Value>::new());
+}
+
+/// The review's verdict is kept with the settled diff: in the answer, in diff.list's
+/// `settled`, and in the `diff_settled` event (ccide-protocol(7) §5.5).
+#[test]
+fn diff_settle_keeps_the_verdict_with_the_settled_diff() {
+    let ts = state();
+    let c = client(&ts);
+    write(&ts, "a.txt", "a\n");
+    let first = open_diff(&ts, &c, 1, "a.txt", "tab a");
+    let verdict = json!({"kept": [], "dropped": [{"hunk": 1, "text": "@@ -1 +1 @@\n-a\n+new a.txt\n", "why": "keep a"}], "edited": [], "why": "not now"});
+    let settled = ask(
+        &ts,
+        json!({"cmd": "diff.settle", "target": "1", "accept": false, "verdict": verdict}),
+    );
+    assert_eq!(settled["diff"]["verdict"], verdict, "{settled}");
+    assert_eq!(answer(&c, &first), texts(&["DIFF_REJECTED", "tab a"]));
+    assert_eq!(
+        ask(&ts, json!({"cmd": "diff.list"}))["settled"],
+        json!([{"id": "1", "tab_name": "tab a", "how": "rejected", "verdict": verdict}])
+    );
+    assert_eq!(
+        ask(
+            &ts,
+            json!({"cmd": "diff.settle", "target": "1", "verdict": "no"})
+        ),
+        failure("bad verdict: expected an object")
+    );
 }
 
 #[test]
@@ -239,7 +267,7 @@ fn diff_settle_accepts_rejects_and_says_why_not() {
     );
     assert_eq!(
         ask(&ts, json!({"cmd": "diff.list"})),
-        json!({"ok": true, "diffs": []})
+        json!({"ok": true, "diffs": [], "settled": []})
     );
 }
 
@@ -292,7 +320,7 @@ fn diff_of_a_client_that_went_away_is_abandoned_without_an_answer() {
     c.outbox.end_for_test();
     assert_eq!(
         ask(&ts, json!({"cmd": "diff.list"})),
-        json!({"ok": true, "diffs": []})
+        json!({"ok": true, "diffs": [], "settled": []})
     );
     assert_eq!(
         ask(
@@ -1074,7 +1102,9 @@ fn every_request() -> Vec<Request> {
             accept: true,
             content: s("edited\n"),
             cwd: s("/w"),
-            why: s("keep the old name"),
+            verdict: Some(
+                serde_json::json!({"kept": [1], "dropped": [{"hunk": 2, "text": "@@ -2 +2 @@\n-a\n+b\n", "why": null}], "edited": [], "why": "no"}),
+            ),
         },
         Request::Verdicts {
             path: s("a.txt"),
@@ -1222,7 +1252,7 @@ fn every_request_reads_back_as_written_with_its_id_first_on_the_line() {
         accept: false,
         content: None,
         cwd: None,
-        why: None,
+        verdict: None,
     };
     assert_eq!(
         bare.to_json(),

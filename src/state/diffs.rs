@@ -83,6 +83,8 @@ struct Settled {
     id: u64,
     tab_name: String,
     how: How,
+    /// The user's verdict per hunk, when the review gave one (ccide-protocol(7) §5.5).
+    verdict: Option<Value>,
 }
 
 /// What the user said of a diff they settled, kept until the model is told (`ccide hook`,
@@ -282,26 +284,29 @@ impl Diffs {
     }
 
     /// The user's decision from the command line. Accept answers FILE_SAVED with the current
-    /// bytes of `proposed`, so an edit made there is what the CLI writes.
+    /// bytes of `proposed`, so an edit made there is what the CLI writes. `verdict` is the
+    /// review's record of what was kept and dropped and why (ccide-protocol(7) §5.5): kept
+    /// with the settled diff, in the answer and in `diff_settled`.
     #[cfg(test)]
     pub fn settle_by_user(
         &self,
         target: Option<&str>,
         accept: bool,
         cwd: &Path,
+        verdict: Option<Value>,
     ) -> Result<Value, SettleError> {
-        self.settle_with_verdict(target, accept, cwd, None, &|_| None)
+        self.settle_with_verdict(target, accept, cwd, verdict, &|_| None)
     }
 
-    /// `settle_by_user` keeping a verdict for the model (`take_verdicts`) when the user gave
-    /// a reason (`why`) or changed the proposal before accepting it; `pid` gives the pid of a
-    /// client id.
+    /// `settle_by_user`, also keeping a verdict for the model (`verdicts`) when the review gave
+    /// one (what was kept and dropped, a reason) or the user changed the proposal before
+    /// accepting it; `pid` gives the pid of a client id (the CLI the verdict is for).
     pub fn settle_with_verdict(
         &self,
         target: Option<&str>,
         accept: bool,
         cwd: &Path,
-        why: Option<&str>,
+        verdict: Option<Value>,
         pid: &dyn Fn(u64) -> Option<i64>,
     ) -> Result<Value, SettleError> {
         let mut inner = lock(&self.inner);
@@ -342,7 +347,10 @@ impl Diffs {
         };
         let d = inner.pending.remove(i);
         let how = if accept { How::Accepted } else { How::Rejected };
-        let desc = d.describe();
+        let mut desc = d.describe();
+        if let Some(v) = &verdict {
+            desc["verdict"] = v.clone();
+        }
         let changes = match (&answer, &d.as_proposed) {
             (Some((_, saved)), Some(model)) if saved != model => {
                 let name = d.path.file_name().unwrap_or_default().to_string_lossy();
@@ -353,26 +361,29 @@ impl Diffs {
                     &format!("saved/{name}"),
                     false,
                     false,
+                    false,
                 );
                 Some(String::from_utf8_lossy(&text).into_owned())
             }
             _ => None,
         };
-        if why.is_some() || changes.is_some() {
-            let verdict = Verdict {
+        if verdict.is_some() || changes.is_some() {
+            let for_model = Verdict {
                 id: d.id,
                 path: d.path.clone(),
                 how,
                 pid: pid(d.client),
-                verdict: obj! {"kept": Value::Array(vec![]), "dropped": Value::Array(vec![]), "edited": Value::Array(vec![]), "why": why},
+                verdict: verdict.clone().unwrap_or_else(|| {
+                    obj! {"kept": Value::Array(vec![]), "dropped": Value::Array(vec![]), "edited": Value::Array(vec![]), "why": Value::Null}
+                }),
                 changes,
             };
-            inner.verdicts.push(verdict);
+            inner.verdicts.push(for_model);
             if inner.verdicts.len() > MAX_VERDICTS {
                 inner.verdicts.remove(0);
             }
         }
-        self.finish(&mut inner, d, how, answer.map(|(a, _)| a));
+        self.finish(&mut inner, d, how, answer.map(|(a, _)| a), verdict);
         Ok(desc)
     }
 
@@ -405,6 +416,20 @@ impl Diffs {
                 .verdicts
                 .retain(|v| !ids.contains(&v.id.to_string()));
         }
+    }
+
+    /// The verdicts of the diffs settled recently with one, oldest first, each as the settled
+    /// diff's id, how it was settled and the verdict (ccide-protocol(7) §5.5).
+    pub fn settled_verdicts(&self) -> Vec<Value> {
+        let inner = lock(&self.inner);
+        inner
+            .settled
+            .iter()
+            .filter_map(|s| {
+                let v = s.verdict.as_ref()?;
+                Some(obj! {"id": s.id.to_string(), "tab_name": s.tab_name.as_str(), "how": s.how.word(), "verdict": v.clone()})
+            })
+            .collect()
     }
 
     /// The pending diff `target` names, by the same rule as `settle_by_user`.
@@ -550,7 +575,7 @@ impl Diffs {
         let matching = take_where(&mut inner.pending, &|d| d.client == client && pred(d));
         let n = matching.len();
         for d in matching {
-            self.finish(&mut inner, d, How::Closed, None);
+            self.finish(&mut inner, d, How::Closed, None, None);
         }
         n
     }
@@ -559,19 +584,26 @@ impl Diffs {
     pub fn abandon_client(&self, client: u64) {
         let mut inner = lock(&self.inner);
         for d in take_where(&mut inner.pending, &|d| d.client == client) {
-            self.finish(&mut inner, d, How::Abandoned, None);
+            self.finish(&mut inner, d, How::Abandoned, None, None);
         }
     }
 
     /// Drops diffs whose request can no longer be answered (cancelled, connection ended).
     fn prune(&self, inner: &mut Inner) {
         for d in take_where(&mut inner.pending, &|d| !d.responder.is_open()) {
-            self.finish(inner, d, How::Abandoned, None);
+            self.finish(inner, d, How::Abandoned, None, None);
         }
     }
 
-    /// `answer` is the text of an accepted diff's answer.
-    fn finish(&self, inner: &mut Inner, d: PendingDiff, how: How, answer: Option<String>) {
+    /// `answer` is the text of an accepted diff's answer; `verdict` the user's, if any.
+    fn finish(
+        &self,
+        inner: &mut Inner,
+        d: PendingDiff,
+        how: How,
+        answer: Option<String>,
+        verdict: Option<Value>,
+    ) {
         match how {
             How::Accepted => {
                 d.responder.reply_text(answer.unwrap_or_default());
@@ -592,14 +624,19 @@ impl Diffs {
             ),
             _ => crate::log::info!("diff {} for {} {}", d.id, d.path.display(), how.word()),
         }
-        self.events.emit(obj! {
+        let mut event = obj! {
             "event": "diff_settled", "id": d.id.to_string(), "how": how.word(),
             "tab_name": d.tab_name.as_str(), "file": json::path(&d.path),
-        });
+        };
+        if let Some(v) = &verdict {
+            event["verdict"] = v.clone();
+        }
+        self.events.emit(event);
         inner.settled.push(Settled {
             id: d.id,
             tab_name: d.tab_name,
             how,
+            verdict,
         });
         if inner.settled.len() > 256 {
             inner.settled.remove(0);

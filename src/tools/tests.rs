@@ -913,7 +913,7 @@ fn open_diff_accepted_answers_file_saved_with_the_proposed_content_and_never_wri
         .ts
         .state
         .diffs
-        .settle_by_user(Some("1"), true, &ide.ws())
+        .settle_by_user(Some("1"), true, &ide.ws(), None)
         .ok()
         .unwrap();
     assert_eq!(settled, diffs[0]);
@@ -936,7 +936,7 @@ fn open_diff_accepted_after_editing_proposed_answers_the_edit() {
     ide.ts
         .state
         .diffs
-        .settle_by_user(Some("tab"), true, &ide.ws())
+        .settle_by_user(Some("tab"), true, &ide.ws(), None)
         .ok()
         .unwrap();
     assert_eq!(ide.answer(&id), Ok(texts(&["FILE_SAVED", "edited\n"])));
@@ -953,7 +953,7 @@ fn open_diff_rejected_answers_diff_rejected_with_the_tab_name() {
     ide.ts
         .state
         .diffs
-        .settle_by_user(Some("a.txt"), false, &ide.ws())
+        .settle_by_user(Some("a.txt"), false, &ide.ws(), None)
         .ok()
         .unwrap();
     assert_eq!(ide.answer(&id), Ok(texts(&["DIFF_REJECTED", tab])));
@@ -976,7 +976,7 @@ fn open_diff_of_a_new_file_leaves_it_uncreated() {
     ide.ts
         .state
         .diffs
-        .settle_by_user(None, true, &ide.ws())
+        .settle_by_user(None, true, &ide.ws(), None)
         .ok()
         .unwrap();
     assert_eq!(ide.answer(&id), Ok(texts(&["FILE_SAVED", "hi\n"])));
@@ -1028,7 +1028,7 @@ fn close_tab_settles_a_pending_diff_as_rejected_and_closes_an_editor_tab() {
         ide.ts
             .state
             .diffs
-            .settle_by_user(Some("my tab"), true, &ide.ws())
+            .settle_by_user(Some("my tab"), true, &ide.ws(), None)
             .err()
             .map(|e| (e.kind(), e.message().to_string())),
         Some((

@@ -1214,7 +1214,7 @@ impl Dialogue {
             accept,
             content,
             cwd: None,
-            why: None,
+            verdict: None,
         };
         self.ask(Some(i), &req)?;
         Ok(Value::Null)
