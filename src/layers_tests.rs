@@ -61,7 +61,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "commands",
-        &["serve|unit|bridge|plugin", "client", "lsp_editor", "mod"],
+        &[
+            "notify",
+            "serve|unit|bridge|plugin",
+            "client",
+            "lsp_editor",
+            "mod",
+        ],
     ),
     (
         "commands::lsp_editor",
