@@ -85,13 +85,16 @@ impl Pty {
     }
 }
 
-/// A stand-in for Claude Code: writes its pid, then waits for a line on its terminal.
+/// A stand-in for Claude Code: writes its pid, then waits for a line on its terminal. Asked
+/// for its version (`ccide claude` may ask before it starts the session), it says one too old
+/// for the plugin and writes no pid.
 fn waiting_claude(sb: &Sandbox) -> PathBuf {
     let pid = sb.root.join("claude.pid");
     sb.script(
         "fake-claude",
         &format!(
-            "echo $$ > '{}.new' && mv '{0}.new' '{0}'\nread line\nexit 0",
+            "[ \"$1\" = --version ] && echo '1.0.0 (Claude Code)' && exit 0\n\
+             echo $$ > '{}.new' && mv '{0}.new' '{0}'\nread line\nexit 0",
             pid.display()
         ),
     )
@@ -306,4 +309,33 @@ fn on_review_failures_are_logged_once() {
         warnings[1]
     );
     assert_eq!(std::fs::read_to_string(&runs).unwrap(), "run\nrun\n");
+}
+
+/// The command runs beside the request: while it still runs (blocked on a FIFO), the diff is
+/// already stored and listed, and the server answers.
+#[test]
+fn on_review_runs_beside_the_request() {
+    let sb = Sandbox::new();
+    let file = sb.write("a.txt", "x\n");
+    let fifo = sb.root.join("release.fifo");
+    let c_path = std::ffi::CString::new(s(&fifo)).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let started = sb.root.join("started");
+    let script = sb.script(
+        "blocking",
+        &format!(
+            ": > '{}'\nread line < '{}'\nexit 0",
+            started.display(),
+            fifo.display()
+        ),
+    );
+    let srv = sb.serve(&["--on-review", s(&script)]);
+    let mut c = srv.client();
+    open_diff(&mut c, &file, "y\n", "tab");
+    wait_for("the command to start", DEADLINE, || {
+        started.exists().then_some(())
+    });
+    assert_eq!(wait_pending(&sb, 1)[0]["id"], "1");
+    std::fs::write(&fifo, "go\n").unwrap();
 }
