@@ -179,7 +179,7 @@ pub const FLAGS: &[Flag] = &[
         "--on-review",
         Some("COMMAND"),
         Some("CCIDE_ON_REVIEW"),
-        "Run COMMAND (split into words like --checker's, no shell) each time Claude Code proposes an edit, to let you know a review waits: the diff's id, file, line counts and client are in its environment (CCIDE_DIFF_ID, CCIDE_DIFF_FILE, CCIDE_DIFF_ADDED, CCIDE_DIFF_REMOVED, CCIDE_DIFF_CLIENT, CCIDE_DIFF_CLIENT_PID). It runs beside the request, killed after 30 s; a failure is logged once.",
+        "Run COMMAND (split into words as with --checker, no shell) each time Claude Code proposes an edit, to let you know a review waits, with the diff in its environment: CCIDE_DIFF_ID, CCIDE_DIFF_FILE, CCIDE_DIFF_ADDED and CCIDE_DIFF_REMOVED (the line counts), CCIDE_DIFF_CLIENT and CCIDE_DIFF_CLIENT_PID (who proposed it). It runs beside the request, killed after 30 s; a failure is logged once.",
     ),
     flag(
         "--exec",
