@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 
-use crate::util::{Client, DEADLINE, Sandbox, open_diff, s, wait_for, wait_pending};
+use crate::util::{BIN, Client, DEADLINE, Sandbox, open_diff, s, wait_for, wait_pending};
 use serde_json::json;
 
 /// A pseudo-terminal: the master, whose bytes a thread gathers, and the slave's path.
@@ -64,6 +64,22 @@ impl Pty {
             .open(&self.slave)
             .unwrap();
         Stdio::from(f)
+    }
+
+    /// Sets the terminal's size, as a terminal emulator does.
+    fn set_size(&mut self, rows: u16, cols: u16) {
+        use std::os::fd::AsRawFd;
+        let ws = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCSWINSZ reads one winsize from the pointer.
+        assert_eq!(
+            unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCSWINSZ, &ws) },
+            0
+        );
     }
 
     fn seen(&self) -> Vec<u8> {
@@ -338,4 +354,96 @@ fn on_review_runs_beside_the_request() {
     });
     assert_eq!(wait_pending(&sb, 1)[0]["id"], "1");
     std::fs::write(&fifo, "go\n").unwrap();
+}
+
+/// The real tmux (.ci/editor-install's, or `CCIDE_TMUX`) with a client attached on a
+/// terminal of the test's: with `allow-passthrough on`, the OSC 9 that `ccide claude` writes in
+/// its pane reaches the outer terminal unwrapped, byte for byte, and `tmux display-message -c`
+/// puts the text in that client's message log.
+#[test]
+#[ignore = "needs tmux (.ci/editor-install)"]
+fn claude_in_real_tmux_reaches_the_outer_terminal_and_the_clients_messages() {
+    let tmux = std::env::var_os("CCIDE_TMUX")
+        .map_or_else(|| PathBuf::from("/usr/bin/tmux"), PathBuf::from);
+    assert!(
+        tmux.is_file(),
+        "tmux is not at {}: run .ci/editor-install, or set CCIDE_TMUX",
+        tmux.display()
+    );
+    let sb = Sandbox::new();
+    sb.add_tool("tmux", &tmux);
+    let file = sb.write("a.txt", "old\n");
+    let srv = sb.serve(&[]);
+    let socket = sb.root.join("tmux.sock");
+    let tmux_cmd = |args: &[&str]| {
+        let mut c = std::process::Command::new(&tmux);
+        c.env_clear()
+            .env("HOME", sb.home())
+            .env(
+                "PATH",
+                format!("{}:/usr/bin:/bin", sb.root.join("bin").display()),
+            )
+            .env("CLAUDE_CONFIG_DIR", sb.config())
+            .env("TERM", "xterm-256color")
+            .current_dir(sb.ws())
+            .arg("-S")
+            .arg(&socket)
+            .args(args);
+        c
+    };
+    let run = |args: &[&str]| {
+        let o = tmux_cmd(args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let claude = waiting_claude(&sb);
+    let mut new_session = tmux_cmd(&[
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-x",
+        "120",
+        "-y",
+        "30",
+    ]);
+    new_session
+        .env("CCIDE_CLAUDE", &claude)
+        .args(["--", BIN, "claude"]);
+    let o = new_session.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    run(&["set", "-g", "allow-passthrough", "on"]);
+    // A person's terminal: a client attached on the test's pty.
+    let mut pty = Pty::open();
+    pty.set_size(30, 120);
+    let mut client = tmux_cmd(&["attach"])
+        .stdin(pty.slave())
+        .stdout(pty.slave())
+        .stderr(pty.slave())
+        .spawn()
+        .unwrap();
+    wait_for("the tmux client", DEADLINE, || {
+        (!run(&["list-clients"]).trim().is_empty()).then_some(())
+    });
+    let pid_file = sb.root.join("claude.pid");
+    let pid = wait_for("the stand-in's pid", DEADLINE, || {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    });
+    let mut c = client_of(srv.port, &srv.token, pid);
+    open_diff(&mut c, &file, "new\n", "tab");
+    let text =
+        "review waits: diff 1 (a.txt, +1 -1): ccide diff show 1, then ccide diff accept|reject 1";
+    pty.wait_for(format!("\x1b]9;ccide: {text}\x07").as_bytes());
+    wait_for("the message in the client's log", DEADLINE, || {
+        run(&["show-messages"])
+            .contains(&format!("ccide: {text}"))
+            .then_some(())
+    });
+    run(&["kill-server"]);
+    let _ = client.wait();
+    let _ = pty.master.write_all(b"");
 }

@@ -133,23 +133,27 @@ impl TerminalNotices {
     }
 
     /// OSC 9 or 777 on stderr (the terminal shared with the CLI); inside tmux wrapped in its
-    /// passthrough, and shown on the session's client by `tmux display-message` too.
+    /// passthrough, and then shown on the session's client by `tmux display-message` too: a
+    /// message freezes that client's display while it shows, and a passthrough arriving
+    /// meanwhile would be dropped, so the sequence goes first.
     fn notify(&self, body: &str) {
         let tmux = std::env::var_os("TMUX").filter(|t| !t.is_empty()).is_some();
+        let client = if tmux { self.tmux_client() } else { None };
         let seq = if tmux {
-            let client = self.tmux_client();
             let term = client.as_ref().map_or("", |c| c.1.as_str());
-            if let Some((tty, _)) = &client {
-                let text = format!("ccide: {}", visible(body));
-                self.tmux(&["display-message", "-c", tty, &tmux_literal(&text)]);
-            }
             through_tmux(&osc(speaks_osc_777(term), body))
         } else {
             let term = std::env::var("TERM").unwrap_or_default();
             osc(speaks_osc_777(&term), body)
         };
-        let mut err = std::io::stderr().lock();
-        let _ = err.write_all(seq.as_bytes()).and_then(|()| err.flush());
+        {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(seq.as_bytes()).and_then(|()| err.flush());
+        }
+        if let Some((tty, _)) = &client {
+            let text = format!("ccide: {}", visible(body));
+            self.tmux(&["display-message", "-c", tty, &tmux_literal(&text)]);
+        }
     }
 
     /// The tty and terminal name of the tmux client showing this pane ($TMUX_PANE), or of the
