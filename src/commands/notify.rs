@@ -99,7 +99,8 @@ pub fn tmux_literal(text: &str) -> String {
 
 /// `ccide claude`'s side: follows the server's events (subscribed before the CLI starts, so
 /// none is missed) and notifies its terminal of each diff a client of `child` (the CLI it
-/// started, or a process under it) proposes. Runs on a thread of its own until the stream ends.
+/// started, or a process under it, by the pid the client gave: ccide-protocol(7) §9.3)
+/// proposes. Runs on a thread of its own until the stream ends.
 pub struct TerminalNotices {
     pub events: Events,
     pub control: PathBuf,
