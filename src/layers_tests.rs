@@ -74,6 +74,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "commands",
         &[
+            "notify|hook",
             "serve|unit|bridge|plugin",
             "client",
             "lsp_editor|review",

@@ -210,7 +210,9 @@ pub const COMMANDS: &[Command] = &[
         name: "claude",
         usage: "ccide claude [ARGS...] [-- CLAUDE-ARGS...]",
         about: "Run Claude Code connected to this directory's server (serving one if none runs).",
-        details: "Runs `claude` (or $CCIDE_CLAUDE) with ARGS in the current directory, with\nCLAUDE_CODE_SSE_PORT set to the server's port, CLAUDE_CODE_AUTO_CONNECT_IDE=1 unless set,\nENABLE_IDE_INTEGRATION=true and 127.0.0.1,localhost,::1 added to no_proxy and NO_PROXY. Without a running server for the\ndirectory, one is served in this process until Claude Code exits. Claude Code 2.0.74 or\nlater gets ccide's plugin (--plugin-dir). SIGTERM and SIGHUP are forwarded; the exit\nstatus is Claude Code's. Arguments after `--` go to Claude Code untouched, so\n`ccide claude -- --help` shows Claude Code's own help.",
+        details: "Runs `claude` (or $CCIDE_CLAUDE) with ARGS in the current directory, with\nCLAUDE_CODE_SSE_PORT set to the server's port, CLAUDE_CODE_AUTO_CONNECT_IDE=1 unless set,\nENABLE_IDE_INTEGRATION=true and 127.0.0.1,localhost,::1 added to no_proxy and NO_PROXY. Without a running server for the\ndirectory, one is served in this process until Claude Code exits. Claude Code 2.0.74 or\nlater gets ccide's plugin (--plugin-dir). SIGTERM and SIGHUP are forwarded; the exit\nstatus is Claude Code's. Arguments after `--` go to Claude Code untouched, so\n`ccide claude -- --help` shows Claude Code's own help. Each
+diff its Claude Code proposes is announced on the terminal (OSC 9, or OSC 777 for foot and
+rxvt-unicode; through tmux's passthrough and display-message inside tmux).",
         flags: &[],
         run: commands::client::claude,
         passthrough: true,

@@ -792,7 +792,7 @@ fn every_flag_of_every_command_is_in_the_man_page_and_it_renders() {
                 assert!(man.contains(&escaped), "man page lacks --{flag} of {cmd}");
             }
             if let Some(var) = word.strip_prefix("CCIDE_") {
-                let var = var.trim_end_matches(']');
+                let var = var.trim_end_matches([']', ',', '.', ')', ':', ';']);
                 assert!(
                     man.contains(&format!("CCIDE_{}", var.replace('-', "\\-")))
                         || man.contains(&format!("CCIDE_{var}")),

@@ -64,6 +64,8 @@ mod plugin;
 mod protocol_man;
 // What a client or a checker costs stays bounded: the 16 MiB cap, threads, memory, children.
 mod resource_bounds;
+// How a person hears that a review waits: `ccide claude`'s terminal notice, `serve --on-review`.
+mod review_notices;
 // `ccide serve`: lock file, restarts, handshake, MCP lifecycle, keepalive, its command line.
 mod serve;
 // Clients sharing diffs, notifications during setup, reviews of what the CLI writes, odd files.

@@ -935,8 +935,10 @@ pub fn claude(args: &Args) -> Outcome {
     let program = super::plugin::claude_program();
     // The plugin's language servers are this server's (ccide-protocol(7) §13); its flag goes
     // first, so that it is the CLI's own and never an argument of a subcommand.
-    let plugin =
-        paths.and_then(|(control, state)| super::plugin::for_claude(&program, &control, &state));
+    let plugin = paths
+        .as_ref()
+        .and_then(|(control, state)| super::plugin::for_claude(&program, control, state));
+    let notices = paths.and_then(|(control, state)| review_notices(control, state, &cwd));
     let mut cmd = std::process::Command::new(&program);
     cmd.args(plugin).args(&args.operands);
     connect_to(&mut cmd, port);
@@ -955,6 +957,10 @@ pub fn claude(args: &Args) -> Outcome {
     };
     let pid = child.id() as i32;
     forward_termination_signals(pid);
+    if let Some(n) = notices {
+        let child = child.id();
+        let _ = crate::proc::spawn_thread("review-notices", move || n.run(child));
+    }
     let status = child
         .wait()
         .map_err(|e| Fail::Failed(format!("waiting for {program}: {e}")))?;
@@ -965,6 +971,25 @@ pub fn claude(args: &Args) -> Outcome {
     Ok(status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// When stderr (the terminal shared with the CLI) is a terminal: the server's events,
+/// subscribed before the CLI starts, for the notification that a review waits.
+fn review_notices(
+    control: PathBuf,
+    state: PathBuf,
+    cwd: &Path,
+) -> Option<super::notify::TerminalNotices> {
+    if !crate::sys::isatty(2) {
+        return None;
+    }
+    let events = Control::open(&control).ok()?.subscribe().ok()?;
+    Some(super::notify::TerminalNotices {
+        events,
+        control,
+        scratch: state,
+        cwd: cwd.to_path_buf(),
+    })
 }
 
 /// Sets the environment that makes Claude Code connect to the server on `port` by itself.

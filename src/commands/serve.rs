@@ -176,6 +176,12 @@ pub const FLAGS: &[Flag] = &[
         default: None,
     },
     flag(
+        "--on-review",
+        Some("COMMAND"),
+        Some("CCIDE_ON_REVIEW"),
+        "Run COMMAND (split into words as with --checker, no shell) each time Claude Code proposes an edit, to let you know a review waits, with the diff in its environment: CCIDE_DIFF_ID, CCIDE_DIFF_FILE, CCIDE_DIFF_ADDED and CCIDE_DIFF_REMOVED (the line counts), CCIDE_DIFF_CLIENT and CCIDE_DIFF_CLIENT_PID (who proposed it). It runs beside the request, killed after 30 s; a failure is logged once.",
+    ),
+    flag(
         "--exec",
         Some("off|ask|on"),
         Some("CCIDE_EXEC"),
@@ -228,6 +234,8 @@ struct Options {
     lsp_idle: Duration,
     lsp_warm: bool,
     trusted: bool,
+    /// `--on-review`, split into words.
+    on_review: Option<Vec<String>>,
 }
 
 /// A number of seconds as the flags take it, `DIGITS[.DIGITS]`, read exactly to the
@@ -328,6 +336,7 @@ fn options(args: &Args) -> Result<Options, Fail> {
         lsp_idle: seconds(args, "--lsp-idle")?,
         lsp_warm: args.switch("--lsp-warm")?,
         trusted,
+        on_review: on_review(args)?,
     })
 }
 
@@ -400,6 +409,21 @@ fn listen_on(args: &Args) -> Result<(Option<u16>, IpAddr), Fail> {
         );
     }
     Ok((port, host))
+}
+
+/// `--on-review`'s command in words; an empty one is a usage error.
+fn on_review(args: &Args) -> Result<Option<Vec<String>>, Fail> {
+    let Some(cmd) = args.value("--on-review") else {
+        return Ok(None);
+    };
+    let words = crate::pattern::split_words(&cmd)
+        .map_err(|e| Fail::Usage(format!("invalid value for --on-review: {e}")))?;
+    if words.is_empty() {
+        return Err(Fail::Usage(
+            "invalid value for --on-review: the command is empty".into(),
+        ));
+    }
+    Ok(Some(words))
 }
 
 /// The `--checker` and `--lsp` specs, parsed.
@@ -648,6 +672,14 @@ fn run_threads(
         },
         clients.clone(),
     )?);
+    if let Some(words) = o.on_review.take() {
+        let on_review = super::notify::OnReview {
+            words,
+            clients: clients.clone(),
+            scratch: o.state_dir.clone(),
+        };
+        on_review.start(&state.events)?;
+    }
     let sessions = Arc::new(Sessions::new(state.clone(), clients, o.session));
     let gate = Gate {
         token,

@@ -38,8 +38,9 @@ impl Events {
         }
     }
 
-    /// Adds a subscriber in memory (tests of editor sessions without a socket).
-    #[cfg(test)]
+    /// Adds a subscriber in memory: serve's `--on-review`, and tests of editor sessions
+    /// without a socket. The sink runs under the lock of every emitter (a diff being
+    /// proposed): it must only hand the line on.
     pub fn subscribe_with(&self, mut sink: Sink) {
         let mut subscribers = lock(&self.subscribers);
         if sink(&hello()) {
