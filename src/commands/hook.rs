@@ -256,7 +256,10 @@ fn describe(v: &Value, root: &Path) -> String {
             text.push_str(d["text"].as_str().unwrap_or("").trim_end());
         }
     }
-    if let Some(changes) = v["changes"].as_str().filter(|c| !c.is_empty()) {
+    // Hunks only dropped are told whole above; what the user changed otherwise (an edited
+    // hunk, an edited proposal) as the diff from the proposal to the file.
+    let told = in_part && edited.is_empty();
+    if let Some(changes) = v["changes"].as_str().filter(|c| !c.is_empty() && !told) {
         text.push_str("\nTheir changes to your proposal, which is what the file now holds:\n");
         text.push_str(changes.trim_end());
     }
@@ -297,7 +300,9 @@ mod tests {
 
     #[test]
     fn a_review_by_hunks_names_them_and_quotes_the_dropped_ones() {
-        let v = json!({"id": "3", "file": "/w/src/app.py", "how": "accepted", "changes": null,
+        // The file differs from the proposal by the dropped hunk alone: quoted once.
+        let v = json!({"id": "3", "file": "/w/src/app.py", "how": "accepted",
+            "changes": "--- proposed/app.py\n+++ saved/app.py\n@@ -1 +1 @@\n-b\n+a\n",
             "verdict": {"kept": [1, 3], "dropped": [{"hunk": 2, "text": "@@ -1 +1 @@\n-a\n+b\n", "why": "keep the old name"}],
             "edited": [], "why": null}});
         assert_eq!(
