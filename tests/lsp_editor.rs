@@ -117,7 +117,7 @@ const CAPABILITIES: &str = r#"{
     "positionEncoding": "utf-16",
     "textDocumentSync": {"openClose": true, "change": 2, "save": {"includeText": false}},
     "codeActionProvider": true,
-    "executeCommandProvider": {"commands": ["ccide.select", "ccide.mention", "ccide.show", "ccide.accept", "ccide.acceptEdited", "ccide.reject"]},
+    "executeCommandProvider": {"commands": ["ccide.select", "ccide.mention", "ccide.show", "ccide.accept", "ccide.acceptEdited", "ccide.reject", "ccide.keepHunk", "ccide.dropHunk", "ccide.acceptKept"]},
     "workspace": {"workspaceFolders": {"supported": true, "changeNotifications": true}}
   },
   "serverInfo": {"name": "ccide", "version": "0.1.0"}
@@ -678,7 +678,10 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
             "Claude: @-mention",
             "Claude: show proposed edit",
             "Claude: accept",
-            "Claude: reject"
+            "Claude: reject",
+            "Claude: keep hunk 1/1",
+            "Claude: drop hunk 1/1",
+            "Claude: accept what is kept"
         ]
     );
     // The user opens it and edits it without saving.
@@ -731,6 +734,103 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
     wait_for("the diff settled", DEADLINE, || {
         (titles(&ed.code_actions(&f, range(0, 0, 0, 0))).len() == 2).then_some(())
     });
+}
+
+/// Twenty lines, and the same with lines 2, 10 and 18 changed: three hunks.
+fn twenty(changed: &[usize]) -> String {
+    (1..=20)
+        .map(|i| {
+            if changed.contains(&i) {
+                format!("NEW {i}\n")
+            } else {
+                format!("line {i}\n")
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn hunks_are_shown_as_hints_decided_by_code_actions_and_what_is_kept_accepted() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&["--no-default-checkers"]);
+    let original = twenty(&[]);
+    let f = sb.write("main.py", &original);
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &["--no-follow"]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, &original);
+    let tab = "main.py (hunks)";
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": twenty(&[2, 10, 18]), "tab_name": tab}}),
+    );
+    let hint = |line: u64, n: usize, state: &str| {
+        json!({"range": range(line, 0, line + 1, 0), "severity": 4, "source": "ccide",
+            "message": format!("Claude proposes (hunk {n}/3{state}): NEW {}", line + 1)})
+    };
+    let published = ed.incoming("textDocument/publishDiagnostics");
+    assert_eq!(
+        published["params"],
+        json!({"uri": file_uri(&f), "diagnostics": [hint(1, 1, ""), hint(9, 2, ""), hint(17, 3, "")]})
+    );
+    let titles = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["title"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // The cursor in hunk 2: its actions; on a line of no hunk, accepting what is kept only.
+    assert_eq!(
+        titles(&ed.code_actions(&f, range(9, 3, 9, 3)))[5..],
+        [
+            "Claude: keep hunk 2/3",
+            "Claude: drop hunk 2/3",
+            "Claude: accept what is kept"
+        ]
+    );
+    assert_eq!(
+        titles(&ed.code_actions(&f, range(13, 0, 13, 0)))[5..],
+        ["Claude: accept what is kept"]
+    );
+    for (line, title, n, state) in [
+        (1, "Claude: keep hunk 1/3", 1, ", kept"),
+        (17, "Claude: keep hunk 3/3", 3, ", kept"),
+        (9, "Claude: drop hunk 2/3", 2, ", dropped"),
+    ] {
+        let r = ed.run_action(&f, range(line, 0, line, 0), title);
+        assert_eq!(r["result"], Value::Null, "{r}");
+        let p = ed.incoming("textDocument/publishDiagnostics")["params"].clone();
+        assert_eq!(p["diagnostics"][n - 1], hint(line, n, state), "{title}");
+    }
+    // The CLI asks for diagnostics: the hints are the editor's alone.
+    assert_eq!(
+        crate::util::diagnostics(&mut claude, json!({})),
+        json!([]),
+        "no checker: nothing stored"
+    );
+    let r = ed.run_action(&f, range(0, 0, 0, 0), "Claude: accept what is kept");
+    assert_eq!(r["result"], Value::Null, "{r}");
+    assert_eq!(
+        crate::util::texts(&claude.response(&open_diff)),
+        ["FILE_SAVED".to_string(), twenty(&[2, 18])]
+    );
+    // Settled: the hints go.
+    assert_eq!(
+        ed.incoming("textDocument/publishDiagnostics")["params"],
+        json!({"uri": file_uri(&f), "diagnostics": []})
+    );
+    let settled = server.control(&json!({"cmd": "diff.list"}))["settled"].clone();
+    assert_eq!(
+        settled[0]["verdict"],
+        json!({
+            "kept": [1, 3],
+            "dropped": [{"hunk": 2, "text": "@@ -7,7 +7,7 @@\n line 7\n line 8\n line 9\n-line 10\n+NEW 10\n line 11\n line 12\n line 13\n", "why": null}],
+            "edited": [],
+            "why": null,
+        })
+    );
+    assert_eq!(settled[0]["how"], "accepted");
 }
 
 /// `selection_changed` notifications Claude Code has received so far (the server answers a
