@@ -117,7 +117,7 @@ const CAPABILITIES: &str = r#"{
     "positionEncoding": "utf-16",
     "textDocumentSync": {"openClose": true, "change": 2, "save": {"includeText": false}},
     "codeActionProvider": true,
-    "executeCommandProvider": {"commands": ["ccide.select", "ccide.mention", "ccide.show", "ccide.accept", "ccide.acceptEdited", "ccide.reject", "ccide.keepHunk", "ccide.dropHunk", "ccide.acceptKept"]},
+    "executeCommandProvider": {"commands": ["ccide.select", "ccide.mention", "ccide.show", "ccide.accept", "ccide.acceptEdited", "ccide.reject", "ccide.keepHunk", "ccide.dropHunk", "ccide.acceptKept", "ccide.rejectAll"]},
     "workspace": {"workspaceFolders": {"supported": true, "changeNotifications": true}}
   },
   "serverInfo": {"name": "ccide", "version": "0.1.0"}
@@ -681,7 +681,8 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
             "Claude: reject",
             "Claude: keep hunk 1/1",
             "Claude: drop hunk 1/1",
-            "Claude: accept what is kept"
+            "Claude: accept what is kept",
+            "Claude: reject all"
         ]
     );
     // The user opens it and edits it without saving.
@@ -786,12 +787,13 @@ fn hunks_are_shown_as_hints_decided_by_code_actions_and_what_is_kept_accepted() 
         [
             "Claude: keep hunk 2/3",
             "Claude: drop hunk 2/3",
-            "Claude: accept what is kept"
+            "Claude: accept what is kept",
+            "Claude: reject all"
         ]
     );
     assert_eq!(
         titles(&ed.code_actions(&f, range(13, 0, 13, 0)))[5..],
-        ["Claude: accept what is kept"]
+        ["Claude: accept what is kept", "Claude: reject all"]
     );
     for (line, title, n, state) in [
         (1, "Claude: keep hunk 1/3", 1, ", kept"),
@@ -831,6 +833,31 @@ fn hunks_are_shown_as_hints_decided_by_code_actions_and_what_is_kept_accepted() 
         })
     );
     assert_eq!(settled[0]["how"], "accepted");
+    // Another proposal, rejected whole from the file: every hunk recorded as dropped.
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": twenty(&[2, 10, 18]), "tab_name": tab}}),
+    );
+    ed.incoming("textDocument/publishDiagnostics");
+    let r = ed.run_action(&f, range(9, 0, 9, 0), "Claude: reject all");
+    assert_eq!(r["result"], Value::Null, "{r}");
+    assert_eq!(
+        crate::util::texts(&claude.response(&open_diff)),
+        ["DIFF_REJECTED", tab]
+    );
+    let settled = server.control(&json!({"cmd": "diff.list"}))["settled"].clone();
+    let verdict = &settled[1]["verdict"];
+    let dropped: Vec<&Value> = verdict["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| &d["hunk"])
+        .collect();
+    assert_eq!(
+        (&verdict["kept"], dropped),
+        (&json!([]), vec![&json!(1), &json!(2), &json!(3)])
+    );
+    assert_eq!(settled[1]["how"], "rejected");
 }
 
 /// `selection_changed` notifications Claude Code has received so far (the server answers a

@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 use super::docs::Doc;
 use super::link::{Choice, Found, Servers, Session, choose, overlapping};
 use super::proposals::{
-    COMMANDS, Proposals, actions, composed, hint_list, hunk_actions, hunk_at, review_of,
+    COMMANDS, HUNK_COMMANDS, Proposals, actions, composed, hint_list, hunk_actions, hunk_at,
+    review_of,
 };
 use super::quirks::{self, Quirks};
 use crate::cli::{EXIT_FAILURE, EXIT_OK};
@@ -1201,10 +1202,7 @@ impl Dialogue {
             }
             _ => {}
         }
-        if matches!(
-            cmd,
-            "ccide.keepHunk" | "ccide.dropHunk" | "ccide.acceptKept"
-        ) {
+        if HUNK_COMMANDS.contains(&cmd) {
             let hunk = a["hunk"].as_u64().map(|h| h as usize);
             return self.review_hunks(cmd, &path, hunk);
         }
@@ -1506,8 +1504,12 @@ impl Dialogue {
         let review = review_of(&d.dir)?;
         let n = review.pieces.len();
         d.decisions.resize(n, None);
-        if cmd == "ccide.acceptKept" {
-            let (accept, content, verdict) = composed(&review, &d.decisions)?;
+        if matches!(cmd, "ccide.acceptKept" | "ccide.rejectAll") {
+            let decisions: &[Option<bool>] = match cmd {
+                "ccide.acceptKept" => &d.decisions,
+                _ => &[],
+            };
+            let (accept, content, verdict) = composed(&review, decisions)?;
             let (i, id) = (d.link, d.id.clone());
             let req = Request::DiffSettle {
                 target: Some(id),

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::review::{Answer, Decision, Review};
 
 /// The commands, by the titles their code actions show.
-pub const COMMANDS: [(&str, &str); 9] = [
+pub const COMMANDS: [(&str, &str); 10] = [
     ("ccide.select", "Claude: send selection"),
     ("ccide.mention", "Claude: @-mention"),
     ("ccide.show", "Claude: show proposed edit"),
@@ -20,10 +20,16 @@ pub const COMMANDS: [(&str, &str); 9] = [
     ("ccide.keepHunk", "Claude: keep hunk"),
     ("ccide.dropHunk", "Claude: drop hunk"),
     ("ccide.acceptKept", "Claude: accept what is kept"),
+    ("ccide.rejectAll", "Claude: reject all"),
 ];
 
 /// The commands offered on the real file's hunks, the only ones not in `actions`' list.
-const HUNK_COMMANDS: [&str; 3] = ["ccide.keepHunk", "ccide.dropHunk", "ccide.acceptKept"];
+pub const HUNK_COMMANDS: [&str; 4] = [
+    "ccide.keepHunk",
+    "ccide.dropHunk",
+    "ccide.acceptKept",
+    "ccide.rejectAll",
+];
 
 /// The code actions for a document: selection and mention, and with a pending diff for it
 /// (`Some(is the proposal itself, the proposal is open)`) what can be done with that.
@@ -46,7 +52,8 @@ pub fn actions(uri: &str, range: &Value, diff: Option<(bool, bool)>) -> Value {
 }
 
 /// The hunk review actions on the real file, with the cursor in hunk `at` (1-based) of `count`
-/// (ccide-protocol(7) §12): keep or drop that hunk, and accept what is kept.
+/// (ccide-protocol(7) §12): keep or drop that hunk, accept what is kept, or reject all (every
+/// hunk recorded as dropped).
 pub fn hunk_actions(uri: &str, range: &Value, at: Option<usize>, count: usize) -> Vec<Value> {
     let action = |cmd: &str, title: String, hunk: Option<usize>| {
         let mut arg = json!({"uri": uri, "range": range});
@@ -73,6 +80,7 @@ pub fn hunk_actions(uri: &str, range: &Value, at: Option<usize>, count: usize) -
         "Claude: accept what is kept".into(),
         None,
     ));
+    out.push(action("ccide.rejectAll", "Claude: reject all".into(), None));
     out
 }
 

@@ -635,7 +635,8 @@ fn initialize_negotiates_the_encoding_and_answers_unknown_methods() {
                 "ccide.reject",
                 "ccide.keepHunk",
                 "ccide.dropHunk",
-                "ccide.acceptKept"
+                "ccide.acceptKept",
+                "ccide.rejectAll"
             ])
         );
         assert_eq!(v["serverInfo"]["name"], "ccide");
@@ -919,7 +920,8 @@ fn proposals_are_announced_offered_accepted_as_edited_reloaded_and_rejected() {
             "Claude: reject",
             "Claude: keep hunk 1/1",
             "Claude: drop hunk 1/1",
-            "Claude: accept what is kept"
+            "Claude: accept what is kept",
+            "Claude: reject all"
         ]
     );
     // Without window/showDocument, showing names the proposal.
