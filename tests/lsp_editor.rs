@@ -860,6 +860,53 @@ fn hunks_are_shown_as_hints_decided_by_code_actions_and_what_is_kept_accepted() 
     assert_eq!(settled[1]["how"], "rejected");
 }
 
+/// With `--diagnostics` the hints are published with the file's stored diagnostics, and the
+/// CLI's getDiagnostics has the stored ones alone.
+#[test]
+fn hints_join_the_published_diagnostics_but_never_the_store() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&["--no-default-checkers"]);
+    let original = twenty(&[]);
+    let f = sb.write("main.py", &original);
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &["--no-follow", "--diagnostics"]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, &original);
+    let import = json!([{"uri": format!("file://{}", f.display()), "diagnostics": [
+        {"message": "bad", "severity": "Warning", "source": "lint",
+         "range": {"start": {"line": 4, "character": 0}, "end": {"line": 4, "character": 4}}}]}]);
+    let o = sb.run_stdin(&["diagnostics", "import"], import.to_string().as_bytes());
+    assert!(o.status.success(), "{}", crate::util::stderr(&o));
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": twenty(&[10]), "tab_name": "t"}}),
+    );
+    let warning =
+        json!({"message": "bad", "severity": 2, "source": "lint", "range": range(4, 0, 4, 4)});
+    let hint = json!({"range": range(9, 0, 10, 0), "severity": 4, "source": "ccide",
+        "message": "Claude proposes (hunk 1/1): NEW 10"});
+    wait_for("the warning and the hint in the editor", DEADLINE, || {
+        let p = ed.incoming("textDocument/publishDiagnostics")["params"].clone();
+        (p["diagnostics"] == json!([warning, hint])).then_some(())
+    });
+    let stored = crate::util::diagnostics(&mut claude, json!({}));
+    assert_eq!(
+        stored[0]["diagnostics"].as_array().unwrap().len(),
+        1,
+        "{stored}"
+    );
+    assert_eq!(stored[0]["diagnostics"][0]["message"], "bad", "{stored}");
+    ed.run_action(&f, range(9, 0, 9, 0), "Claude: reject all");
+    assert_eq!(
+        crate::util::texts(&claude.response(&open_diff)),
+        ["DIFF_REJECTED", "t"]
+    );
+    wait_for("the hint gone, the warning left", DEADLINE, || {
+        let p = ed.incoming("textDocument/publishDiagnostics")["params"].clone();
+        (p["diagnostics"] == json!([warning])).then_some(())
+    });
+}
+
 /// `selection_changed` notifications Claude Code has received so far (the server answers a
 /// ping after everything it sent before it).
 fn selections_so_far(claude: &mut crate::util::Client) -> Vec<Value> {
