@@ -795,6 +795,15 @@ fn hunks_are_shown_as_hints_decided_by_code_actions_and_what_is_kept_accepted() 
         titles(&ed.code_actions(&f, range(13, 0, 13, 0)))[5..],
         ["Claude: accept what is kept", "Claude: reject all"]
     );
+    let r = ed.request(
+        "workspace/executeCommand",
+        json!({"command": "ccide.keepHunk", "arguments": [{"uri": file_uri(&f), "hunk": 4}]}),
+    );
+    assert_eq!(
+        r["error"]["message"],
+        format!("the proposal for {} has hunks 1 to 3, not 4", f.display()),
+        "{r}"
+    );
     for (line, title, n, state) in [
         (1, "Claude: keep hunk 1/3", 1, ", kept"),
         (17, "Claude: keep hunk 3/3", 3, ", kept"),

@@ -1492,7 +1492,8 @@ impl Dialogue {
         }
     }
 
-    /// A hunk kept or dropped, or what is kept accepted, from the real file's code actions.
+    /// A hunk kept or dropped, what is kept accepted, or all rejected, from the real file's
+    /// code actions.
     fn review_hunks(
         &mut self,
         cmd: &str,
@@ -1521,14 +1522,15 @@ impl Dialogue {
             self.ask(Some(i), &req)?;
             return Ok(Value::Null);
         }
-        let h = hunk.filter(|h| (1..=n).contains(h)).ok_or_else(|| {
-            format!(
-                "no hunk {} in the proposal for {} ({n} hunks)",
-                hunk.map(|h| h.to_string())
-                    .unwrap_or_else(|| "given".into()),
-                path.display()
-            )
+        let h = hunk.ok_or_else(|| {
+            format!("{cmd} takes the hunk's number: [{{\"uri\": ..., \"hunk\": N}}]")
         })?;
+        if !(1..=n).contains(&h) {
+            return Err(format!(
+                "the proposal for {} has hunks 1 to {n}, not {h}",
+                path.display()
+            ));
+        }
         d.decisions[h - 1] = Some(cmd == "ccide.keepHunk");
         self.publish_hints();
         Ok(Value::Null)
