@@ -72,7 +72,7 @@ impl Piece {
 
     /// What keeping the hunk replaces: the old lines of its changes (context left out, so
     /// parts of a split hunk never overlap), and their new lines.
-    fn kept(&self) -> (usize, usize, Vec<&[u8]>) {
+    pub fn kept(&self) -> (usize, usize, Vec<&[u8]>) {
         let (f, l) = self.core();
         let lo = self.old_lo + f;
         let core = &self.lines[f..l];

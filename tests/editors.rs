@@ -314,6 +314,77 @@ fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
     );
 }
 
+#[test]
+#[ignore = "needs neovim: installed by .ci/run"]
+fn neovim_reviews_a_proposal_hunk_by_hunk() {
+    let nvim = program("CCIDE_NVIM", "/usr/bin/nvim", "neovim");
+    let sb = Sandbox::new();
+    let server = sb.serve(&["--no-default-checkers"]);
+    let lines = |changed: &[usize]| -> String {
+        (1..=20)
+            .map(|i| match changed.contains(&i) {
+                true => format!("NEW = {i}\n"),
+                false => format!("line = {i}\n"),
+            })
+            .collect()
+    };
+    let f = sb.write("hunks.py", lines(&[]));
+    let sync = Sync::new(&sb);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/neovim_hunks.lua"
+    );
+    let init = recipe("neovim (0.7 or later; tried: 0.7.2)", "lua");
+    sb.root.write("home/.config/nvim/init.lua", init);
+    let mut claude = server.ready_client();
+    let mut cmd = Command::new(&nvim);
+    person(&sb, &mut cmd);
+    let mut child = Running(
+        cmd.args(["--headless", "-i", "NONE", "-n", "-c"])
+            .arg(format!("luafile {script}"))
+            .env("SYNC", &sync.0)
+            .env("FILE", &f)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let failed = || {
+        if let Some(e) = sync.error() {
+            let log =
+                std::fs::read_to_string(sb.home().join(".cache/nvim/lsp.log")).unwrap_or_default();
+            panic!("neovim failed: {e}\nlsp.log:\n{log}");
+        }
+    };
+    sync.step("opened", &failed);
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": lines(&[2, 10, 18]), "tab_name": "hunks.py"}}),
+    );
+    let hints: Value = serde_json::from_str(&sync.step("hints", &failed)).unwrap();
+    let hint = |l: u64, n: u64| {
+        json!({"lnum": l, "end_lnum": l + 1, "severity": 4,
+        "message": format!("Claude proposes (hunk {n}/3): NEW = {}", l + 1)})
+    };
+    assert_eq!(hints, json!([hint(1, 1), hint(9, 2), hint(17, 3)]));
+    let answer = wait_for("the answer to openDiff", STEP, || {
+        failed();
+        let got = claude.drain(Duration::from_millis(20));
+        got.into_iter().find(|m| m["id"] == open_diff)
+    });
+    assert_eq!(
+        crate::util::texts(&answer),
+        ["FILE_SAVED".to_string(), lines(&[2, 18])]
+    );
+    sync.step("cleared", &failed);
+    let settled = server.control(&json!({"cmd": "diff.list"}))["settled"].clone();
+    assert_eq!(settled[0]["verdict"]["kept"], json!([1, 3]));
+    assert_eq!(settled[0]["verdict"]["dropped"][0]["hunk"], 2);
+    let status = child.exited();
+    assert!(status.success(), "neovim exited with {status}");
+}
+
 /// emacs in batch mode running tests/fixtures/eglot.el for `scenario`, configured as README.md
 /// says.
 fn emacs(sb: &Sandbox, sync: &Sync, f: &Path, scenario: &str) -> Running {

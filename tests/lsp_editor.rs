@@ -117,7 +117,7 @@ const CAPABILITIES: &str = r#"{
     "positionEncoding": "utf-16",
     "textDocumentSync": {"openClose": true, "change": 2, "save": {"includeText": false}},
     "codeActionProvider": true,
-    "executeCommandProvider": {"commands": ["ccide.select", "ccide.mention", "ccide.show", "ccide.accept", "ccide.acceptEdited", "ccide.reject"]},
+    "executeCommandProvider": {"commands": ["ccide.select", "ccide.mention", "ccide.show", "ccide.accept", "ccide.acceptEdited", "ccide.reject", "ccide.keepHunk", "ccide.dropHunk", "ccide.acceptKept", "ccide.rejectAll"]},
     "workspace": {"workspaceFolders": {"supported": true, "changeNotifications": true}}
   },
   "serverInfo": {"name": "ccide", "version": "0.1.0"}
@@ -678,7 +678,11 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
             "Claude: @-mention",
             "Claude: show proposed edit",
             "Claude: accept",
-            "Claude: reject"
+            "Claude: reject",
+            "Claude: keep hunk 1/1",
+            "Claude: drop hunk 1/1",
+            "Claude: accept what is kept",
+            "Claude: reject all"
         ]
     );
     // The user opens it and edits it without saving.
@@ -730,6 +734,185 @@ fn proposals_are_shown_accepted_as_edited_and_reloaded() {
     // Nothing pending any more: the diff actions are gone.
     wait_for("the diff settled", DEADLINE, || {
         (titles(&ed.code_actions(&f, range(0, 0, 0, 0))).len() == 2).then_some(())
+    });
+}
+
+/// Twenty lines, and the same with lines 2, 10 and 18 changed: three hunks.
+fn twenty(changed: &[usize]) -> String {
+    (1..=20)
+        .map(|i| {
+            if changed.contains(&i) {
+                format!("NEW {i}\n")
+            } else {
+                format!("line {i}\n")
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn hunks_are_shown_as_hints_decided_by_code_actions_and_what_is_kept_accepted() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&["--no-default-checkers"]);
+    let original = twenty(&[]);
+    let f = sb.write("main.py", &original);
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &["--no-follow"]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, &original);
+    let tab = "main.py (hunks)";
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": twenty(&[2, 10, 18]), "tab_name": tab}}),
+    );
+    let hint = |line: u64, n: usize, state: &str| {
+        json!({"range": range(line, 0, line + 1, 0), "severity": 4, "source": "ccide",
+            "message": format!("Claude proposes (hunk {n}/3{state}): NEW {}", line + 1)})
+    };
+    let published = ed.incoming("textDocument/publishDiagnostics");
+    assert_eq!(
+        published["params"],
+        json!({"uri": file_uri(&f), "diagnostics": [hint(1, 1, ""), hint(9, 2, ""), hint(17, 3, "")]})
+    );
+    let titles = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["title"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // The cursor in hunk 2: its actions; on a line of no hunk, accepting what is kept only.
+    assert_eq!(
+        titles(&ed.code_actions(&f, range(9, 3, 9, 3)))[5..],
+        [
+            "Claude: keep hunk 2/3",
+            "Claude: drop hunk 2/3",
+            "Claude: accept what is kept",
+            "Claude: reject all"
+        ]
+    );
+    assert_eq!(
+        titles(&ed.code_actions(&f, range(13, 0, 13, 0)))[5..],
+        ["Claude: accept what is kept", "Claude: reject all"]
+    );
+    let r = ed.request(
+        "workspace/executeCommand",
+        json!({"command": "ccide.keepHunk", "arguments": [{"uri": file_uri(&f), "hunk": 4}]}),
+    );
+    assert_eq!(
+        r["error"]["message"],
+        format!("the proposal for {} has hunks 1 to 3, not 4", f.display()),
+        "{r}"
+    );
+    for (line, title, n, state) in [
+        (1, "Claude: keep hunk 1/3", 1, ", kept"),
+        (17, "Claude: keep hunk 3/3", 3, ", kept"),
+        (9, "Claude: drop hunk 2/3", 2, ", dropped"),
+    ] {
+        let r = ed.run_action(&f, range(line, 0, line, 0), title);
+        assert_eq!(r["result"], Value::Null, "{r}");
+        let p = ed.incoming("textDocument/publishDiagnostics")["params"].clone();
+        assert_eq!(p["diagnostics"][n - 1], hint(line, n, state), "{title}");
+    }
+    // The CLI asks for diagnostics: the hints are the editor's alone.
+    assert_eq!(
+        crate::util::diagnostics(&mut claude, json!({})),
+        json!([]),
+        "no checker: nothing stored"
+    );
+    let r = ed.run_action(&f, range(0, 0, 0, 0), "Claude: accept what is kept");
+    assert_eq!(r["result"], Value::Null, "{r}");
+    assert_eq!(
+        crate::util::texts(&claude.response(&open_diff)),
+        ["FILE_SAVED".to_string(), twenty(&[2, 18])]
+    );
+    // Settled: the hints go.
+    assert_eq!(
+        ed.incoming("textDocument/publishDiagnostics")["params"],
+        json!({"uri": file_uri(&f), "diagnostics": []})
+    );
+    let settled = server.control(&json!({"cmd": "diff.list"}))["settled"].clone();
+    assert_eq!(
+        settled[0]["verdict"],
+        json!({
+            "kept": [1, 3],
+            "dropped": [{"hunk": 2, "text": "@@ -7,7 +7,7 @@\n line 7\n line 8\n line 9\n-line 10\n+NEW 10\n line 11\n line 12\n line 13\n", "why": null}],
+            "edited": [],
+            "why": null,
+        })
+    );
+    assert_eq!(settled[0]["how"], "accepted");
+    // Another proposal, rejected whole from the file: every hunk recorded as dropped.
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": twenty(&[2, 10, 18]), "tab_name": tab}}),
+    );
+    ed.incoming("textDocument/publishDiagnostics");
+    let r = ed.run_action(&f, range(9, 0, 9, 0), "Claude: reject all");
+    assert_eq!(r["result"], Value::Null, "{r}");
+    assert_eq!(
+        crate::util::texts(&claude.response(&open_diff)),
+        ["DIFF_REJECTED", tab]
+    );
+    let settled = server.control(&json!({"cmd": "diff.list"}))["settled"].clone();
+    let verdict = &settled[1]["verdict"];
+    let dropped: Vec<&Value> = verdict["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| &d["hunk"])
+        .collect();
+    assert_eq!(
+        (&verdict["kept"], dropped),
+        (&json!([]), vec![&json!(1), &json!(2), &json!(3)])
+    );
+    assert_eq!(settled[1]["how"], "rejected");
+}
+
+/// With `--diagnostics` the hints are published with the file's stored diagnostics, and the
+/// CLI's getDiagnostics has the stored ones alone.
+#[test]
+fn hints_join_the_published_diagnostics_but_never_the_store() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&["--no-default-checkers"]);
+    let original = twenty(&[]);
+    let f = sb.write("main.py", &original);
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &["--no-follow", "--diagnostics"]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, &original);
+    let import = json!([{"uri": format!("file://{}", f.display()), "diagnostics": [
+        {"message": "bad", "severity": "Warning", "source": "lint",
+         "range": {"start": {"line": 4, "character": 0}, "end": {"line": 4, "character": 4}}}]}]);
+    let o = sb.run_stdin(&["diagnostics", "import"], import.to_string().as_bytes());
+    assert!(o.status.success(), "{}", crate::util::stderr(&o));
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": twenty(&[10]), "tab_name": "t"}}),
+    );
+    let warning =
+        json!({"message": "bad", "severity": 2, "source": "lint", "range": range(4, 0, 4, 4)});
+    let hint = json!({"range": range(9, 0, 10, 0), "severity": 4, "source": "ccide",
+        "message": "Claude proposes (hunk 1/1): NEW 10"});
+    wait_for("the warning and the hint in the editor", DEADLINE, || {
+        let p = ed.incoming("textDocument/publishDiagnostics")["params"].clone();
+        (p["diagnostics"] == json!([warning, hint])).then_some(())
+    });
+    let stored = crate::util::diagnostics(&mut claude, json!({}));
+    assert_eq!(
+        stored[0]["diagnostics"].as_array().unwrap().len(),
+        1,
+        "{stored}"
+    );
+    assert_eq!(stored[0]["diagnostics"][0]["message"], "bad", "{stored}");
+    ed.run_action(&f, range(9, 0, 9, 0), "Claude: reject all");
+    assert_eq!(
+        crate::util::texts(&claude.response(&open_diff)),
+        ["DIFF_REJECTED", "t"]
+    );
+    wait_for("the hint gone, the warning left", DEADLINE, || {
+        let p = ed.incoming("textDocument/publishDiagnostics")["params"].clone();
+        (p["diagnostics"] == json!([warning])).then_some(())
     });
 }
 

@@ -15,7 +15,10 @@ use serde_json::{Value, json};
 
 use super::docs::Doc;
 use super::link::{Choice, Found, Servers, Session, choose, overlapping};
-use super::proposals::{COMMANDS, Proposals, actions};
+use super::proposals::{
+    COMMANDS, HUNK_COMMANDS, Proposals, actions, composed, hint_list, hunk_actions, hunk_at,
+    review_of,
+};
 use super::quirks::{self, Quirks};
 use crate::cli::{EXIT_FAILURE, EXIT_OK};
 use crate::control::lsp_mux::{NAVIGATION, PASSED};
@@ -879,6 +882,7 @@ impl Dialogue {
         for d in answer["diffs"].as_array().into_iter().flatten() {
             self.diff_opened(i, d);
         }
+        self.publish_hints();
     }
 
     /// Tells a document's server its tab and its content, as if it were opened now.
@@ -888,6 +892,7 @@ impl Dialogue {
         }
         self.open_tab(uri);
         self.push(uri);
+        self.publish_hints();
     }
 
     fn lose(&mut self, i: usize) {
@@ -1004,6 +1009,7 @@ impl Dialogue {
             l.session = None;
             l.generation += 1;
             self.proposals.forget(i);
+            self.publish_hints();
             self.servers.stop(&root);
         }
     }
@@ -1107,6 +1113,7 @@ impl Dialogue {
         self.focus = Some(uri.to_string());
         self.open_tab(uri);
         self.push(uri);
+        self.publish_hints();
     }
 
     fn code_actions(&mut self, p: &Value) -> Value {
@@ -1141,7 +1148,18 @@ impl Dialogue {
                 .any(|doc| doc.path.parent() == Some(&d.dir));
             (proposal, open)
         });
-        actions(&uri, &range, diff)
+        let mut all = actions(&uri, &range, diff);
+        if let Some((d, false)) = self.proposals.of(&path)
+            && let Ok(review) = review_of(&d.dir)
+            && !review.pieces.is_empty()
+        {
+            let line = range["start"]["line"].as_u64().unwrap_or(0) as usize;
+            let at = hunk_at(&review, line);
+            if let Some(a) = all.as_array_mut() {
+                a.extend(hunk_actions(&uri, &range, at, review.pieces.len()));
+            }
+        }
+        all
     }
 
     fn execute(&mut self, p: &Value) -> Result<Value, String> {
@@ -1183,6 +1201,10 @@ impl Dialogue {
                 return Ok(Value::Null);
             }
             _ => {}
+        }
+        if HUNK_COMMANDS.contains(&cmd) {
+            let hunk = a["hunk"].as_u64().map(|h| h as usize);
+            return self.review_hunks(cmd, &path, hunk);
         }
         let (diff, proposal) = self
             .proposals
@@ -1283,6 +1305,7 @@ impl Dialogue {
         if self.editor.show_document {
             let _ = self.show_diff(i, &id, &file, false);
         }
+        self.publish_hints();
     }
 
     fn event(&mut self, i: usize, v: &Value) {
@@ -1301,6 +1324,7 @@ impl Dialogue {
                 let docs = &self.docs;
                 self.proposals
                     .settled(i, v, |f| docs.iter().any(|d| d.path == f));
+                self.publish_hints();
             }
             _ => {}
         }
@@ -1433,14 +1457,83 @@ impl Dialogue {
             for d in self.docs.iter_mut().filter(|d| d.link == Some(i)) {
                 let list = d.diagnostics(&answer["files"][text_of(&d.path)], enc);
                 if d.published != list {
-                    d.published = list.clone();
-                    out.push(json!({"uri": d.uri, "diagnostics": list}));
+                    d.published = list;
+                    out.push(json!({"uri": d.uri, "diagnostics": d.shown()}));
                 }
             }
             for o in out {
                 self.notify("textDocument/publishDiagnostics", o);
             }
         }
+    }
+}
+
+impl Dialogue {
+    /// Publishes the pending hunks of each open file as hints where they changed: a diff
+    /// opened or settled, a hunk decided, a file opened (ccide-protocol(7) §12).
+    fn publish_hints(&mut self) {
+        let mut out = Vec::new();
+        for k in 0..self.docs.len() {
+            let path = self.docs[k].path.clone();
+            let hints = match self.proposals.of(&path) {
+                Some((d, false)) => review_of(&d.dir)
+                    .map(|r| hint_list(&r, &d.decisions))
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            let d = &mut self.docs[k];
+            if d.hints != hints {
+                d.hints = hints;
+                out.push(json!({"uri": d.uri, "diagnostics": d.shown()}));
+            }
+        }
+        for o in out {
+            self.notify("textDocument/publishDiagnostics", o);
+        }
+    }
+
+    /// A hunk kept or dropped, what is kept accepted, or all rejected, from the real file's
+    /// code actions.
+    fn review_hunks(
+        &mut self,
+        cmd: &str,
+        path: &Path,
+        hunk: Option<usize>,
+    ) -> Result<Value, String> {
+        let none = || format!("Claude Code proposes no edit to {}", path.display());
+        let d = self.proposals.of_file_mut(path).ok_or_else(none)?;
+        let review = review_of(&d.dir)?;
+        let n = review.pieces.len();
+        d.decisions.resize(n, None);
+        if matches!(cmd, "ccide.acceptKept" | "ccide.rejectAll") {
+            let decisions: &[Option<bool>] = match cmd {
+                "ccide.acceptKept" => &d.decisions,
+                _ => &[],
+            };
+            let (accept, content, verdict) = composed(&review, decisions)?;
+            let (i, id) = (d.link, d.id.clone());
+            let req = Request::DiffSettle {
+                target: Some(id),
+                accept,
+                content,
+                cwd: None,
+                verdict: Some(verdict),
+            };
+            self.ask(Some(i), &req)?;
+            return Ok(Value::Null);
+        }
+        let h = hunk.ok_or_else(|| {
+            format!("{cmd} takes the hunk's number: [{{\"uri\": ..., \"hunk\": N}}]")
+        })?;
+        if !(1..=n).contains(&h) {
+            return Err(format!(
+                "the proposal for {} has hunks 1 to {n}, not {h}",
+                path.display()
+            ));
+        }
+        d.decisions[h - 1] = Some(cmd == "ccide.keepHunk");
+        self.publish_hints();
+        Ok(Value::Null)
     }
 }
 

@@ -26,6 +26,9 @@ pub struct Doc {
     pub range: Value,
     /// The diagnostics last published for it (`--diagnostics`).
     pub published: Value,
+    /// The pending hunks' hint diagnostics last published for it (ccide-protocol(7) §12):
+    /// the editor's alone, never the server's.
+    pub hints: Vec<Value>,
 }
 
 impl Doc {
@@ -40,6 +43,7 @@ impl Doc {
             pushed: false,
             range: Value::Null,
             published: Value::Null,
+            hints: Vec::new(),
         }
     }
 
@@ -130,6 +134,13 @@ impl Doc {
             }
         }
         json!({"range": range_to_json(Pos::default(), old_end), "newText": new})
+    }
+
+    /// What the editor is to show: the server's diagnostics last published, and the hints.
+    pub fn shown(&self) -> Value {
+        let mut all = self.published.as_array().cloned().unwrap_or_default();
+        all.extend(self.hints.iter().cloned());
+        all.into()
     }
 
     /// Diagnostics as the store has them (columns in UTF-16 units, what the CLI is sent) as

@@ -7,14 +7,28 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::review::{Answer, Decision, Review};
+
 /// The commands, by the titles their code actions show.
-pub const COMMANDS: [(&str, &str); 6] = [
+pub const COMMANDS: [(&str, &str); 10] = [
     ("ccide.select", "Claude: send selection"),
     ("ccide.mention", "Claude: @-mention"),
     ("ccide.show", "Claude: show proposed edit"),
     ("ccide.accept", "Claude: accept"),
     ("ccide.acceptEdited", "Claude: accept as edited"),
     ("ccide.reject", "Claude: reject"),
+    ("ccide.keepHunk", "Claude: keep hunk"),
+    ("ccide.dropHunk", "Claude: drop hunk"),
+    ("ccide.acceptKept", "Claude: accept what is kept"),
+    ("ccide.rejectAll", "Claude: reject all"),
+];
+
+/// The commands offered on the real file's hunks, the only ones not in `actions`' list.
+pub const HUNK_COMMANDS: [&str; 4] = [
+    "ccide.keepHunk",
+    "ccide.dropHunk",
+    "ccide.acceptKept",
+    "ccide.rejectAll",
 ];
 
 /// The code actions for a document: selection and mention, and with a pending diff for it
@@ -30,11 +44,130 @@ pub fn actions(uri: &str, range: &Value, diff: Option<(bool, bool)>) -> Value {
     };
     COMMANDS
         .iter()
-        .filter(|(cmd, _)| offered(cmd))
+        .filter(|(cmd, _)| !HUNK_COMMANDS.contains(cmd) && offered(cmd))
         .map(|(cmd, title)| {
             json!({"title": title, "command": {"title": title, "command": cmd, "arguments": arguments}})
         })
         .collect()
+}
+
+/// The hunk review actions on the real file, with the cursor in hunk `at` (1-based) of `count`
+/// (ccide-protocol(7) §12): keep or drop that hunk, accept what is kept, or reject all (every
+/// hunk recorded as dropped).
+pub fn hunk_actions(uri: &str, range: &Value, at: Option<usize>, count: usize) -> Vec<Value> {
+    let action = |cmd: &str, title: String, hunk: Option<usize>| {
+        let mut arg = json!({"uri": uri, "range": range});
+        if let Some(h) = hunk {
+            arg["hunk"] = h.into();
+        }
+        json!({"title": title, "command": {"title": title, "command": cmd, "arguments": [arg]}})
+    };
+    let mut out = Vec::new();
+    if let Some(i) = at {
+        out.push(action(
+            "ccide.keepHunk",
+            format!("Claude: keep hunk {i}/{count}"),
+            Some(i),
+        ));
+        out.push(action(
+            "ccide.dropHunk",
+            format!("Claude: drop hunk {i}/{count}"),
+            Some(i),
+        ));
+    }
+    out.push(action(
+        "ccide.acceptKept",
+        "Claude: accept what is kept".into(),
+        None,
+    ));
+    out.push(action("ccide.rejectAll", "Claude: reject all".into(), None));
+    out
+}
+
+/// The proposal of a diff as a review: its hunks as `ccide diff review` numbers them.
+pub fn review_of(dir: &Path) -> Result<Review, String> {
+    let read = |name: &str| {
+        std::fs::read(dir.join(name))
+            .map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()))
+    };
+    let original = crate::textdiff::as_cli_reads(&read("original")?).text;
+    Ok(Review::new(original, read("proposed")?))
+}
+
+/// The hunk (1-based) whose lines of the file as it is hold `line` (0-based).
+pub fn hunk_at(review: &Review, line: usize) -> Option<usize> {
+    review
+        .pieces
+        .iter()
+        .position(|p| {
+            let len = p.lines.iter().filter(|(k, _)| *k != '+').count().max(1);
+            (p.old_lo..p.old_lo + len).contains(&line)
+        })
+        .map(|i| i + 1)
+}
+
+/// The pending hunks as hint diagnostics on the real file (ccide-protocol(7) §12): each at the
+/// lines it replaces in the file as it is (columns 0, the same in every encoding), the
+/// proposed text in the message, and what was decided so far.
+pub fn hint_list(review: &Review, decisions: &[Option<bool>]) -> Vec<Value> {
+    let n = review.pieces.len();
+    review
+        .pieces
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let (lo, hi, new) = p.kept();
+            let state = match decisions.get(i).copied().flatten() {
+                Some(true) => ", kept",
+                Some(false) => ", dropped",
+                None => "",
+            };
+            let shown: Vec<String> = new
+                .iter()
+                .take(3)
+                .map(|l| String::from_utf8_lossy(l).trim_end_matches(['\n', '\r']).to_string())
+                .collect();
+            let mut text = if new.is_empty() {
+                format!("delete {} line{}", hi - lo, if hi - lo == 1 { "" } else { "s" })
+            } else {
+                shown.join("\n")
+            };
+            if new.len() > 3 {
+                text.push_str(&format!("\n… ({} more lines)", new.len() - 3));
+            }
+            json!({
+                "range": {"start": {"line": lo, "character": 0}, "end": {"line": hi, "character": 0}},
+                "severity": 4,
+                "source": "ccide",
+                "message": format!("Claude proposes (hunk {}/{n}{state}): {text}", i + 1),
+            })
+        })
+        .collect()
+}
+
+/// What a review's decisions compose (undecided hunks dropped, as `ccide diff review`'s q
+/// does): whether it accepts, the text to answer with when it is not the proposal, and the
+/// verdict.
+pub fn composed(
+    review: &Review,
+    decisions: &[Option<bool>],
+) -> Result<(bool, Option<String>, Value), String> {
+    let decided: Vec<Decision> = (0..review.pieces.len())
+        .map(|i| match decisions.get(i).copied().flatten() {
+            Some(true) => Decision::Keep,
+            _ => Decision::Drop,
+        })
+        .collect();
+    let verdict = crate::review::verdict(review, &decided, &vec![None; decided.len()], None);
+    Ok(match review.compose(&decided)? {
+        Answer::Save(text) if text == review.proposed => (true, None, verdict),
+        Answer::Save(text) => (
+            true,
+            Some(String::from_utf8_lossy(&text).into_owned()),
+            verdict,
+        ),
+        Answer::Reject => (false, None, verdict),
+    })
 }
 
 pub struct Diff {
@@ -47,6 +180,8 @@ pub struct Diff {
     /// The target file's modification time and size when the diff opened, to see the CLI
     /// write it after the diff is settled.
     stamp: Option<crate::files::Stamp>,
+    /// Each hunk kept (true) or dropped (false) from the editor's code actions; None undecided.
+    pub decisions: Vec<Option<bool>>,
 }
 
 /// A file the CLI is expected to write after a settled diff.
@@ -79,6 +214,7 @@ impl Proposals {
             link,
             id,
             stamp: crate::files::stamp(&file),
+            decisions: Vec::new(),
             dir: std::fs::canonicalize(dir).unwrap_or_else(|_| dir.into()),
             file,
         });
@@ -137,6 +273,11 @@ impl Proposals {
             true
         });
         out
+    }
+
+    /// The pending diff for a file (not its proposal), to decide its hunks.
+    pub fn of_file_mut(&mut self, path: &Path) -> Option<&mut Diff> {
+        self.diffs.iter_mut().find(|d| d.file == path)
     }
 
     pub fn watching(&self) -> bool {
@@ -198,6 +339,74 @@ mod tests {
                 "Claude: reject"
             ]
         );
+    }
+
+    #[test]
+    fn hunks_are_found_at_the_cursor_shown_as_hints_and_composed_from_decisions() {
+        let text = |changed: &[usize]| -> Vec<u8> {
+            (1..=20)
+                .map(|i| match changed.contains(&i) {
+                    true => format!("NEW {i}\n"),
+                    false => format!("line {i}\n"),
+                })
+                .collect::<String>()
+                .into_bytes()
+        };
+        let mut proposed = text(&[2, 10]);
+        // Hunk 3 deletes lines 18 and 19.
+        proposed = String::from_utf8(proposed)
+            .unwrap()
+            .replace("line 18\nline 19\n", "")
+            .into_bytes();
+        let r = Review::new(text(&[]), proposed);
+        assert_eq!(r.pieces.len(), 3);
+        let at: Vec<Option<usize>> = [0, 1, 4, 5, 6, 9, 12, 13, 14, 17, 19]
+            .iter()
+            .map(|&l| hunk_at(&r, l))
+            .collect();
+        assert_eq!(
+            at,
+            [
+                Some(1),
+                Some(1),
+                Some(1),
+                None,
+                Some(2),
+                Some(2),
+                Some(2),
+                None,
+                Some(3),
+                Some(3),
+                Some(3)
+            ]
+        );
+        let h = hint_list(&r, &[Some(true), Some(false), None]);
+        let messages: Vec<&str> = h.iter().map(|d| d["message"].as_str().unwrap()).collect();
+        assert_eq!(
+            messages,
+            [
+                "Claude proposes (hunk 1/3, kept): NEW 2",
+                "Claude proposes (hunk 2/3, dropped): NEW 10",
+                "Claude proposes (hunk 3/3): delete 2 lines"
+            ]
+        );
+        assert_eq!(
+            h[2]["range"],
+            json!({"start": {"line": 17, "character": 0}, "end": {"line": 19, "character": 0}})
+        );
+        assert_eq!(h[2]["severity"], 4);
+        // Undecided is dropped; all kept is the proposal itself; none kept a rejection.
+        let (accept, content, verdict) = composed(&r, &[Some(true), None, None]).unwrap();
+        assert_eq!(
+            (accept, content),
+            (true, Some(String::from_utf8(text(&[2])).unwrap()))
+        );
+        assert_eq!(verdict["kept"], json!([1]));
+        let all = composed(&r, &[Some(true); 3]).unwrap();
+        assert_eq!((all.0, all.1), (true, None));
+        let none = composed(&r, &[]).unwrap();
+        assert_eq!((none.0, none.1), (false, None));
+        assert_eq!(none.2["dropped"].as_array().unwrap().len(), 3);
     }
 
     #[test]

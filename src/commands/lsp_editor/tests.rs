@@ -632,7 +632,11 @@ fn initialize_negotiates_the_encoding_and_answers_unknown_methods() {
                 "ccide.show",
                 "ccide.accept",
                 "ccide.acceptEdited",
-                "ccide.reject"
+                "ccide.reject",
+                "ccide.keepHunk",
+                "ccide.dropHunk",
+                "ccide.acceptKept",
+                "ccide.rejectAll"
             ])
         );
         assert_eq!(v["serverInfo"]["name"], "ccide");
@@ -913,7 +917,11 @@ fn proposals_are_announced_offered_accepted_as_edited_reloaded_and_rejected() {
             "Claude: @-mention",
             "Claude: show proposed edit",
             "Claude: accept",
-            "Claude: reject"
+            "Claude: reject",
+            "Claude: keep hunk 1/1",
+            "Claude: drop hunk 1/1",
+            "Claude: accept what is kept",
+            "Claude: reject all"
         ]
     );
     // Without window/showDocument, showing names the proposal.
