@@ -182,6 +182,12 @@ fn diff_settle_keeps_the_verdict_with_the_settled_diff() {
     let c = client(&ts);
     write(&ts, "a.txt", "a\n");
     let first = open_diff(&ts, &c, 1, "a.txt", "tab a");
+    let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = events.clone();
+    ts.state.events.subscribe_with(Box::new(move |line| {
+        seen.lock().unwrap().push(line.to_string());
+        true
+    }));
     let verdict = json!({"kept": [], "dropped": [{"hunk": 1, "text": "@@ -1 +1 @@\n-a\n+new a.txt\n", "why": "keep a"}], "edited": [], "why": "not now"});
     let settled = ask(
         &ts,
@@ -192,6 +198,18 @@ fn diff_settle_keeps_the_verdict_with_the_settled_diff() {
     assert_eq!(
         ask(&ts, json!({"cmd": "diff.list"}))["settled"],
         json!([{"id": "1", "tab_name": "tab a", "how": "rejected", "verdict": verdict}])
+    );
+    // The event names the dropped hunks without their text, which may be large.
+    let settled_event: Value = events
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["event"] == "diff_settled")
+        .unwrap();
+    assert_eq!(
+        settled_event["verdict"],
+        json!({"kept": [], "dropped": [{"hunk": 1, "why": "keep a"}], "edited": [], "why": "not now"})
     );
     assert_eq!(
         ask(

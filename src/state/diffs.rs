@@ -175,6 +175,19 @@ impl SettleError {
     }
 }
 
+/// A verdict as `diff_settled` carries it: the dropped hunks by number and reason, without
+/// their text (`diff.list`'s `settled` has it). An event goes to every subscriber through its
+/// socket's buffer: 500 dropped hunks' text would not fit, and the subscriber would be cut.
+fn without_hunk_texts(verdict: &Value) -> Value {
+    let mut v = verdict.clone();
+    if let Some(dropped) = v["dropped"].as_array_mut() {
+        for d in dropped.iter_mut().filter_map(Value::as_object_mut) {
+            d.remove("text");
+        }
+    }
+    v
+}
+
 impl Diffs {
     /// Opens the store, removing diffs left by a previous run (nobody can answer them now).
     pub fn open(state_dir: &Path, events: Arc<Events>) -> Result<Diffs, String> {
@@ -629,7 +642,7 @@ impl Diffs {
             "tab_name": d.tab_name.as_str(), "file": json::path(&d.path),
         };
         if let Some(v) = &verdict {
-            event["verdict"] = v.clone();
+            event["verdict"] = without_hunk_texts(v);
         }
         self.events.emit(event);
         inner.settled.push(Settled {
