@@ -38,6 +38,20 @@ use tungstenite::protocol::{WebSocket, WebSocketConfig};
 use tungstenite::{Message, http};
 use util::*;
 
+// The review engine itself, for the linearity row: pure, texts in and text out.
+#[allow(dead_code)]
+#[path = "../src/json.rs"]
+mod json;
+#[allow(dead_code)]
+#[path = "../src/review.rs"]
+mod review;
+#[allow(dead_code)]
+#[path = "../src/text.rs"]
+mod text;
+#[allow(dead_code)]
+#[path = "../src/textdiff.rs"]
+mod textdiff;
+
 /// `serve` flags for every measurement: no keepalive ping during a run, room for 100 clients.
 const SERVE: &[&str] = &["--ping-interval", "3600", "--max-connections", "512"];
 
@@ -723,6 +737,253 @@ fn measure_big_diff() -> (Duration, Duration, Duration) {
         }
     }
     (lat(total).p50, lat(open).p50, lat(accept).p50)
+}
+
+/// A generated file of `mib` MiB and a proposal of it where `hunks` lines spread evenly
+/// through it change, each far enough from the next to be a hunk of its own. Also returns the
+/// first changed line as the proposal has it.
+fn hunk_texts(mib: usize, hunks: usize) -> (String, String, String) {
+    let mut original = String::with_capacity((mib + 1) << 20);
+    let mut i = 0u64;
+    while original.len() < mib << 20 {
+        original.push_str(&format!(
+            "line {i:08} of a rather large generated file.......\n"
+        ));
+        i += 1;
+    }
+    let mut proposed: Vec<String> = original.lines().map(str::to_string).collect();
+    let step = proposed.len() / hunks;
+    for n in 0..hunks {
+        let k = n * step + step / 2;
+        proposed[k] = format!("changed line {k:08} of the proposal");
+    }
+    let first = proposed[step / 2].clone();
+    (original, proposed.join("\n") + "\n", first)
+}
+
+struct Hunks {
+    /// `ccide diff review ID` started in a pty → the first hunk's text on it.
+    review_first: Vec<Duration>,
+    /// `ccide diff show ID` → its exit, all output read from a pipe.
+    show: Vec<Duration>,
+    /// `ccide diff accept ID --hunks 1,3,…,999` started → FILE_SAVED received.
+    accept_hunks: Vec<Duration>,
+    /// `ccide diff accept ID` started → FILE_SAVED received.
+    accept_plain: Vec<Duration>,
+    /// The floor: `diff.settle` accept through the control socket → FILE_SAVED received, as
+    /// the big-diff row measures it.
+    accept_floor: Vec<Duration>,
+    /// (split, compose every other hunk) in process: 10 MiB / 1,000 hunks, 40 MiB / 4,000.
+    linear: [(Duration, Duration); 2],
+}
+
+/// Opens the proposal as Claude Code does and returns the diff's id once serve says it is
+/// open.
+fn open_proposal(
+    ws: &mut WebSocket<TcpStream>,
+    events: &mut Control,
+    file: &Path,
+    proposed: &str,
+    id: u64,
+) -> String {
+    let p = file.to_str().unwrap();
+    let request = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"openDiff","arguments":{"old_file_path":p,"new_file_path":p,"new_file_contents":proposed,"tab_name":"hunks"},"_meta":{"progressToken":1}}}).to_string();
+    ws.send(Message::Text(request.into())).unwrap();
+    let opened = loop {
+        let e = events.line();
+        if e["event"] == "diff_opened" {
+            break e;
+        }
+    };
+    match &opened["id"] {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Waits for the FILE_SAVED answering request `id`.
+fn file_saved(ws: &mut WebSocket<TcpStream>, id: u64) {
+    let r = next_response(ws);
+    let head = &r.as_str()[..r.len().min(300)];
+    assert!(
+        head.contains("FILE_SAVED") && head.contains(&format!("\"id\":{id}")),
+        "{head}"
+    );
+}
+
+/// Starts `argv` in a pseudo-terminal (python3's pty module, as tests/fixtures/pty_drive.py
+/// does) and returns the time from just before the fork until the screen shows `expect`;
+/// then types Ctrl-C, which leaves the diff pending, and waits for the command to end.
+const PTY_FIRST: &str = r#"
+import json, os, pty, select, sys, time
+argv, want = json.loads(sys.argv[1]), sys.argv[2].encode()
+t0 = time.monotonic()
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(argv[0], argv)
+seen = b""
+deadline = t0 + 20
+while want not in seen:
+    r, _, _ = select.select([fd], [], [], max(0, deadline - time.monotonic()))
+    if not r:
+        sys.exit("never saw %r; saw %r" % (want, seen[-2000:]))
+    seen += os.read(fd, 1 << 16)
+t = time.monotonic() - t0
+os.write(fd, b"\x03")
+while True:
+    try:
+        if not os.read(fd, 1 << 16):
+            break
+    except OSError:
+        break
+os.waitpid(pid, 0)
+print("%.9f" % t)
+"#;
+
+fn first_on_screen(sb: &Sandbox, args: &[&str], expect: &str) -> Duration {
+    let cmd = sb.command(args);
+    let argv: Vec<String> = std::iter::once(BIN.to_string())
+        .chain(args.iter().map(|a| a.to_string()))
+        .collect();
+    let o = Command::new(python3())
+        .arg("-c")
+        .arg(PTY_FIRST)
+        .arg(serde_json::to_string(&argv).unwrap())
+        .arg(expect)
+        .env_clear()
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .current_dir(sb.ws())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "pty: {}", stderr(&o));
+    Duration::from_secs_f64(stdout(&o).trim().parse().unwrap())
+}
+
+/// `ccide ARGS` started → exit, its output read from a pipe to the end.
+fn run_timed(sb: &Sandbox, args: &[&str]) -> (Duration, usize) {
+    let t0 = Instant::now();
+    let mut child = sb
+        .command(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = Vec::new();
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    let status = child.wait().unwrap();
+    let t = t0.elapsed();
+    assert!(status.success(), "ccide {args:?}: {status}");
+    (t, out.len())
+}
+
+/// Hunk review of a 10 MiB proposal with 1,000 hunks: medians of 9 runs after one warm-up.
+fn measure_hunks() -> Hunks {
+    let sb = Sandbox::new();
+    let (original, proposed, first) = hunk_texts(10, 1000);
+    let file = sb.write("big.txt", &original);
+    let s = sb.serve(SERVE);
+    let mut ws = ready_ws(&s, LARGE);
+    let path = control_path(&s);
+    let mut events = Control::connect(&path);
+    assert_eq!(
+        events.request(&json!({"cmd":"events"}))["event"],
+        "subscribed"
+    );
+    let mut ctl = Control::connect(&path);
+    let every_other = (1..=1000)
+        .step_by(2)
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut h = Hunks {
+        review_first: Vec::new(),
+        show: Vec::new(),
+        accept_hunks: Vec::new(),
+        accept_plain: Vec::new(),
+        accept_floor: Vec::new(),
+        linear: [(Duration::ZERO, Duration::ZERO); 2],
+    };
+    // One diff pending for review and show: Ctrl-C leaves it so.
+    let id = open_proposal(&mut ws, &mut events, &file, &proposed, 800);
+    for run in 0..10 {
+        let review = first_on_screen(&sb, &["diff", "review", &id], &first);
+        let (show, len) = run_timed(&sb, &["diff", "show", &id]);
+        assert!(len > 100_000, "diff show wrote {len} bytes");
+        if run > 0 {
+            h.review_first.push(review);
+            h.show.push(show);
+        }
+    }
+    let settled =
+        ctl.request(&json!({"cmd":"diff.settle","target":id,"accept":false,"cwd":sb.ws()}));
+    assert_eq!(settled["ok"], true, "{settled}");
+    drain_ws(&mut ws, Duration::from_millis(100));
+    for run in 0..10u64 {
+        let rid = 810 + 3 * run;
+        let id = open_proposal(&mut ws, &mut events, &file, &proposed, rid);
+        let t0 = Instant::now();
+        let settled =
+            ctl.request(&json!({"cmd":"diff.settle","target":id,"accept":true,"cwd":sb.ws()}));
+        assert_eq!(settled["ok"], true, "{settled}");
+        file_saved(&mut ws, rid);
+        let floor = t0.elapsed();
+
+        let id = open_proposal(&mut ws, &mut events, &file, &proposed, rid + 1);
+        let t0 = Instant::now();
+        run_timed(&sb, &["diff", "accept", &id]);
+        file_saved(&mut ws, rid + 1);
+        let plain = t0.elapsed();
+
+        let id = open_proposal(&mut ws, &mut events, &file, &proposed, rid + 2);
+        let t0 = Instant::now();
+        run_timed(&sb, &["diff", "accept", &id, "--hunks", &every_other]);
+        file_saved(&mut ws, rid + 2);
+        let hunks = t0.elapsed();
+        // Its diff_settled event (the verdict: 500 dropped hunks' text, ~250 KiB) is more than
+        // a socket buffer, which makes serve drop every socket subscriber: subscribe again.
+        events = Control::connect(&path);
+        assert_eq!(
+            events.request(&json!({"cmd":"events"}))["event"],
+            "subscribed"
+        );
+        if run > 0 {
+            h.accept_floor.push(floor);
+            h.accept_plain.push(plain);
+            h.accept_hunks.push(hunks);
+        }
+    }
+    drop(ws);
+    drop(s);
+    for (slot, (mib, count)) in [(10, 1000), (40, 4000)].into_iter().enumerate() {
+        let (original, proposed, _) = hunk_texts(mib, count);
+        let (mut split, mut compose) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            let t0 = Instant::now();
+            let r =
+                review::Review::new(original.clone().into_bytes(), proposed.clone().into_bytes());
+            let t1 = Instant::now();
+            assert_eq!(r.pieces.len(), count);
+            let decisions: Vec<review::Decision> = (0..count)
+                .map(|n| {
+                    if n % 2 == 0 {
+                        review::Decision::Keep
+                    } else {
+                        review::Decision::Drop
+                    }
+                })
+                .collect();
+            let t2 = Instant::now();
+            let answer = r.compose(&decisions).unwrap();
+            let t3 = Instant::now();
+            assert!(
+                matches!(answer, review::Answer::Save(ref t) if t.len() > (mib << 20) * 9 / 10)
+            );
+            split.push(t1 - t0);
+            compose.push(t3 - t2);
+        }
+        h.linear[slot] = (median_d(&split), median_d(&compose));
+    }
+    h
 }
 
 /// getDiagnostics {uri} with 10,000 diagnostics stored over 1,000 files.
@@ -2345,8 +2606,8 @@ fn navigation_rows(rows: &mut Vec<Row>) {
 }
 
 /// The sections `CCIDE_BENCH_ONLY` names (comma-separated: size, start-up, memory,
-/// round-trips, throughput, notifications, editor, big-diff, diagnostics, churn, languages,
-/// navigation),
+/// round-trips, throughput, notifications, editor, big-diff, hunks, diagnostics, churn,
+/// languages, navigation),
 /// or all of them when it is unset: one row alone while iterating on it.
 fn wanted(section: &str) -> bool {
     std::env::var("CCIDE_BENCH_ONLY")
@@ -2610,6 +2871,58 @@ fn bench() {
             ),
             "< 100 ms",
             Some(total < ms(100.0)),
+        ));
+    }
+
+    if wanted("hunks") {
+        eprintln!("bench: hunk review of 10 MiB with 1,000 hunks");
+        let h = measure_hunks();
+        let review = median_d(&h.review_first);
+        rows.push(row(
+            "hunks: `ccide diff review ID` started in a pty → first hunk on screen (10 MiB, 1,000 hunks)",
+            fmt_d(review),
+            "≤ 50 ms",
+            Some(review <= ms(50.0)),
+        ));
+        let (hunks, plain, floor) = (
+            median_d(&h.accept_hunks),
+            median_d(&h.accept_plain),
+            median_d(&h.accept_floor),
+        );
+        let over = hunks.saturating_sub(floor);
+        rows.push(row(
+            "hunks: `ccide diff accept ID --hunks 1,3,…,999` started → `FILE_SAVED` received, over the floor (the big-diff row's accept: `diff.settle` on the control socket → `FILE_SAVED`, same proposal, same run; medians subtracted)",
+            format!(
+                "{} over (--hunks {}, floor {}; plain `ccide diff accept ID` {})",
+                fmt_d(over),
+                fmt_d(hunks),
+                fmt_d(floor),
+                fmt_d(plain)
+            ),
+            "≤ 100 ms over",
+            Some(over <= ms(100.0)),
+        ));
+        let show = median_d(&h.show);
+        rows.push(row(
+            "hunks: `ccide diff show ID` numbered, to a pipe, until it exits",
+            fmt_d(show),
+            "≤ 100 ms",
+            Some(show <= ms(100.0)),
+        ));
+        let [(s10, c10), (s40, c40)] = h.linear;
+        rows.push(row(
+            "hunks: split (`Review::new`) + compose (every other hunk kept), in process, 10 MiB / 1,000 hunks vs 40 MiB / 4,000",
+            format!(
+                "split {} → {} (×{:.1}), compose {} → {} (×{:.1}); linear is ×4",
+                fmt_d(s10),
+                fmt_d(s40),
+                s40.as_secs_f64() / s10.as_secs_f64(),
+                fmt_d(c10),
+                fmt_d(c40),
+                c40.as_secs_f64() / c10.as_secs_f64()
+            ),
+            "",
+            None,
         ));
     }
 
