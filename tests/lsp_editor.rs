@@ -3,9 +3,11 @@
 //! receive exactly what VS Code would send it.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::util::{DEADLINE, LspProcess, Sandbox, Server, file_uri, list_locks, stdout, wait_for};
+use crate::util::{
+    DEADLINE, LspProcess, Sandbox, Server, file_uri, list_locks, stderr, stdout, wait_for,
+};
 use serde_json::{Value, json};
 
 /// An LSP client speaking to `ccide lsp` over its standard streams.
@@ -99,10 +101,20 @@ fn range(l1: u64, c1: u64, l2: u64, c2: u64) -> Value {
 /// Waits until the server's status satisfies `pred` (the editor's messages are asynchronous;
 /// a server that the editor starts, or that restarts, may not answer yet).
 pub(crate) fn status_where(sb: &Sandbox, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    wait_for(what, DEADLINE, || {
+    let end = Instant::now() + DEADLINE;
+    loop {
         let o = sb.run(&["status", "--json"]);
-        serde_json::from_str(&stdout(&o)).ok().filter(|s| pred(s))
-    })
+        if let Some(s) = serde_json::from_str(&stdout(&o)).ok().filter(|s| pred(s)) {
+            return s;
+        }
+        assert!(
+            Instant::now() < end,
+            "timed out after {DEADLINE:?} waiting for {what}; ccide status --json said: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 pub(crate) fn tabs(paths: &[(&Path, bool)]) -> Value {
