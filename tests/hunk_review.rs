@@ -640,3 +640,43 @@ fn review_walk_skips_a_diff_it_cannot_read_and_goes_on() {
     // The first is still pending, for ccide diff reject.
     assert_eq!(wait_pending(&sb, 1)[0]["id"], "1");
 }
+
+/// The server stopping while the walk waits for the next proposal ends the walk, saying so,
+/// instead of failing on the control socket it can no longer reach.
+#[test]
+fn review_waiting_for_the_next_proposal_ends_when_the_server_stops() {
+    let sb = Sandbox::new();
+    let mut srv = sb.serve(&[]);
+    let waiting = sb.root.join("waiting");
+    let (status, screen) = std::thread::scope(|scope| {
+        let review = scope.spawn(|| {
+            in_terminal_status(
+                &sb,
+                &["diff", "review"],
+                &[("NO_COLOR", "1")],
+                &json_steps(&[
+                    json!([
+                        "waiting for Claude's next proposal (q to stop)",
+                        "",
+                        s(&waiting)
+                    ]),
+                    json!(["no more proposals to review", ""]),
+                ]),
+            )
+        });
+        wait_for(
+            "the review to wait",
+            std::time::Duration::from_secs(30),
+            || waiting.exists().then_some(()),
+        );
+        srv.stop_with("TERM");
+        review.join().unwrap()
+    });
+    assert_eq!(
+        (status, String::from_utf8_lossy(&screen).as_ref()),
+        (
+            Some(0),
+            "waiting for Claude's next proposal (q to stop)\nthe ccide server stopped: no more proposals to review\n"
+        )
+    );
+}

@@ -51,15 +51,17 @@ pub fn diff(args: &Args) -> Outcome {
 fn walk(args: &Args, t: &mut Terminal, ctl: &mut Control, why: Option<&str>) -> Outcome {
     // Subscribed before listing, so a diff opened in between is not missed.
     let mut events = connect(args)?.subscribe()?;
+    // true: a diff was opened; false: the server went away (its event stream ended).
     let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
+    crate::proc::spawn_thread("diff-review-events", move || {
         while let Ok(line) = events.next_line() {
-            if line.contains("\"diff_opened\"") && tx.send(()).is_err() {
+            if line.contains("\"diff_opened\"") && tx.send(true).is_err() {
                 return;
             }
         }
-        let _ = tx.send(());
-    });
+        let _ = tx.send(false);
+    })
+    .map_err(|e| Fail::Failed(format!("cannot start a thread: {e}")))?;
     let mut seen = std::collections::HashSet::new();
     loop {
         let list = ctl.request(&Request::DiffList)?;
@@ -81,8 +83,13 @@ fn walk(args: &Args, t: &mut Terminal, ctl: &mut Control, why: Option<&str>) -> 
             continue;
         }
         t.say("waiting for Claude's next proposal (q to stop)\n");
-        if !t.wait_key_or(&rx)? {
-            return Ok(EXIT_OK);
+        match t.wait_key_or(&rx)? {
+            Some(true) => {}
+            Some(false) => {
+                t.say("the ccide server stopped: no more proposals to review\n");
+                return Ok(EXIT_OK);
+            }
+            None => return Ok(EXIT_OK),
         }
     }
 }
@@ -561,13 +568,13 @@ impl Terminal {
         Ok((!line.is_empty()).then_some(line))
     }
 
-    /// Waits for a key (q, Ctrl-C or Ctrl-D: false) or a message on `rx` (true).
-    fn wait_key_or(&mut self, rx: &mpsc::Receiver<()>) -> Result<bool, Fail> {
+    /// Waits for a key (q, Ctrl-C or Ctrl-D: None) or a message on `rx` (it).
+    fn wait_key_or(&mut self, rx: &mpsc::Receiver<bool>) -> Result<Option<bool>, Fail> {
         use crate::sys::{Interest, poll};
         let fd = self.tty.as_raw_fd();
         loop {
-            if rx.try_recv().is_ok() {
-                return Ok(true);
+            if let Ok(opened) = rx.try_recv() {
+                return Ok(Some(opened));
             }
             let ready = poll(
                 &[Interest {
@@ -580,7 +587,7 @@ impl Terminal {
             .map_err(|e| Fail::Failed(format!("cannot wait on the terminal: {e}")))?;
             if ready[0].readable || ready[0].hangup {
                 match self.key()? {
-                    b'q' | CTRL_C | CTRL_D => return Ok(false),
+                    b'q' | CTRL_C | CTRL_D => return Ok(None),
                     _ => self.say("waiting for Claude's next proposal (q to stop)\n"),
                 }
             }
