@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::util::*;
+use crate::wire::{FIN, TEXT, frame};
 use serde_json::{Value, json};
 
 const MIB: usize = 1 << 20;
@@ -277,7 +278,7 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_is_disconnected() {
         while !stopped.load(Ordering::SeqCst) {
             let req = json!({"jsonrpc": "2.0", "id": sent, "method": "readFile", "params": {"path": "mib.txt"}});
             if deaf
-                .write_all(&client_text_frame(req.to_string().as_bytes()))
+                .write_all(&frame(FIN | TEXT, req.to_string().as_bytes()))
                 .is_err()
             {
                 break;

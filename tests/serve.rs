@@ -9,6 +9,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::util::*;
+use crate::wire::{FIN, TEXT, frame, read_frame};
 use serde_json::{Value, json};
 
 #[test]
@@ -441,7 +442,8 @@ fn requests_that_arrive_after_the_close_frame_are_not_served() {
     let mut silent = raw_client(srv.port, &srv.token);
     // It answers no ping: closed with 1001.
     let (code, reason) = loop {
-        match read_server_frame(&mut silent) {
+        let (first, payload) = read_frame(&mut silent).expect("a frame from the server");
+        match (first & 0x0f, payload) {
             (8, payload) => {
                 break (
                     u16::from_be_bytes([payload[0], payload[1]]),
@@ -459,7 +461,7 @@ fn requests_that_arrive_after_the_close_frame_are_not_served() {
     let made = sb.ws().join("made.txt");
     let req = json!({"jsonrpc": "2.0", "id": 1, "method": "writeFile", "params": {"path": "made.txt", "content": "x"}});
     silent
-        .write_all(&client_text_frame(req.to_string().as_bytes()))
+        .write_all(&frame(FIN | TEXT, req.to_string().as_bytes()))
         .unwrap();
     wait_for("the connection to end", DEADLINE, || {
         srv.log().contains("client #1 disconnected").then_some(())

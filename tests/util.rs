@@ -504,7 +504,7 @@ pub fn upgrade_head(port: u16, extra_headers: &str) -> String {
 }
 
 /// A WebSocket connection upgraded by hand and left raw: the test writes frames itself (see
-/// `client_text_frame`) and reads them with `read_server_frame`, or never reads at all.
+/// `wire::frame`) and reads them with `wire::read_frame`, or never reads at all.
 pub fn raw_client(port: u16, token: &str) -> TcpStream {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(DEADLINE)).unwrap();
@@ -525,49 +525,6 @@ pub fn raw_client(port: u16, token: &str) -> TcpStream {
         String::from_utf8_lossy(&buf)
     );
     s
-}
-
-/// A masked text frame, as a client sends one.
-pub fn client_text_frame(payload: &[u8]) -> Vec<u8> {
-    const MASK: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
-    let mut out = vec![0x81];
-    match payload.len() {
-        n if n < 126 => out.push(0x80 | n as u8),
-        n if n <= 0xffff => {
-            out.push(0x80 | 126);
-            out.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        n => {
-            out.push(0x80 | 127);
-            out.extend_from_slice(&(n as u64).to_be_bytes());
-        }
-    }
-    out.extend_from_slice(&MASK);
-    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ MASK[i % 4]));
-    out
-}
-
-/// The next frame the server wrote on a raw connection (unmasked, as a server sends them):
-/// its opcode (1 text, 8 close, ...) and payload.
-pub fn read_server_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {
-    let mut head = [0u8; 2];
-    s.read_exact(&mut head).expect("a frame from the server");
-    let len = match head[1] & 0x7f {
-        126 => {
-            let mut n = [0u8; 2];
-            s.read_exact(&mut n).unwrap();
-            u16::from_be_bytes(n) as usize
-        }
-        127 => {
-            let mut n = [0u8; 8];
-            s.read_exact(&mut n).unwrap();
-            u64::from_be_bytes(n) as usize
-        }
-        n => n as usize,
-    };
-    let mut payload = vec![0u8; len];
-    s.read_exact(&mut payload).unwrap();
-    (head[0] & 0x0f, payload)
 }
 
 /// A WebSocket client over a real socket. By default it answers the server's keepalive pings
