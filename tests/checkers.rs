@@ -9,19 +9,12 @@ use serde_json::{Value, json};
 /// A checker's body: reports an error on line 1 when the file contains "bad".
 const REPORT_BAD: &str = r#"if grep -q bad "$1"; then echo "$1:1:5: error: found bad [X1]"; fi"#;
 
-fn serve_with(sb: &Sandbox, script: &Path, extra: &[&str]) -> Server {
-    let spec = format!("*.txt=compiler:{} {{file}}", script.display());
-    let mut args = vec!["--no-default-checkers", "--checker", &spec];
-    args.extend_from_slice(extra);
-    sb.serve(&args)
-}
-
 #[test]
 fn the_baseline_includes_an_error_the_file_already_had_and_changes_are_broadcast() {
     let sb = Sandbox::new();
     let script = sb.script("check.sh", REPORT_BAD);
     let file = sb.write("notes dir/ä.txt", "all bad here\n");
-    let s = serve_with(&sb, &script, &[]);
+    let s = sb.serve_checker(&script, &[]);
     let mut c = s.ready_client();
     let expected = json!({"uri": uri(&file), "diagnostics": [{
         "message": "found bad", "severity": "Error", "source": "check.sh", "code": "X1",
@@ -47,7 +40,7 @@ fn an_open_files_errors_are_in_the_answer_for_every_file() {
     let script = sb.script("check.sh", TWO_ERRORS);
     let open = sb.write("open.txt", "bad\n  bad\n");
     sb.write("closed.txt", "bad\n  bad\n");
-    let s = serve_with(&sb, &script, &[]);
+    let s = sb.serve_checker(&script, &[]);
     let mut c = s.ready_client();
     sb.run_ok(&["open", open.to_str().unwrap()]);
     let at =
@@ -66,7 +59,7 @@ fn the_answer_after_an_edit_reflects_the_file_as_written() {
     let sb = Sandbox::new();
     let script = sb.script("check.sh", REPORT_BAD);
     let file = sb.write("a.txt", "fine\n");
-    let s = serve_with(&sb, &script, &[]);
+    let s = sb.serve_checker(&script, &[]);
     let mut c = s.client();
     // Baseline before the edit, as the CLI takes it.
     assert_eq!(
@@ -92,8 +85,7 @@ fn a_uri_request_answers_at_once_while_a_checker_hangs_and_the_checker_is_killed
         &format!("echo $$ > {}\nexec sleep 60", pidfile.display()),
     );
     let file = sb.write("a.txt", "x\n");
-    let s = serve_with(
-        &sb,
+    let s = sb.serve_checker(
         &script,
         &["--checker-timeout", "5", "--diagnostics-wait", "0.3"],
     );
@@ -234,7 +226,7 @@ fn imported_diagnostics_and_a_checkers_results_coexist() {
     let sb = Sandbox::new();
     let script = sb.script("check.sh", REPORT_BAD);
     let file = sb.write("a.txt", "bad\n");
-    let s = serve_with(&sb, &script, &[]);
+    let s = sb.serve_checker(&script, &[]);
     let mut c = s.client();
     let line = format!("{}:2:1: warning: from CI [CI1]\n", file.display());
     assert!(

@@ -322,18 +322,6 @@ fn a_client_that_stops_reading_costs_bounded_memory_and_is_disconnected() {
 // ---------------------------------------------------------------------------------------------
 // Checkers that print too much or leave children behind.
 
-fn serve_checker(sb: &Sandbox, script: &Path, extra: &[&str]) -> Server {
-    let spec = format!("*.txt=compiler:{} {{file}}", script.display());
-    let mut args = vec![
-        "--no-default-checkers",
-        "--no-default-lsp",
-        "--checker",
-        &spec,
-    ];
-    args.extend_from_slice(extra);
-    sb.serve(&args)
-}
-
 #[test]
 fn a_checker_printing_100_mb_costs_little_memory_and_its_first_diagnostic_is_kept() {
     let sb = Sandbox::new();
@@ -342,7 +330,7 @@ fn a_checker_printing_100_mb_costs_little_memory_and_its_first_diagnostic_is_kep
         r#"echo "$1:1:3: error: kept"; head -c 100000000 /dev/zero | tr '\0' x"#,
     );
     let file = sb.write("a.txt", "text\n");
-    let srv = serve_checker(&sb, &script, &[]);
+    let srv = sb.serve_checker(&script, &[]);
     let mut c = srv.ready_client();
     let want = json!([{"uri": uri(&file), "diagnostics": [{
         "message": "kept", "severity": "Error", "source": "loud-check.sh",
@@ -375,8 +363,7 @@ fn a_checker_leaving_a_background_child_answers_at_once_and_the_child_is_killed(
         ),
     );
     let file = sb.write("a.txt", "text\n");
-    let srv = serve_checker(
-        &sb,
+    let srv = sb.serve_checker(
         &script,
         &["--checker-timeout", "30", "--diagnostics-wait", "20"],
     );
@@ -411,7 +398,7 @@ fn no_checker_formatter_or_kernel_outlives_serve_stopped_with_sigterm() {
     let txt = sb.write("a.txt", "text\n");
     let fmt = sb.write("b.fmt", "text\n");
     let fspec = format!("*.fmt={} {{file}}", formatter.display());
-    let mut srv = serve_checker(&sb, &checker, &["--formatter", &fspec, "--exec", "on"]);
+    let mut srv = sb.serve_checker(&checker, &["--formatter", &fspec, "--exec", "on"]);
     let mut c = srv.client();
     diagnostics(&mut c, json!({"uri": uri(&txt)}));
     let _format = c.send_request(

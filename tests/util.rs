@@ -284,6 +284,20 @@ impl Sandbox {
         })
     }
 
+    /// `serve` with `script` as the one checker, of `*.txt` files (compiler format, the file
+    /// as its argument), and no built-in checker or language server.
+    pub fn serve_checker(&self, script: &Path, extra: &[&str]) -> Server {
+        let spec = format!("*.txt=compiler:{} {{file}}", script.display());
+        let mut args = vec![
+            "--no-default-checkers",
+            "--no-default-lsp",
+            "--checker",
+            &spec,
+        ];
+        args.extend_from_slice(extra);
+        self.serve(&args)
+    }
+
     /// Starts `ccide serve` for the workspace with `extra` flags and waits for its lock file.
     pub fn serve(&self, extra: &[&str]) -> Server {
         Server::spawn(&mut self.serve_command(extra), &self.config())
