@@ -314,20 +314,33 @@ fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
     );
 }
 
+/// 20 lines of Python, `NEW = i` on the lines `changed` (from 1), else `line = i`: a proposal
+/// changing lines 2, 10 and 18 has three hunks.
+fn hunk_lines(changed: &[usize]) -> String {
+    (1..=20)
+        .map(|i| match changed.contains(&i) {
+            true => format!("NEW = {i}\n"),
+            false => format!("line = {i}\n"),
+        })
+        .collect()
+}
+
+/// Proposes `hunk_lines(&[2, 10, 18])` for `f` (three hunks); the request's id.
+fn propose_three_hunks(claude: &mut Client, f: &Path) -> Value {
+    claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f,
+            "new_file_contents": hunk_lines(&[2, 10, 18]), "tab_name": "hunks.py"}}),
+    )
+}
+
 #[test]
 #[ignore = "needs neovim: installed by .ci/run"]
 fn neovim_reviews_a_proposal_hunk_by_hunk() {
     let nvim = program("CCIDE_NVIM", "/usr/bin/nvim", "neovim");
     let sb = Sandbox::new();
     let server = sb.serve(&["--no-default-checkers"]);
-    let lines = |changed: &[usize]| -> String {
-        (1..=20)
-            .map(|i| match changed.contains(&i) {
-                true => format!("NEW = {i}\n"),
-                false => format!("line = {i}\n"),
-            })
-            .collect()
-    };
+    let lines = hunk_lines;
     let f = sb.write("hunks.py", lines(&[]));
     let sync = Sync::new(&sb);
     let script = concat!(
@@ -358,10 +371,7 @@ fn neovim_reviews_a_proposal_hunk_by_hunk() {
         }
     };
     sync.step("opened", &failed);
-    let open_diff = claude.send_request(
-        "tools/call",
-        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": lines(&[2, 10, 18]), "tab_name": "hunks.py"}}),
-    );
+    let open_diff = propose_three_hunks(&mut claude, &f);
     let hints: Value = serde_json::from_str(&sync.step("hints", &failed)).unwrap();
     let hint = |l: u64, n: u64| {
         json!({"lnum": l, "end_lnum": l + 1, "severity": 4,
@@ -696,6 +706,21 @@ impl Tmux {
     }
 }
 
+impl Tmux {
+    /// Picks `title` from ALE's numbered list of code actions: types its number, then <ret>.
+    fn ale_pick(&self, title: &str, failed: &dyn Fn(&str)) {
+        let end = format!(") {title}");
+        let menu = self.read(&end, failed);
+        let n = menu
+            .lines()
+            .find(|l| l.ends_with(&end))
+            .and_then(|l| l.split(')').next())
+            .unwrap()
+            .to_string();
+        self.keys(&[&n, "Enter"]);
+    }
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         self.tmux(&["kill-server"]);
@@ -812,6 +837,69 @@ fn vim_ale_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
         rest.iter().all(|m| m["method"] != "selection_changed"),
         "{rest:?}"
     );
+}
+
+#[test]
+#[ignore = "needs vim, vim-ale and tmux: installed by .ci/run"]
+fn vim_ale_reviews_a_proposal_hunk_by_hunk() {
+    let vim = program("CCIDE_VIM", "/usr/bin/vim", "vim");
+    let sb = Sandbox::new();
+    let server = sb.serve(&["--no-default-checkers"]);
+    let f = sb.write("hunks.py", hunk_lines(&[]));
+    sb.root.write(
+        "home/.vimrc",
+        recipe("vim with ALE (tried: vim 9.0, ALE 3.3)", "vim"),
+    );
+    let mut claude = server.ready_client();
+    let term = Tmux::start(&sb, &[&vim, Path::new("hunks.py")], &[]);
+    let failed = |screen: &str| {
+        assert!(
+            !screen.contains("E492") && !screen.contains("Error detected"),
+            "vim says:\n{screen}"
+        );
+    };
+    status_where(&sb, "hunks.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
+    let open_diff = propose_three_hunks(&mut claude, &f);
+    term.read("Claude Code proposes an edit to", &failed);
+    // The hints are in ALE's location list, which follows them while open (ALE has no hint
+    // type: it lists them as warnings).
+    let listed = |states: [&str; 3]| -> Vec<String> {
+        [(2, 1, 2), (10, 2, 10), (18, 3, 18)]
+            .iter()
+            .zip(states)
+            .map(|((l, n, new), state)| {
+                format!(
+                    "hunks.py|{l}-{} col 1 warning| Claude proposes (hunk {n}/3{state}): NEW = {new}",
+                    l + 1
+                )
+            })
+            .collect()
+    };
+    let list_shows = |states: [&str; 3], failed: &dyn Fn(&str)| {
+        let want = listed(states);
+        let what = format!("the location list {want:?}");
+        term.read_where(&what, &|s| want.iter().all(|w| s.contains(w.as_str())), failed);
+    };
+    term.keys(&[":lopen", "Enter"]);
+    list_shows(["", "", ""], &failed);
+    // Back in the file, in hunk 1: \ca (on the word under the cursor) offers to keep it.
+    term.keys(&[":wincmd p", "Enter", "2G", "\\ca"]);
+    term.ale_pick("Claude: keep hunk 1/3", &failed);
+    list_shows([", kept", "", ""], &failed);
+    term.keys(&["10G", "\\ca"]);
+    term.ale_pick("Claude: drop hunk 2/3", &failed);
+    list_shows([", kept", ", dropped", ""], &failed);
+    // Hunk 3 left undecided is dropped.
+    term.keys(&["\\ca"]);
+    term.ale_pick("Claude: accept what is kept", &failed);
+    let answer = claude.response(&open_diff);
+    assert_eq!(
+        crate::util::texts(&answer),
+        ["FILE_SAVED".to_string(), hunk_lines(&[2])]
+    );
+    term.read_where("the hints gone", &|s| !s.contains("Claude proposes"), &failed);
+    term.keys(&[":qa!", "Enter"]);
+    status_where(&sb, "vim's tabs gone", |s| s["tabs"] == json!([]));
 }
 
 /// Stops the kakoune-lsp daemon a test's kakoune started (it outlives a kakoune that did not
