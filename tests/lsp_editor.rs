@@ -832,17 +832,18 @@ fn hunks_are_shown_as_hints_decided_by_code_actions_and_what_is_kept_accepted() 
         json!([]),
         "no checker: nothing stored"
     );
+    ed.backlog.clear();
     let r = ed.run_action(&f, range(0, 0, 0, 0), "Claude: accept what is kept");
     assert_eq!(r["result"], Value::Null, "{r}");
     assert_eq!(
         crate::util::texts(&claude.response(&open_diff)),
         ["FILE_SAVED".to_string(), twenty(&[2, 18])]
     );
-    // Settled: the hints go.
-    assert_eq!(
-        ed.incoming("textDocument/publishDiagnostics")["params"],
-        json!({"uri": file_uri(&f), "diagnostics": []})
-    );
+    // Settled: the hints go, before the answer to the command (an editor may read no further
+    // than the answer it waits for), and once only.
+    let gone = json!({"method": "textDocument/publishDiagnostics", "jsonrpc": "2.0",
+        "params": {"uri": file_uri(&f), "diagnostics": []}});
+    assert_eq!(ed.backlog.drain(..).collect::<Vec<_>>(), [gone.clone()]);
     let settled = server.control(&json!({"cmd": "diff.list"}))["settled"].clone();
     assert_eq!(
         settled[0]["verdict"],
@@ -860,8 +861,10 @@ fn hunks_are_shown_as_hints_decided_by_code_actions_and_what_is_kept_accepted() 
         json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": twenty(&[2, 10, 18]), "tab_name": tab}}),
     );
     ed.incoming("textDocument/publishDiagnostics");
+    ed.backlog.clear();
     let r = ed.run_action(&f, range(9, 0, 9, 0), "Claude: reject all");
     assert_eq!(r["result"], Value::Null, "{r}");
+    assert_eq!(ed.backlog.drain(..).collect::<Vec<_>>(), [gone]);
     assert_eq!(
         crate::util::texts(&claude.response(&open_diff)),
         ["DIFF_REJECTED", tab]

@@ -1308,6 +1308,14 @@ impl Dialogue {
         self.publish_hints();
     }
 
+    /// A diff settled, and whether the CLI writes its file now: its hints go.
+    fn diff_settled(&mut self, i: usize, id: &str, writes: bool) {
+        let docs = &self.docs;
+        self.proposals
+            .settled(i, id, writes, |f| docs.iter().any(|d| d.path == f));
+        self.publish_hints();
+    }
+
     fn event(&mut self, i: usize, v: &Value) {
         let file = PathBuf::from(v["file"].as_str().unwrap_or(""));
         if !self.links[i]
@@ -1321,10 +1329,8 @@ impl Dialogue {
         match v["event"].as_str() {
             Some("diff_opened") => self.diff_opened(i, v),
             Some("diff_settled") => {
-                let docs = &self.docs;
-                self.proposals
-                    .settled(i, v, |f| docs.iter().any(|d| d.path == f));
-                self.publish_hints();
+                let writes = matches!(v["how"].as_str(), Some("accepted" | "closed by the client"));
+                self.diff_settled(i, v["id"].as_str().unwrap_or(""), writes);
             }
             _ => {}
         }
@@ -1513,13 +1519,17 @@ impl Dialogue {
             let (accept, content, verdict) = composed(&review, decisions)?;
             let (i, id) = (d.link, d.id.clone());
             let req = Request::DiffSettle {
-                target: Some(id),
+                target: Some(id.clone()),
                 accept,
                 content,
                 cwd: None,
                 verdict: Some(verdict),
             };
             self.ask(Some(i), &req)?;
+            // Settled now, not only when its event comes: the hints go before the answer, which
+            // an editor may stop reading at (emacs 28's jsonrpc leaves what follows the answer
+            // it waited for unread until more arrives).
+            self.diff_settled(i, &id, accept);
             return Ok(Value::Null);
         }
         let h = hunk.ok_or_else(|| {

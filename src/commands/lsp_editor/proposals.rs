@@ -222,18 +222,13 @@ impl Proposals {
     }
 
     /// A diff was settled. Accepted, or answered in the terminal (which may have accepted):
-    /// the CLI writes the file now, and an editor showing it (`shown`) is to be told.
-    pub fn settled(&mut self, link: usize, v: &Value, shown: impl Fn(&Path) -> bool) {
-        let Some(k) = self
-            .diffs
-            .iter()
-            .position(|d| d.link == link && d.id == v["id"])
-        else {
+    /// the CLI `writes` the file now, and an editor showing it (`shown`) is to be told.
+    pub fn settled(&mut self, link: usize, id: &str, writes: bool, shown: impl Fn(&Path) -> bool) {
+        let Some(k) = self.diffs.iter().position(|d| d.link == link && d.id == id) else {
             return;
         };
         let d = self.diffs.remove(k);
-        if matches!(v["how"].as_str(), Some("accepted" | "closed by the client")) && shown(&d.file)
-        {
+        if writes && shown(&d.file) {
             self.watches.push(Watch {
                 path: d.file,
                 stamp: d.stamp,
@@ -433,10 +428,10 @@ mod tests {
         p.forget(0);
         assert_eq!(p.of(&f).map(|(d, _)| d.link), Some(1));
         // Rejected: nothing to watch; accepted while shown: watched until written.
-        p.settled(1, &json!({"id": "1", "how": "rejected"}), |_| true);
+        p.settled(1, "1", false, |_| true);
         assert!(p.of(&f).is_none() && !p.watching());
         p.opened(1, &ev);
-        p.settled(1, &json!({"id": "1", "how": "accepted"}), |_| true);
+        p.settled(1, "1", true, |_| true);
         let now = Instant::now();
         assert!(p.written(now).is_empty());
         // Another size: another stamp, whatever the clock's resolution. The CLI truncates the
