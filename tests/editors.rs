@@ -530,6 +530,54 @@ fn emacs_eglot_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
 
 #[test]
 #[ignore = "needs emacs and eglot: installed by .ci/run"]
+fn emacs_eglot_reviews_a_proposal_hunk_by_hunk() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&["--no-default-checkers"]);
+    let f = sb.write("hunks.py", hunk_lines(&[]));
+    let sync = Sync::new(&sb);
+    let mut claude = server.ready_client();
+    let mut child = emacs(&sb, &sync, &f, "hunks");
+    let log = || std::fs::read_to_string(sb.root.join("emacs.log")).unwrap_or_default();
+    let failed = || {
+        if let Some(e) = sync.error() {
+            panic!("emacs failed: {e}\n{}", log());
+        }
+    };
+    sync.step("opened", &failed);
+    status_where(&sb, "hunks.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
+    sync.done("tabs-checked");
+    let open_diff = propose_three_hunks(&mut claude, &f);
+    // flymake's diagnostics, each at its line with eglot's source prefix.
+    let hints = |states: [&str; 3]| -> Value {
+        [(2, 1), (10, 2), (18, 3)]
+            .iter()
+            .zip(states)
+            .map(|((l, n), state)| {
+                format!("{l}: ccide: Claude proposes (hunk {n}/3{state}): NEW = {l}")
+            })
+            .collect()
+    };
+    let step = |name: &str| serde_json::from_str::<Value>(&sync.step(name, &failed)).unwrap();
+    assert_eq!(step("hints"), hints(["", "", ""]));
+    assert_eq!(step("decided"), hints([", kept", ", dropped", ""]));
+    let answer = wait_for("the answer to openDiff", STEP, || {
+        failed();
+        let got = claude.drain(Duration::from_millis(20));
+        got.into_iter().find(|m| m["id"] == open_diff)
+    });
+    // Hunk 3, left undecided, is dropped.
+    assert_eq!(
+        crate::util::texts(&answer),
+        ["FILE_SAVED".to_string(), hunk_lines(&[2])]
+    );
+    sync.step("cleared", &failed);
+    sync.step("shut", &failed);
+    let status = child.exited();
+    assert!(status.success(), "emacs exited with {status}\n{}", log());
+}
+
+#[test]
+#[ignore = "needs emacs and eglot: installed by .ci/run"]
 fn emacs_eglot_shutdown_leaves_no_lock_file_when_ccide_lsp_served_the_folder() {
     let sb = Sandbox::new();
     let f = sb.write("hello.py", HELLO);
@@ -878,7 +926,11 @@ fn vim_ale_reviews_a_proposal_hunk_by_hunk() {
     let list_shows = |states: [&str; 3], failed: &dyn Fn(&str)| {
         let want = listed(states);
         let what = format!("the location list {want:?}");
-        term.read_where(&what, &|s| want.iter().all(|w| s.contains(w.as_str())), failed);
+        term.read_where(
+            &what,
+            &|s| want.iter().all(|w| s.contains(w.as_str())),
+            failed,
+        );
     };
     term.keys(&[":lopen", "Enter"]);
     list_shows(["", "", ""], &failed);
@@ -897,7 +949,11 @@ fn vim_ale_reviews_a_proposal_hunk_by_hunk() {
         crate::util::texts(&answer),
         ["FILE_SAVED".to_string(), hunk_lines(&[2])]
     );
-    term.read_where("the hints gone", &|s| !s.contains("Claude proposes"), &failed);
+    term.read_where(
+        "the hints gone",
+        &|s| !s.contains("Claude proposes"),
+        &failed,
+    );
     term.keys(&[":qa!", "Enter"]);
     status_where(&sb, "vim's tabs gone", |s| s["tabs"] == json!([]));
 }
