@@ -1130,6 +1130,90 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
 }
 
 #[test]
+#[ignore = "needs kakoune, kakoune-lsp and tmux: installed by .ci/run"]
+fn kakoune_lsp_reviews_a_proposal_hunk_by_hunk() {
+    let kak = program("CCIDE_KAK", "/usr/bin/kak", "kakoune");
+    let kak_lsp = program("CCIDE_KAK_LSP", "/usr/local/bin/kak-lsp", "kakoune-lsp");
+    let sb = Sandbox::new();
+    sb.add_tool("kak-lsp", &kak_lsp);
+    let server = sb.serve(&["--no-default-checkers"]);
+    let f = sb.write("hunks.py", hunk_lines(&[]));
+    let heading = "kakoune with kakoune-lsp (tried: kakoune 2022.10.31, kakoune-lsp 22.0.0)";
+    sb.root
+        .write("home/.config/kak/kakrc", recipe(heading, "kak"));
+    let run = sb.root.join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let _daemon = KakLsp(run.clone());
+    let mut claude = server.ready_client();
+    let term = Tmux::start(
+        &sb,
+        &[&kak, Path::new("hunks.py")],
+        &[("XDG_RUNTIME_DIR", &run)],
+    );
+    let failed = |screen: &str| {
+        assert!(
+            !screen.contains("LSP: error") && !screen.contains("blocked"),
+            "kakoune says:\n{screen}"
+        );
+    };
+    status_where(&sb, "hunks.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
+    let open_diff = propose_three_hunks(&mut claude, &f);
+    // The hints mark their lines in the gutter; `:lsp-diagnostics` lists them (with the
+    // server's name and the source).
+    term.read("-line = 18", &failed);
+    // The list is made when asked for: a person asks again until it shows the decision.
+    let listed = |states: [&str; 3]| {
+        let want: Vec<String> = [(2, 1), (10, 2), (18, 3)]
+            .iter()
+            .zip(states)
+            .map(|((l, n), state)| {
+                format!(
+                    " hunks.py:{l}:1: [hint][ccide][ccide] Claude proposes (hunk {n}/3{state}): NEW = {l}"
+                )
+            })
+            .collect();
+        let end = std::time::Instant::now() + STEP;
+        loop {
+            term.type_text(":lsp-diagnostics");
+            term.keys(&["Enter"]);
+            let screen = term.read("*diagnostics*", &failed);
+            let lines: Vec<&str> = screen.lines().take(3).map(str::trim_end).collect();
+            term.type_text(":buffer hunks.py");
+            term.keys(&["Enter"]);
+            let back = |s: &str| !s.contains("*diagnostics*") && s.contains(" hunks.py ");
+            term.read_where("hunks.py again", &back, &failed);
+            if lines == want {
+                break;
+            }
+            assert!(std::time::Instant::now() < end, "not {want:?}:\n{screen}");
+        }
+    };
+    listed(["", "", ""]);
+    // In hunk 1, <space>c and "keep": kakoune's menu has one keep, of the hunk at the cursor.
+    term.type_text("2g");
+    term.keys(&["Space", "c"]);
+    term.pick("keep", "Claude: keep hunk 1/3", &["Claude: drop hunk"], &failed);
+    listed([", kept", "", ""]);
+    term.type_text("10g");
+    term.keys(&["Space", "c"]);
+    term.pick("drop", "Claude: drop hunk 2/3", &["Claude: keep hunk"], &failed);
+    listed([", kept", ", dropped", ""]);
+    term.keys(&["Space", "c"]);
+    let others = ["Claude: keep hunk", "Claude: reject all"];
+    term.pick("kept", "Claude: accept what is kept", &others, &failed);
+    // Hunk 3, left undecided, is dropped.
+    assert_eq!(
+        crate::util::texts(&claude.response(&open_diff)),
+        ["FILE_SAVED".to_string(), hunk_lines(&[2])]
+    );
+    term.read_where("the hints gone", &|s| !s.contains("-line = "), &failed);
+    term.type_text(":kill!");
+    term.keys(&["Enter"]);
+    status_where(&sb, "kakoune's tabs gone", |s| s["tabs"] == json!([]));
+}
+
+#[test]
 #[ignore = "needs helix (.ci/editor-install) and tmux"]
 fn helix_selects_mentions_edits_shows_diagnostics_and_reviews_proposals() {
     let hx = program("CCIDE_HX", "/usr/local/bin/hx", "helix");
