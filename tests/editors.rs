@@ -707,13 +707,13 @@ impl Tmux {
 
 impl Tmux {
     /// Picks `item` from helix's code action menu (shown with `others`, in helix's order): down
-    /// to it, then <ret>.
+    /// to it, then <ret>. An item ends at two spaces: what follows is the line behind the menu.
     fn helix_pick(&self, item: &str, others: &[&str], failed: &dyn Fn(&str)) {
         let all = |s: &str| s.contains(item) && others.iter().all(|o| s.contains(o));
         let menu = self.read_where(&format!("the menu with {item}"), &all, failed);
         let items: Vec<&str> = menu
             .lines()
-            .filter_map(|l| l.find("Claude: ").map(|k| l[k..].trim_end()))
+            .filter_map(|l| l.find("Claude: ").map(|k| l[k..].split("  ").next().unwrap()))
             .collect();
         let n = items.iter().position(|i| *i == item).unwrap();
         for _ in 0..n {
@@ -1418,4 +1418,92 @@ fn helix_selects_mentions_edits_shows_diagnostics_and_reviews_proposals() {
         rest.iter().all(|m| m["method"] != "selection_changed"),
         "{rest:?}"
     );
+}
+
+#[test]
+#[ignore = "needs helix (.ci/editor-install) and tmux"]
+fn helix_reviews_a_proposal_hunk_by_hunk() {
+    let hx = program("CCIDE_HX", "/usr/local/bin/hx", "helix");
+    let sb = Sandbox::new();
+    let server = sb.serve(&["--no-default-checkers"]);
+    let f = sb.write("hunks.py", hunk_lines(&[]));
+    let heading = "helix (tried: helix 25.07.1)";
+    sb.root.write(
+        "home/.config/helix/languages.toml",
+        recipe_nth(heading, "toml", 0),
+    );
+    let mut claude = server.ready_client();
+    let term = Tmux::start(&sb, &[&hx, Path::new("hunks.py")], &[]);
+    let log =
+        || std::fs::read_to_string(sb.home().join(".cache/helix/helix.log")).unwrap_or_default();
+    let failed = |screen: &str| {
+        assert!(
+            !screen.contains("Error") && !screen.contains("error"),
+            "helix says:\n{screen}\nhelix.log:\n{}",
+            log()
+        );
+    };
+    status_where(&sb, "hunks.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
+    let open_diff = propose_three_hunks(&mut claude, &f);
+    let view = sb.state().join("diffs/1/hunks.py");
+    term.read(&format!("NOR   {} ", view.display()), &failed);
+    term.helix_command(":o hunks.py", &failed);
+    term.read("NOR   hunks.py ", &failed);
+    // helix shows each hint at the end of its line.
+    let shown = |states: [&str; 3], failed: &dyn Fn(&str)| {
+        let want: Vec<String> = [(2, 1), (10, 2), (18, 3)]
+            .iter()
+            .zip(states)
+            .map(|((l, n), state)| {
+                format!("{l:>2}  line = {l}  Claude proposes (hunk {n}/3{state}): NEW = {l}")
+            })
+            .collect();
+        let what = format!("the hints {want:?}");
+        term.read_where(&what, &|s| want.iter().all(|w| s.contains(w.as_str())), failed);
+    };
+    shown(["", "", ""], &failed);
+    // The code actions in hunk `n`, in helix's order (the proposal is open: helix opened it).
+    let menu = |n: usize| -> Vec<String> {
+        let mut m: Vec<String> = [
+            "send selection",
+            "@-mention",
+            "show proposed edit",
+            "accept",
+            "accept as edited",
+            "reject",
+        ]
+        .iter()
+        .map(|t| format!("Claude: {t}"))
+        .collect();
+        m.push(format!("Claude: keep hunk {n}/3"));
+        m.push(format!("Claude: drop hunk {n}/3"));
+        m.push("Claude: accept what is kept".into());
+        m.push("Claude: reject all".into());
+        m
+    };
+    term.type_text("2gg");
+    term.read("sel  2:1", &failed);
+    term.keys(&["Space", "a"]);
+    let items = menu(1);
+    let items: Vec<&str> = items.iter().map(String::as_str).collect();
+    term.helix_pick("Claude: keep hunk 1/3", &items, &failed);
+    shown([", kept", "", ""], &failed);
+    term.type_text("10gg");
+    term.read("sel  10:1", &failed);
+    term.keys(&["Space", "a"]);
+    let items = menu(2);
+    let items: Vec<&str> = items.iter().map(String::as_str).collect();
+    term.helix_pick("Claude: drop hunk 2/3", &items, &failed);
+    shown([", kept", ", dropped", ""], &failed);
+    term.keys(&["Space", "a"]);
+    term.helix_pick("Claude: accept what is kept", &items, &failed);
+    // Hunk 3, left undecided, is dropped.
+    assert_eq!(
+        crate::util::texts(&claude.response(&open_diff)),
+        ["FILE_SAVED".to_string(), hunk_lines(&[2])]
+    );
+    term.read_where("the hints gone", &|s| !s.contains("Claude proposes"), &failed);
+    term.type_text(":qa!");
+    term.keys(&["Enter"]);
+    status_where(&sb, "helix's tabs gone", |s| s["tabs"] == json!([]));
 }
