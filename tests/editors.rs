@@ -713,7 +713,10 @@ impl Tmux {
         let menu = self.read_where(&format!("the menu with {item}"), &all, failed);
         let items: Vec<&str> = menu
             .lines()
-            .filter_map(|l| l.find("Claude: ").map(|k| l[k..].split("  ").next().unwrap()))
+            .filter_map(|l| {
+                l.find("Claude: ")
+                    .map(|k| l[k..].split("  ").next().unwrap())
+            })
             .collect();
         let n = items.iter().position(|i| *i == item).unwrap();
         for _ in 0..n {
@@ -1193,11 +1196,21 @@ fn kakoune_lsp_reviews_a_proposal_hunk_by_hunk() {
     // In hunk 1, <space>c and "keep": kakoune's menu has one keep, of the hunk at the cursor.
     term.type_text("2g");
     term.keys(&["Space", "c"]);
-    term.pick("keep", "Claude: keep hunk 1/3", &["Claude: drop hunk"], &failed);
+    term.pick(
+        "keep",
+        "Claude: keep hunk 1/3",
+        &["Claude: drop hunk"],
+        &failed,
+    );
     listed([", kept", "", ""]);
     term.type_text("10g");
     term.keys(&["Space", "c"]);
-    term.pick("drop", "Claude: drop hunk 2/3", &["Claude: keep hunk"], &failed);
+    term.pick(
+        "drop",
+        "Claude: drop hunk 2/3",
+        &["Claude: keep hunk"],
+        &failed,
+    );
     listed([", kept", ", dropped", ""]);
     term.keys(&["Space", "c"]);
     let others = ["Claude: keep hunk", "Claude: reject all"];
@@ -1459,7 +1472,11 @@ fn helix_reviews_a_proposal_hunk_by_hunk() {
             })
             .collect();
         let what = format!("the hints {want:?}");
-        term.read_where(&what, &|s| want.iter().all(|w| s.contains(w.as_str())), failed);
+        term.read_where(
+            &what,
+            &|s| want.iter().all(|w| s.contains(w.as_str())),
+            failed,
+        );
     };
     shown(["", "", ""], &failed);
     // The code actions in hunk `n`, in helix's order (the proposal is open: helix opened it).
@@ -1502,7 +1519,11 @@ fn helix_reviews_a_proposal_hunk_by_hunk() {
         crate::util::texts(&claude.response(&open_diff)),
         ["FILE_SAVED".to_string(), hunk_lines(&[2])]
     );
-    term.read_where("the hints gone", &|s| !s.contains("Claude proposes"), &failed);
+    term.read_where(
+        "the hints gone",
+        &|s| !s.contains("Claude proposes"),
+        &failed,
+    );
     term.type_text(":qa!");
     term.keys(&["Enter"]);
     status_where(&sb, "helix's tabs gone", |s| s["tabs"] == json!([]));

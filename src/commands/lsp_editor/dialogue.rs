@@ -1526,9 +1526,8 @@ impl Dialogue {
                 verdict: Some(verdict),
             };
             self.ask(Some(i), &req)?;
-            // Settled now, not only when its event comes: the hints go before the answer, which
-            // an editor may stop reading at (emacs 28's jsonrpc leaves what follows the answer
-            // it waited for unread until more arrives).
+            // Settled now, not only when its event comes: the hints go before the answer
+            // (ccide-protocol(7) §12.3).
             self.diff_settled(i, &id, accept);
             return Ok(Value::Null);
         }
