@@ -884,6 +884,70 @@ fn hunks_are_shown_as_hints_decided_by_code_actions_and_what_is_kept_accepted() 
     assert_eq!(settled[1]["how"], "rejected");
 }
 
+/// A key binding decides the hunk at its range (it knows no number) and gives reasons, which
+/// the verdict carries to Claude Code's hooks: the hunk's, and the answer's.
+#[test]
+fn a_key_binding_drops_the_hunk_at_its_range_and_gives_reasons() {
+    let sb = Sandbox::new();
+    let server = sb.serve(&["--no-default-checkers"]);
+    let original = twenty(&[]);
+    let f = sb.write("main.py", &original);
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &["--no-follow"]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, &original);
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": twenty(&[2, 10, 18]), "tab_name": "main.py"}}),
+    );
+    ed.incoming("textDocument/publishDiagnostics");
+    let mut run = |command: &str, args: Value| {
+        let r = ed.request(
+            "workspace/executeCommand",
+            json!({"command": command, "arguments": [args]}),
+        );
+        r.get("error").map(|e| e["message"].clone())
+    };
+    let uri = file_uri(&f);
+    // Line 14 is in no hunk.
+    assert_eq!(
+        run(
+            "ccide.dropHunk",
+            json!({"uri": uri, "range": range(13, 0, 13, 0)})
+        ),
+        Some(json!(
+            "ccide.dropHunk takes a hunk's number, or a range in a hunk: [{\"uri\": ..., \"hunk\": N}]"
+        ))
+    );
+    let why = "line 10 is read by the parser as it is";
+    let drop = json!({"uri": uri, "range": range(9, 2, 9, 2), "why": why});
+    assert_eq!(run("ccide.dropHunk", drop), None);
+    let keep = json!({"uri": uri, "range": range(17, 0, 17, 0)});
+    assert_eq!(run("ccide.keepHunk", keep), None);
+    let accept = json!({"uri": uri, "why": "one change at a time"});
+    assert_eq!(run("ccide.acceptKept", accept), None);
+    assert_eq!(
+        crate::util::texts(&claude.response(&open_diff)),
+        ["FILE_SAVED".to_string(), twenty(&[18])]
+    );
+    let settled = server.control(&json!({"cmd": "diff.list"}))["settled"].clone();
+    let verdict = &settled[0]["verdict"];
+    let dropped: Vec<(&Value, &Value)> = verdict["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (&d["hunk"], &d["why"]))
+        .collect();
+    assert_eq!(
+        (&verdict["kept"], dropped, &verdict["why"]),
+        (
+            &json!([3]),
+            vec![(&json!(1), &Value::Null), (&json!(2), &json!(why))],
+            &json!("one change at a time")
+        )
+    );
+}
+
 /// With `--diagnostics` the hints are published with the file's stored diagnostics, and the
 /// CLI's getDiagnostics has the stored ones alone.
 #[test]

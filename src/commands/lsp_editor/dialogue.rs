@@ -1204,7 +1204,8 @@ impl Dialogue {
         }
         if HUNK_COMMANDS.contains(&cmd) {
             let hunk = a["hunk"].as_u64().map(|h| h as usize);
-            return self.review_hunks(cmd, &path, hunk);
+            let line = range["start"]["line"].as_u64().unwrap_or(0) as usize;
+            return self.review_hunks(cmd, &path, (hunk, line), a["why"].as_str());
         }
         let (diff, proposal) = self
             .proposals
@@ -1499,24 +1500,27 @@ impl Dialogue {
     }
 
     /// A hunk kept or dropped, what is kept accepted, or all rejected, from the real file's
-    /// code actions.
+    /// code actions or a key binding: the hunk by number, else the one at the range's start
+    /// line; `why`, the reason for the hunk, or for the whole answer.
     fn review_hunks(
         &mut self,
         cmd: &str,
         path: &Path,
-        hunk: Option<usize>,
+        (hunk, line): (Option<usize>, usize),
+        why: Option<&str>,
     ) -> Result<Value, String> {
         let none = || format!("Claude Code proposes no edit to {}", path.display());
         let d = self.proposals.of_file_mut(path).ok_or_else(none)?;
         let review = review_of(&d.dir)?;
         let n = review.pieces.len();
         d.decisions.resize(n, None);
+        d.reasons.resize(n, None);
         if matches!(cmd, "ccide.acceptKept" | "ccide.rejectAll") {
             let decisions: &[Option<bool>] = match cmd {
                 "ccide.acceptKept" => &d.decisions,
                 _ => &[],
             };
-            let (accept, content, verdict) = composed(&review, decisions)?;
+            let (accept, content, verdict) = composed(&review, decisions, &d.reasons, why)?;
             let (i, id) = (d.link, d.id.clone());
             let req = Request::DiffSettle {
                 target: Some(id.clone()),
@@ -1531,8 +1535,10 @@ impl Dialogue {
             self.diff_settled(i, &id, accept);
             return Ok(Value::Null);
         }
-        let h = hunk.ok_or_else(|| {
-            format!("{cmd} takes the hunk's number: [{{\"uri\": ..., \"hunk\": N}}]")
+        let h = hunk.or_else(|| hunk_at(&review, line)).ok_or_else(|| {
+            format!(
+                "{cmd} takes a hunk's number, or a range in a hunk: [{{\"uri\": ..., \"hunk\": N}}]"
+            )
         })?;
         if !(1..=n).contains(&h) {
             return Err(format!(
@@ -1541,6 +1547,7 @@ impl Dialogue {
             ));
         }
         d.decisions[h - 1] = Some(cmd == "ccide.keepHunk");
+        d.reasons[h - 1] = why.map(String::from);
         self.publish_hints();
         Ok(Value::Null)
     }

@@ -147,10 +147,12 @@ pub fn hint_list(review: &Review, decisions: &[Option<bool>]) -> Vec<Value> {
 
 /// What a review's decisions compose (undecided hunks dropped, as `ccide diff review`'s q
 /// does): whether it accepts, the text to answer with when it is not the proposal, and the
-/// verdict.
+/// verdict, with the hunks' `reasons` and the answer's `why`.
 pub fn composed(
     review: &Review,
     decisions: &[Option<bool>],
+    reasons: &[Option<String>],
+    why: Option<&str>,
 ) -> Result<(bool, Option<String>, Value), String> {
     let decided: Vec<Decision> = (0..review.pieces.len())
         .map(|i| match decisions.get(i).copied().flatten() {
@@ -158,7 +160,7 @@ pub fn composed(
             _ => Decision::Drop,
         })
         .collect();
-    let verdict = crate::review::verdict(review, &decided, &vec![None; decided.len()], None);
+    let verdict = crate::review::verdict(review, &decided, reasons, why);
     Ok(match review.compose(&decided)? {
         Answer::Save(text) if text == review.proposed => (true, None, verdict),
         Answer::Save(text) => (
@@ -182,6 +184,8 @@ pub struct Diff {
     stamp: Option<crate::files::Stamp>,
     /// Each hunk kept (true) or dropped (false) from the editor's code actions; None undecided.
     pub decisions: Vec<Option<bool>>,
+    /// The reason given for each hunk's decision, if any.
+    pub reasons: Vec<Option<String>>,
 }
 
 /// A file the CLI is expected to write after a settled diff.
@@ -215,6 +219,7 @@ impl Proposals {
             id,
             stamp: crate::files::stamp(&file),
             decisions: Vec::new(),
+            reasons: Vec::new(),
             dir: std::fs::canonicalize(dir).unwrap_or_else(|_| dir.into()),
             file,
         });
@@ -391,15 +396,16 @@ mod tests {
         );
         assert_eq!(h[2]["severity"], 4);
         // Undecided is dropped; all kept is the proposal itself; none kept a rejection.
-        let (accept, content, verdict) = composed(&r, &[Some(true), None, None]).unwrap();
+        let (accept, content, verdict) =
+            composed(&r, &[Some(true), None, None], &[], None).unwrap();
         assert_eq!(
             (accept, content),
             (true, Some(String::from_utf8(text(&[2])).unwrap()))
         );
         assert_eq!(verdict["kept"], json!([1]));
-        let all = composed(&r, &[Some(true); 3]).unwrap();
+        let all = composed(&r, &[Some(true); 3], &[], None).unwrap();
         assert_eq!((all.0, all.1), (true, None));
-        let none = composed(&r, &[]).unwrap();
+        let none = composed(&r, &[], &[], None).unwrap();
         assert_eq!((none.0, none.1), (false, None));
         assert_eq!(none.2["dropped"].as_array().unwrap().len(), 3);
     }
