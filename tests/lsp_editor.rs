@@ -843,7 +843,10 @@ fn hunks_are_shown_as_hints_decided_by_code_actions_and_what_is_kept_accepted() 
     // than the answer it waits for), and once only.
     let gone = json!({"method": "textDocument/publishDiagnostics", "jsonrpc": "2.0",
         "params": {"uri": file_uri(&f), "diagnostics": []}});
-    assert_eq!(ed.backlog.drain(..).collect::<Vec<_>>(), [gone.clone()]);
+    assert_eq!(
+        ed.backlog.drain(..).collect::<Vec<_>>(),
+        std::slice::from_ref(&gone)
+    );
     let settled = server.control(&json!({"cmd": "diff.list"}))["settled"].clone();
     assert_eq!(
         settled[0]["verdict"],
