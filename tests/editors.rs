@@ -863,6 +863,10 @@ fn vim_ale_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     term.read("Claude Code proposes an edit to", &failed);
     term.keys(&["gg", "\\ca"]);
     term.read(") Claude: show proposed edit", &failed);
+    // The request's range follows while the person reads the menu: ALE's word at the cursor,
+    // searched backwards from it, is its first character.
+    let d = selection(&f, "d", (0, 0), (0, 1));
+    assert_eq!(action(&mut claude, "selection_changed", &nothing), [sel(d)]);
     let menu = term.screen();
     let n = menu
         .lines()
