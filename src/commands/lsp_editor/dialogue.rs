@@ -1314,7 +1314,7 @@ impl Dialogue {
         let uri = crate::files::file_uri(&path);
         if let (false, Err(e)) = (self.map.is_empty(), self.map.path(&path, false)) {
             return Err(format!(
-                "Claude Code's proposal for {} is {e}: decide its hunks with the code actions on the file, or see it with `ccide diff show {id}` where ccide runs",
+                "Claude Code's proposal for {} cannot be opened in the editor: {e}; decide its hunks with the code actions on the file, or see it with `ccide diff show {id}` where ccide runs",
                 file.display()
             ));
         }

@@ -1,0 +1,358 @@
+//! `ccide lsp --path-map HOST=REMOTE` across real boundaries, with neovim configured as
+//! README.md's "Across a boundary" says: `ccide lsp` in a "container" (mount and pid namespaces,
+//! the workspace bind-mounted at another path and hidden at its own, as `docker run -v` leaves
+//! it), entered with nsenter where the README says `docker exec -i`; and through a real sshd on
+//! localhost where it says `ssh box`, neovim then in a mount namespace of its own where the
+//! project lies at another path (a copy, an sshfs mount). What the CLI side (a client of the
+//! serve beyond the boundary) receives is in its paths; what neovim holds is in its own. Run as
+//! root by .ci/run, which installs neovim and openssh-server.
+
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::editors::{Running, STEP, Sync, action, person, program, recipe_nth};
+use crate::util::*;
+use serde_json::{Value, json};
+
+/// The project's file: 20 lines, `bad = 5` on line 5 (the checker's error), `changed` ones new.
+fn lines(changed: &[usize]) -> String {
+    (1..=20)
+        .map(|i| match (i, changed.contains(&i)) {
+            (_, true) => format!("NEW = {i}\n"),
+            (5, false) => "bad = 5\n".to_string(),
+            _ => format!("line = {i}\n"),
+        })
+        .collect()
+}
+
+/// serve's flags: one checker, the test's, for *.py: an error at each line holding "bad".
+fn checker(sb: &Sandbox) -> Vec<String> {
+    let body = r#"grep -n bad "$1" | while IFS=: read -r n rest; do echo "$1:$n:1: error: bad here [B1]"; done"#;
+    let script = sb.script("check.sh", body);
+    let spec = format!("*.py=compiler:{} {{file}}", script.display());
+    [
+        "--no-default-checkers",
+        "--no-default-lsp",
+        "--checker",
+        &spec,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// init.lua: README.md's neovim configuration, its `cmd` the `n`th lua block of "Across a
+/// boundary" with `replace` applied (the real boundary for the one the README names).
+fn init_lua(n: usize, replace: &[(&str, &str)]) -> String {
+    let mut line = recipe_nth("Across a boundary", "lua", n);
+    for (from, to) in replace {
+        assert!(
+            line.contains(from),
+            "README's boundary recipe {n} has no {from}: {line}"
+        );
+        line = line.replace(from, to);
+    }
+    let init = recipe_nth("neovim (0.7 or later; tried: 0.7.2)", "lua", 0);
+    let cmd = "cmd = { 'ccide', 'lsp' }";
+    assert!(init.contains(cmd), "{init}");
+    format!("{line}{}", init.replace(cmd, "cmd = ccide_cmd"))
+}
+
+/// Runs `nvim` (its command, environment and namespace set) through
+/// tests/fixtures/neovim_boundary.lua and checks each side: `file` is the project's file as
+/// neovim names it, `remote` as the server does, `map` the mapping as messages name it.
+fn drive(sb: &Sandbox, server: &Server, mut nvim: Command, file: &Path, remote: &Path, map: &str) {
+    let sync = Sync::new(sb);
+    let outside = sb.root.write("outside/else.py", "x = 1\n");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/neovim_boundary.lua"
+    );
+    let mut claude = server.ready_client();
+    let mut child = Running(
+        nvim.args(["--headless", "-i", "NONE", "-n", "-c"])
+            .arg(format!("luafile {script}"))
+            .env("SYNC", &sync.0)
+            .env("FILE", file)
+            .env("OUTSIDE", &outside)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let failed = || {
+        if let Some(e) = sync.error() {
+            let log =
+                std::fs::read_to_string(sb.home().join(".cache/nvim/lsp.log")).unwrap_or_default();
+            panic!(
+                "neovim failed: {e}\nlsp.log:\n{log}\nserve:\n{}",
+                server.log()
+            );
+        }
+    };
+    sync.step("opened", &failed);
+    let selection = json!({"text": "line", "filePath": remote, "fileUrl": format!("file://{}", remote.display()),
+        "selection": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 4},
+        "isEmpty": false}});
+    assert_eq!(
+        action(&mut claude, "selection_changed", &failed),
+        [("selection_changed".to_string(), selection)]
+    );
+    sync.done("selected");
+    let mention = json!({"filePath": remote, "lineStart": 1, "lineEnd": 1});
+    assert_eq!(
+        action(&mut claude, "at_mentioned", &failed),
+        [("at_mentioned".to_string(), mention)]
+    );
+    sync.done("mentioned");
+    let diagnostics: Value = serde_json::from_str(&sync.step("diagnostics", &failed)).unwrap();
+    assert_eq!(diagnostics, json!([{"lnum": 4, "message": "bad here"}]));
+    let open_diff = claude.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": remote, "new_file_path": remote,
+            "new_file_contents": lines(&[2, 10, 18]), "tab_name": "hunks.py"}}),
+    );
+    let hints: Value = serde_json::from_str(&sync.step("hints", &failed)).unwrap();
+    let hint = |l: u64, n: u64| json!({"lnum": l, "message": format!("Claude proposes (hunk {n}/3): NEW = {}", l + 1)});
+    assert_eq!(hints, json!([hint(1, 1), hint(9, 2), hint(17, 3)]));
+    let answer = wait_for("the answer to openDiff", STEP, || {
+        failed();
+        let got = claude.drain(Duration::from_millis(20));
+        got.into_iter().find(|m| m["id"] == open_diff)
+    });
+    assert_eq!(texts(&answer), ["FILE_SAVED".to_string(), lines(&[2, 18])]);
+    sync.step("cleared", &failed);
+    let messages: Value = serde_json::from_str(&sync.step("messages", &failed)).unwrap();
+    let state = std::fs::canonicalize(sb.state()).unwrap();
+    let said = |m: String| {
+        assert!(
+            messages.as_array().unwrap().contains(&json!(m)),
+            "{m}\nnot in {messages:#}"
+        )
+    };
+    said(format!(
+        "ccide: Claude Code's proposal for {} cannot be opened in the editor: {}/diffs/1/hunks.py is outside every --path-map ({map}); decide its hunks with the code actions on the file, or see it with `ccide diff show 1` where ccide runs",
+        remote.display(),
+        state.display()
+    ));
+    said(format!(
+        "ccide: {} is outside every --path-map ({map}): add a --path-map that holds it",
+        outside.display()
+    ));
+    let status = child.exited();
+    assert!(status.success(), "neovim exited with {status}");
+}
+
+/// `ccide serve` with `extra` flags in a "container": new mount and pid namespaces in which the
+/// workspace is bind-mounted at `remote` and hidden at its own path under a tmpfs. The server,
+/// and the host's pid of its process (pid 1 inside), which nsenter enters as `docker exec` does.
+fn container(sb: &Sandbox, remote: &Path, extra: &[String]) -> (Server, u32) {
+    std::fs::create_dir_all(remote).unwrap();
+    let (ws, state, remote_s) = (sb.ws(), sb.state(), remote.display());
+    let mut script = format!(
+        "mount --bind '{}' '{remote_s}' && mount -t tmpfs ctr '{}' && exec '{BIN}' serve --workspace '{remote_s}' --state-dir '{}'",
+        ws.display(),
+        ws.display(),
+        state.display()
+    );
+    for a in extra {
+        script += &format!(" '{a}'");
+    }
+    let log = sb.root.join("container.log");
+    let mut child = Command::new("/usr/bin/unshare")
+        .args(["--mount", "--pid", "--fork", "--kill-child=SIGTERM"])
+        .args(["--mount-proc", "/bin/sh", "-c", &script])
+        .env_clear()
+        .env("HOME", sb.home())
+        .env("CLAUDE_CONFIG_DIR", sb.config())
+        .env("PATH", "/usr/bin:/bin")
+        .env("CCIDE_PING_TIMEOUT", TEST_PING_TIMEOUT)
+        .current_dir(sb.root.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let ide = sb.config().join("ide");
+    let (lock_path, lock) = wait_for(
+        "the lock file of the serve in the container",
+        DEADLINE,
+        || {
+            if let Ok(Some(s)) = child.try_wait() {
+                let why = std::fs::read_to_string(&log).unwrap_or_default();
+                panic!("the container (unshare, needs root) exited with {s}: {why}");
+            }
+            let p = list_locks(&ide).into_iter().next()?;
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).ok()?).ok()?;
+            Some((p, v))
+        },
+    );
+    assert_eq!(
+        lock["pid"], 1,
+        "serve is the container's first process: {lock}"
+    );
+    assert_eq!(lock["workspaceFolders"], json!([remote]));
+    let unshare = child.id();
+    let pid = wait_for("the container's first process", DEADLINE, || {
+        let c = std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children"));
+        c.ok()?.split_whitespace().next()?.parse().ok()
+    });
+    let port = lock_path
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let token = lock["authToken"].as_str().unwrap().to_string();
+    let server = Server {
+        child: Some(child),
+        port,
+        token,
+        lock_path,
+        lock,
+        stderr_path: log,
+    };
+    (server, pid)
+}
+
+#[test]
+#[ignore = "needs root (namespaces) and neovim: .ci/run provides both"]
+fn neovim_outside_a_container_reaches_ccide_lsp_inside_with_path_map() {
+    let nvim = program("CCIDE_NVIM", "/usr/bin/nvim", "neovim");
+    let sb = Sandbox::new();
+    let f = sb.write("hunks.py", lines(&[]));
+    let remote = sb.root.join("ctr/work");
+    let (server, pid) = container(&sb, &remote, &checker(&sb));
+    // The boundary: the container's path is empty outside, the host's is empty inside.
+    assert!(!remote.join("hunks.py").exists());
+    let enter = format!("'/usr/bin/nsenter', '-t', '{pid}', '-m', '-p'");
+    let init = init_lua(
+        0,
+        &[
+            ("'docker', 'exec', '-i', '-u', 'vscode', 'proj'", &enter),
+            ("/workspaces/proj", remote.to_str().unwrap()),
+        ],
+    );
+    sb.root.write("home/.config/nvim/init.lua", init);
+    let mut cmd = Command::new(&nvim);
+    person(&sb, &mut cmd);
+    let map = format!("{}={}", sb.ws().display(), remote.display());
+    drive(&sb, &server, cmd, &f, &remote.join("hunks.py"), &map);
+}
+
+/// A real sshd on a free port of localhost, as root, with a generated host key and one
+/// authorized key, its sessions given `env` (ccide on PATH, the config directory); and the
+/// ssh configuration (`-F`) that reaches it as `box`.
+fn sshd(sb: &Sandbox, env: &str) -> (Running, PathBuf) {
+    let sshd = program("CCIDE_SSHD", "/usr/sbin/sshd", "sshd (openssh-server)");
+    let dir = sb.root.join("ssh");
+    std::fs::create_dir_all(&dir).unwrap();
+    for key in ["host", "client"] {
+        let ok = Command::new("/usr/bin/ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(dir.join(key))
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    std::fs::copy(dir.join("client.pub"), dir.join("authorized_keys")).unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let d = dir.display();
+    let config = sb.root.write(
+        "ssh/sshd_config",
+        format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host\nPidFile none\n\
+             AuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nUsePAM no\n\
+             PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+             PermitRootLogin prohibit-password\nSetEnv {env}\n"
+        ),
+    );
+    // Where sshd drops privileges (the package's service makes it).
+    std::fs::create_dir_all("/run/sshd").unwrap();
+    let log = std::fs::File::create(dir.join("sshd.log")).unwrap();
+    let mut child = Running(
+        Command::new(sshd)
+            .args(["-D", "-e", "-f"])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("sshd to answer", DEADLINE, || {
+        if let Ok(Some(s)) = child.0.try_wait() {
+            let why = std::fs::read_to_string(dir.join("sshd.log")).unwrap_or_default();
+            panic!("sshd exited with {s}: {why}");
+        }
+        let mut banner = [0u8; 4];
+        let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+        s.read_exact(&mut banner).ok()?;
+        (&banner == b"SSH-").then_some(())
+    });
+    let client = sb.root.write(
+        "ssh/config",
+        format!(
+            "Host box\n  HostName 127.0.0.1\n  Port {port}\n  User root\n  IdentityFile {d}/client\n  \
+             IdentitiesOnly yes\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  \
+             BatchMode yes\n  LogLevel ERROR\n"
+        ),
+    );
+    (child, client)
+}
+
+#[test]
+#[ignore = "needs root, neovim and sshd (openssh-server): .ci/run provides them"]
+fn neovim_reaches_ccide_lsp_over_ssh_with_path_map() {
+    let nvim = program("CCIDE_NVIM", "/usr/bin/nvim", "neovim");
+    let sb = Sandbox::new();
+    sb.write("hunks.py", lines(&[]));
+    let server = sb.serve(&checker(&sb).iter().map(String::as_str).collect::<Vec<_>>());
+    let bin = sb.root.join("bin");
+    let _ = std::os::unix::fs::symlink(BIN, bin.join("ccide"));
+    let env = format!(
+        "PATH={}:/usr/bin:/bin CLAUDE_CONFIG_DIR={}",
+        bin.display(),
+        sb.config().display()
+    );
+    let (_sshd, ssh_config) = sshd(&sb, &env);
+    // The editor's side: the project at another path, the server's path empty.
+    let local = sb.root.join("local/proj");
+    std::fs::create_dir_all(&local).unwrap();
+    let ws = sb.ws();
+    let ssh = format!("'/usr/bin/ssh', '-F', '{}', 'box'", ssh_config.display());
+    let init = init_lua(
+        1,
+        &[
+            ("'ssh', 'box'", &ssh),
+            ("/home/me/proj", ws.to_str().unwrap()),
+        ],
+    );
+    sb.root.write("home/.config/nvim/init.lua", init);
+    let mut cmd = Command::new("/usr/bin/unshare");
+    person(&sb, &mut cmd);
+    cmd.args(["--mount", "/bin/sh", "-c"]).arg(format!(
+        "mount --bind '{w}' '{l}' && mount -t tmpfs editor '{w}' && cd '{l}' && exec '{}' \"$@\"",
+        nvim.display(),
+        w = ws.display(),
+        l = local.display()
+    ));
+    cmd.arg("nvim");
+    let map = format!("{}={}", local.display(), ws.display());
+    drive(
+        &sb,
+        &server,
+        cmd,
+        &local.join("hunks.py"),
+        &ws.join("hunks.py"),
+        &map,
+    );
+}
