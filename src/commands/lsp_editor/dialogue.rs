@@ -333,15 +333,12 @@ impl Dialogue {
         let mut v = v.clone();
         if let Err(e) = self.map.message(&mut v, false) {
             let e = format!("{e}: the editor cannot open it");
-            v = match RequestId::from_value(&v["id"]).filter(|_| v["method"].is_null()) {
+            match RequestId::from_value(&v["id"]).filter(|_| v["method"].is_null()) {
                 Some(id) => {
-                    crate::rpc::response(&id, Err(RpcError::new(ErrorCode::RequestFailed, e)))
+                    v = crate::rpc::response(&id, Err(RpcError::new(ErrorCode::RequestFailed, e)))
                 }
-                None => crate::rpc::notification(
-                    "window/showMessage",
-                    json!({"type": 2, "message": format!("ccide: {e}")}),
-                ),
-            };
+                None => return self.show(2, format!("ccide: {e}")),
+            }
         }
         // An editor gone away ends the loop through its connection's end.
         let _ = self.out.send(&v);

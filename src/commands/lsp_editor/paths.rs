@@ -51,14 +51,12 @@ impl PathMap {
                 })
             }
             _ => {
-                let all: Vec<String> = (self.0.iter())
-                    .map(|(h, r)| format!("{}={}", h.display(), r.display()))
-                    .collect();
-                Err(format!(
-                    "{} is outside every --path-map ({})",
-                    p.display(),
-                    all.join(", ")
-                ))
+                let mut e = format!("{} is outside every --path-map (", p.display());
+                for (k, (h, r)) in self.0.iter().enumerate() {
+                    let sep = if k > 0 { ", " } else { "" };
+                    e += &format!("{sep}{}={}", h.display(), r.display());
+                }
+                Err(e + ")")
             }
         }
     }
