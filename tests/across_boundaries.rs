@@ -5,7 +5,8 @@
 //! localhost where it says `ssh box`, neovim then in a mount namespace of its own where the
 //! project lies at another path (a copy, an sshfs mount). What the CLI side (a client of the
 //! serve beyond the boundary) receives is in its paths; what neovim holds is in its own. Run as
-//! root by .ci/run, which installs neovim and openssh-server.
+//! root by .ci/run, which installs neovim and openssh-server. Navigation answers, with a
+//! scripted editor and no boundary (the editor's folder exists nowhere), are not ignored.
 
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
@@ -354,5 +355,76 @@ fn neovim_reaches_ccide_lsp_over_ssh_with_path_map() {
         &local.join("hunks.py"),
         &ws.join("hunks.py"),
         &map,
+    );
+}
+
+/// Navigation answers cross the mapping too: a definition in the editor's paths, and one
+/// outside every mapping (a system file where ccide runs) refused naming it; a document
+/// outside it is refused, and a request about it fails. The editor's folder here exists
+/// nowhere: every path it names is translated.
+#[test]
+fn navigation_answers_come_back_in_the_editors_paths_and_a_file_outside_is_refused() {
+    let sb = Sandbox::new();
+    let ws = sb.ws();
+    let a = sb.write(
+        "a.fk",
+        format!("x\nGOTO /etc/hostname\nGOTO {}/b.fk\n", ws.display()),
+    );
+    sb.write("b.fk", "y\n");
+    let lsp = fake_lsp("*.fk", "", &sb.root.join("fake.log"));
+    let _srv = sb.serve(&["--no-default-lsp", "--no-default-checkers", "--lsp", &lsp]);
+    let map = format!("/editor/my proj={}", ws.display());
+    let mut ed = LspProcess::spawn(
+        &mut sb.command(&["lsp", "--navigation", "--path-map", &map]),
+        sb.root.join("ed.log"),
+    );
+    let init = ed.request(
+        "initialize",
+        json!({"processId": std::process::id(), "rootUri": "file:///editor/my%20proj", "capabilities": {}}),
+    );
+    assert_eq!(init["result"]["capabilities"]["definitionProvider"], true);
+    ed.notify("initialized", json!({}));
+    let text = std::fs::read_to_string(&a).unwrap();
+    let doc = "file:///editor/my%20proj/a.fk";
+    ed.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": doc, "languageId": "fk", "version": 1, "text": text}}),
+    );
+    let at = |line: u64| json!({"textDocument": {"uri": doc}, "position": {"line": line, "character": 0}});
+    let here = json!({"line": 0, "character": 0});
+    assert_eq!(
+        ed.request("textDocument/definition", at(0))["result"],
+        json!([{"uri": doc, "range": {"start": here, "end": here}}])
+    );
+    let one = json!({"line": 0, "character": 1});
+    assert_eq!(
+        ed.request("textDocument/definition", at(2))["result"],
+        json!([{"uri": "file:///editor/my%20proj/b.fk", "range": {"start": one, "end": one}}])
+    );
+    assert_eq!(
+        ed.request("textDocument/definition", at(1))["error"],
+        json!({"code": -32803, "message": format!("/etc/hostname is outside every --path-map ({map}): the editor cannot open it")})
+    );
+    let elsewhere = "file:///elsewhere/c.fk";
+    ed.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": elsewhere, "languageId": "fk", "version": 1, "text": "z\n"}}),
+    );
+    let refusal = format!(
+        "/elsewhere/c.fk is outside every --path-map ({map}): add a --path-map that holds it"
+    );
+    let said = ed.recv_where("the refusal", |m| m["method"] == "window/showMessage");
+    assert_eq!(
+        said["params"],
+        json!({"type": 2, "message": format!("ccide: {refusal}")})
+    );
+    let range = json!({"start": here, "end": here});
+    let actions = ed.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": elsewhere}, "range": range, "context": {"diagnostics": []}}),
+    );
+    assert_eq!(
+        actions["error"],
+        json!({"code": -32803, "message": refusal})
     );
 }
