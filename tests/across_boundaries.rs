@@ -358,7 +358,7 @@ fn neovim_reaches_ccide_lsp_over_ssh_with_path_map() {
     );
 }
 
-/// Navigation answers cross the mapping too: a definition in the editor's paths, and one
+/// A mapping is two absolute paths. Navigation answers cross it too: a definition in the editor's paths, and one
 /// outside every mapping (a system file where ccide runs) refused naming it; a document
 /// outside it is refused, and a request about it fails. The editor's folder here exists
 /// nowhere: every path it names is translated.
@@ -373,6 +373,13 @@ fn navigation_answers_come_back_in_the_editors_paths_and_a_file_outside_is_refus
     sb.write("b.fk", "y\n");
     let lsp = fake_lsp("*.fk", "", &sb.root.join("fake.log"));
     let _srv = sb.serve(&["--no-default-lsp", "--no-default-checkers", "--lsp", &lsp]);
+    let bad = sb.run(&["lsp", "--path-map", "proj=/work"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).starts_with("ccide: --path-map proj=/work: expected HOST=REMOTE, the folder as the editor names it and as ccide lsp sees it, both absolute\n"),
+        "{}",
+        stderr(&bad)
+    );
     let map = format!("/editor/my proj={}", ws.display());
     let mut ed = LspProcess::spawn(
         &mut sb.command(&["lsp", "--navigation", "--path-map", &map]),
