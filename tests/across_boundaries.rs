@@ -358,19 +358,20 @@ fn neovim_reaches_ccide_lsp_over_ssh_with_path_map() {
     );
 }
 
-/// A mapping is two absolute paths. Navigation answers cross it too: a definition in the editor's paths, and one
-/// outside every mapping (a system file where ccide runs) refused naming it; a document
-/// outside it is refused, and a request about it fails. The editor's folder here exists
-/// nowhere: every path it names is translated.
+/// A mapping is two absolute paths. Navigation answers cross it too: a definition in the
+/// editor's paths; one outside every mapping (a system file where ccide runs) refused naming
+/// it; symbols outside left out of the list. A document outside is refused, and a request
+/// about it fails. The editor's folder here exists nowhere: every path it names is translated.
 #[test]
 fn navigation_answers_come_back_in_the_editors_paths_and_a_file_outside_is_refused() {
     let sb = Sandbox::new();
-    let ws = sb.ws();
+    let mapped = sb.ws().join("sub");
     let a = sb.write(
-        "a.fk",
-        format!("x\nGOTO /etc/hostname\nGOTO {}/b.fk\n", ws.display()),
+        "sub/a.fk",
+        format!("x\nGOTO /etc/hostname\nGOTO {}/b.fk\n", mapped.display()),
     );
-    sb.write("b.fk", "y\n");
+    sb.write("sub/b.fk", "y\n");
+    let c = sb.write("c.fk", "z\n");
     let lsp = fake_lsp("*.fk", "", &sb.root.join("fake.log"));
     let _srv = sb.serve(&["--no-default-lsp", "--no-default-checkers", "--lsp", &lsp]);
     let bad = sb.run(&["lsp", "--path-map", "proj=/work"]);
@@ -380,7 +381,7 @@ fn navigation_answers_come_back_in_the_editors_paths_and_a_file_outside_is_refus
         "{}",
         stderr(&bad)
     );
-    let map = format!("/editor/my proj={}", ws.display());
+    let map = format!("/editor/my proj={}", mapped.display());
     let mut ed = LspProcess::spawn(
         &mut sb.command(&["lsp", "--navigation", "--path-map", &map]),
         sb.root.join("ed.log"),
@@ -411,6 +412,18 @@ fn navigation_answers_come_back_in_the_editors_paths_and_a_file_outside_is_refus
     assert_eq!(
         ed.request("textDocument/definition", at(1))["error"],
         json!({"code": -32803, "message": format!("/etc/hostname is outside every --path-map ({map}): the editor cannot open it")})
+    );
+    // The language server has c.fk too (open in a tab), which the editor cannot reach.
+    sb.run_ok(&["open", c.to_str().unwrap()]);
+    let symbols = wait_for("c.fk at the language server", DEADLINE, || {
+        let all = std::fs::read_to_string(sb.root.join("fake.log")).unwrap_or_default();
+        all.contains(&uri(&c))
+            .then(|| ed.request("workspace/symbol", json!({"query": ""})))
+    });
+    let origin = json!({"start": here, "end": here});
+    assert_eq!(
+        symbols["result"],
+        json!([{"name": doc, "kind": 1, "location": {"uri": doc, "range": origin}}])
     );
     let elsewhere = "file:///elsewhere/c.fk";
     ed.notify(

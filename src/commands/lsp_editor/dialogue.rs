@@ -333,7 +333,10 @@ impl Dialogue {
         let mut v = v.clone();
         if let Err(e) = self.map.message(&mut v, false) {
             let e = format!("{e}: the editor cannot open it");
+            // An answer with something left (references, symbols) goes without the rest.
+            let left = v["result"].as_array().is_some_and(|a| !a.is_empty());
             match RequestId::from_value(&v["id"]).filter(|_| v["method"].is_null()) {
+                Some(_) if left => {}
                 Some(id) => {
                     v = crate::rpc::response(&id, Err(RpcError::new(ErrorCode::RequestFailed, e)))
                 }
@@ -390,19 +393,23 @@ impl Dialogue {
 
     /// One input from the editor; true when the dialogue is over.
     fn received(&mut self, mut r: Received) -> bool {
-        // In this side's paths from here on; a message naming a file outside them is refused
-        // (`initialize` goes on without its folders there).
-        let (params, id, init) = match &mut r {
+        // In this side's paths from here on; a message naming a file outside them is refused,
+        // but for the folders, which go on without those outside.
+        let (params, id, folders) = match &mut r {
             Received::Message(Message::Request(q)) => {
                 (&mut q.params, Some(q.id.clone()), q.method == "initialize")
             }
-            Received::Message(Message::Notification(n)) => (&mut n.params, None, false),
+            Received::Message(Message::Notification(n)) => (
+                &mut n.params,
+                None,
+                n.method == "workspace/didChangeWorkspaceFolders",
+            ),
             _ => (&mut Value::Null, None, false),
         };
         if let Err(e) = self.map.message(params, true) {
             let e = format!("{e}: add a --path-map that holds it");
             self.warn_once(e.clone());
-            if !init {
+            if !folders {
                 if let Some(id) = id {
                     let e = RpcError::new(ErrorCode::RequestFailed, e);
                     self.send(&crate::rpc::response(&id, Err(e)));

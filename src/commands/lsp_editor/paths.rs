@@ -2,7 +2,8 @@
 //! connection), `ccide lsp` on the other, where the same files have other paths. Every
 //! message from the editor and every message to it passes `PathMap::message` (ccide-protocol(7)
 //! §12.6): each `file:` URI in it, and `rootPath`, is rewritten by the mapping whose folder
-//! holds it most closely, component by component; one no mapping holds is refused.
+//! holds it most closely, component by component; one no mapping holds is left out of its
+//! list, or refused.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -62,7 +63,7 @@ impl PathMap {
     }
 
     /// Rewrites every path in `v` (`here`: from the editor's side), past one no mapping holds,
-    /// which is left as it is and said in the answer (the first one).
+    /// which is left as it is, or out of its list, and said in the answer (the first one).
     pub fn message(&self, v: &mut Value, here: bool) -> Result<(), String> {
         let mut outside = Ok(());
         if !self.is_empty() {
@@ -73,10 +74,18 @@ impl PathMap {
 
     fn walk(&self, v: &mut Value, key: &str, here: bool, outside: &mut Result<(), String>) {
         let new = match v {
+            // An element naming a file outside is left out: a folder of several, a reference
+            // among others.
             Value::Array(a) => {
-                for x in a {
-                    self.walk(x, key, here, outside);
-                }
+                a.retain_mut(|x| {
+                    let mut out = Ok(());
+                    self.walk(x, key, here, &mut out);
+                    let keep = out.is_ok();
+                    if outside.is_ok() {
+                        *outside = out;
+                    }
+                    keep
+                });
                 return;
             }
             Value::Object(o) => {
@@ -166,7 +175,7 @@ mod tests {
     }
 
     #[test]
-    fn every_uri_of_a_message_is_rewritten_percent_encoding_and_all() {
+    fn every_uri_is_rewritten_percent_encoding_included_and_one_outside_left_out_of_its_list() {
         let m = map(&["/Users/Me/My Proj=/work"]);
         let mut v = json!({"textDocument": {"uri": "file:///Users/Me/My%20Proj/%C3%A9.py",
             "text": "file:///Users/Me/My%20Proj/x"},
@@ -190,7 +199,7 @@ mod tests {
         assert_eq!(
             edit,
             json!({"edit": {"changes": {"file:///Users/Me/My%20Proj/%C3%A9.py": [{"newText": "file:///work"}]}},
-                "items": [{"uri": "file:///etc/passwd"}, {"uri": "file:///Users/Me/My%20Proj/b"}, {"uri": "file:///usr/x"}]})
+                "items": [{"uri": "file:///Users/Me/My%20Proj/b"}]})
         );
         // Without a mapping, nothing changes.
         let mut same = edit.clone();
