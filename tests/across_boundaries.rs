@@ -5,7 +5,8 @@
 //! localhost where it says `ssh box`, neovim then in a mount namespace of its own where the
 //! project lies at another path (a copy, an sshfs mount). What the CLI side (a client of the
 //! serve beyond the boundary) receives is in its paths; what neovim holds is in its own. Run as
-//! root by .ci/run, which installs neovim and openssh-server. Navigation answers, with a
+//! root by .ci/run, which installs neovim and openssh-server (found where they install, or where
+//! CCIDE_NVIM and CCIDE_SSHD say, never by PATH). Navigation answers, with a
 //! scripted editor and no boundary (the editor's folder exists nowhere), are not ignored.
 
 use std::io::Read;

@@ -327,8 +327,9 @@ impl Dialogue {
             .min()
     }
 
-    /// Every message to the editor, in its paths: one naming a file it cannot reach is not
-    /// sent; an answer fails, saying so, anything else is said instead.
+    /// Every message to the editor, in its paths (ccide-protocol(7) §12.6): one naming a file
+    /// it cannot reach is not sent as it is; a list of answers goes without it, another answer
+    /// fails, saying so, and anything else is said instead.
     fn send(&self, v: &Value) {
         let mut v = v.clone();
         if let Err(e) = self.map.message(&mut v, false) {

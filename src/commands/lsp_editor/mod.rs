@@ -11,9 +11,10 @@
 //! The parts: `dialogue` (the loop: `initialize`, dispatch, what is due), `docs` (the document
 //! mirror), `proposals` (pending diffs as code actions), `link` (which server a file belongs
 //! to, the session, the stand-in), `quirks` (clients known to break LSP's rules) and `paths`
-//! (`--path-map`: the editor's paths across a boundary, both ways, at `received` and `send`). The loop
-//! runs over an `lsp::connection::Connection` and reaches servers through `link::Servers`:
-//! stdio and sockets here, memory and the control handler on a test state in `tests.rs`.
+//! (`--path-map`: the editor's paths across a boundary, both ways, at `received` and `send`).
+//! The loop runs over an `lsp::connection::Connection` and reaches servers through
+//! `link::Servers`: stdio and sockets here, memory and the control handler on a test state in
+//! `tests.rs`.
 
 mod dialogue;
 mod docs;
