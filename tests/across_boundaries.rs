@@ -1,13 +1,14 @@
-//! `ccide lsp --path-map HOST=REMOTE` across real boundaries, with neovim configured as
+//! `ccide lsp --path-map HOST=REMOTE` across real boundaries, with editors configured as
 //! README.md's "Across a boundary" says: `ccide lsp` in a "container" (mount and pid namespaces,
 //! the workspace bind-mounted at another path and hidden at its own, as `docker run -v` leaves
 //! it), entered with nsenter where the README says `docker exec -i`; and through a real sshd on
-//! localhost where it says `ssh box`, neovim then in a mount namespace of its own where the
-//! project lies at another path (a copy, an sshfs mount). What the CLI side (a client of the
-//! serve beyond the boundary) receives is in its paths; what neovim holds is in its own. Run as
-//! root by .ci/run, which installs neovim and openssh-server (found where they install, or where
-//! CCIDE_NVIM and CCIDE_SSHD say, never by PATH). Navigation answers, with a
-//! scripted editor and no boundary (the editor's folder exists nowhere), are not ignored.
+//! localhost where it says `ssh box`, neovim (and helix, in tmux) then in a mount namespace of
+//! its own where the project lies at another path (a copy, an sshfs mount). What the CLI side
+//! (a client of the serve beyond the boundary) receives is in its paths; what the editor holds
+//! is in its own. Run as root by .ci/run, which installs the editors and openssh-server (found
+//! where they install, or where CCIDE_NVIM, CCIDE_HX, CCIDE_TMUX and CCIDE_SSHD say, never by
+//! PATH). Navigation answers, with a scripted editor and no boundary (the editor's folder
+//! exists nowhere), are not ignored.
 
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::editors::{Running, STEP, Sync, action, person, program, recipe_nth};
+use crate::editors::{Running, STEP, Sync, Tmux, action, person, program, recipe_nth};
 use crate::util::*;
 use serde_json::{Value, json};
 
@@ -311,13 +312,9 @@ fn sshd(sb: &Sandbox, env: &str) -> (Running, PathBuf) {
     (child, client)
 }
 
-#[test]
-#[ignore = "needs root, neovim and sshd (openssh-server): .ci/run provides them"]
-fn neovim_reaches_ccide_lsp_over_ssh_with_path_map() {
-    let nvim = program("CCIDE_NVIM", "/usr/bin/nvim", "neovim");
-    let sb = Sandbox::new();
-    sb.write("hunks.py", lines(&[]));
-    let server = sb.serve(&checker(&sb).iter().map(String::as_str).collect::<Vec<_>>());
+/// `box`: sshd (see `sshd`) whose sessions find `ccide` on PATH and the sandbox's config
+/// directory, as a remote box where ccide is installed; the ssh configuration that reaches it.
+fn ssh_box(sb: &Sandbox) -> (Running, PathBuf) {
     let bin = sb.root.join("bin");
     let _ = std::os::unix::fs::symlink(BIN, bin.join("ccide"));
     let env = format!(
@@ -325,10 +322,29 @@ fn neovim_reaches_ccide_lsp_over_ssh_with_path_map() {
         bin.display(),
         sb.config().display()
     );
-    let (_sshd, ssh_config) = sshd(&sb, &env);
-    // The editor's side: the project at another path, the server's path empty.
-    let local = sb.root.join("local/proj");
-    std::fs::create_dir_all(&local).unwrap();
+    sshd(sb, &env)
+}
+
+/// The editor's side of SSH: a mount namespace where the project is at `local` (a copy, an
+/// sshfs mount) and the server's path is empty. The `sh -c` script that sets it up, in
+/// `local`, then runs `argv`.
+fn editor_side(sb: &Sandbox, local: &Path, argv: &str) -> String {
+    std::fs::create_dir_all(local).unwrap();
+    format!(
+        "mount --bind '{w}' '{l}' && mount -t tmpfs editor '{w}' && cd '{l}' && exec {argv}",
+        w = sb.ws().display(),
+        l = local.display()
+    )
+}
+
+#[test]
+#[ignore = "needs root, neovim and sshd (openssh-server): .ci/run provides them"]
+fn neovim_reaches_ccide_lsp_over_ssh_with_path_map() {
+    let nvim = program("CCIDE_NVIM", "/usr/bin/nvim", "neovim");
+    let sb = Sandbox::new();
+    sb.write("hunks.py", lines(&[]));
+    let server = sb.serve(&checker(&sb).iter().map(String::as_str).collect::<Vec<_>>());
+    let (_sshd, ssh_config) = ssh_box(&sb);
     let ws = sb.ws();
     let ssh = format!("'/usr/bin/ssh', '-F', '{}', 'box'", ssh_config.display());
     let init = init_lua(
@@ -339,15 +355,11 @@ fn neovim_reaches_ccide_lsp_over_ssh_with_path_map() {
         ],
     );
     sb.root.write("home/.config/nvim/init.lua", init);
+    let local = sb.root.join("local/proj");
     let mut cmd = Command::new("/usr/bin/unshare");
     person(&sb, &mut cmd);
-    cmd.args(["--mount", "/bin/sh", "-c"]).arg(format!(
-        "mount --bind '{w}' '{l}' && mount -t tmpfs editor '{w}' && cd '{l}' && exec '{}' \"$@\"",
-        nvim.display(),
-        w = ws.display(),
-        l = local.display()
-    ));
-    cmd.arg("nvim");
+    let script = editor_side(&sb, &local, &format!("'{}' \"$@\"", nvim.display()));
+    cmd.args(["--mount", "/bin/sh", "-c", &script, "nvim"]);
     let map = format!("{}={}", local.display(), ws.display());
     drive(
         &sb,
@@ -356,6 +368,69 @@ fn neovim_reaches_ccide_lsp_over_ssh_with_path_map() {
         &local.join("hunks.py"),
         &ws.join("hunks.py"),
         &map,
+    );
+}
+
+/// helix on the editor's side of SSH, configured as the README says: the code action menu's
+/// "send selection" reaches the CLI side in its paths.
+#[test]
+#[ignore = "needs root, helix, tmux and sshd (openssh-server): .ci/run provides them"]
+fn helix_reaches_ccide_lsp_over_ssh_with_path_map() {
+    let hx = program("CCIDE_HX", "/usr/local/bin/hx", "helix");
+    let sb = Sandbox::new();
+    sb.write("hello.py", "print('x')\n");
+    let server = sb.serve(&["--no-default-checkers"]);
+    let (_sshd, ssh_config) = ssh_box(&sb);
+    let (ws, local) = (sb.ws(), sb.root.join("local/proj"));
+    let mut toml = recipe_nth("Across a boundary", "toml", 0);
+    let ssh = format!(
+        "command = \"/usr/bin/ssh\"\nargs = [\"-F\", \"{}\", \"box\",",
+        ssh_config.display()
+    );
+    for (from, to) in [
+        ("command = \"ssh\"\nargs = [\"box\",", ssh.as_str()),
+        ("/home/me/src/proj", local.to_str().unwrap()),
+        ("/home/me/proj", ws.to_str().unwrap()),
+    ] {
+        assert!(
+            toml.contains(from),
+            "README's helix recipe has no {from}: {toml}"
+        );
+        toml = toml.replace(from, to);
+    }
+    sb.root.write("home/.config/helix/languages.toml", toml);
+    let mut claude = server.ready_client();
+    let script = editor_side(&sb, &local, &format!("'{}' hello.py", hx.display()));
+    let argv = ["/usr/bin/unshare", "--mount", "/bin/sh", "-c", &script];
+    let argv: Vec<&Path> = argv.iter().map(Path::new).collect();
+    let term = Tmux::start(&sb, &argv, &[]);
+    let log =
+        || std::fs::read_to_string(sb.home().join(".cache/helix/helix.log")).unwrap_or_default();
+    let failed = |screen: &str| {
+        assert!(
+            !screen.contains("rror"),
+            "helix says:\n{screen}\nhelix.log:\n{}",
+            log()
+        );
+    };
+    let remote = ws.join("hello.py");
+    wait_for("hello.py open as a tab", STEP, || {
+        let status = server.control(&json!({"cmd": "status"}));
+        (status["status"]["tabs"][0]["path"] == json!(remote)).then_some(())
+    });
+    term.keys(&["/"]);
+    term.type_text("print");
+    term.keys(&["Enter"]);
+    term.read("1:5", &failed);
+    term.keys(&["Space", "a"]);
+    term.helix_pick("Claude: send selection", &["Claude: @-mention"], &failed);
+    let selection = json!({"text": "print", "filePath": remote,
+        "fileUrl": format!("file://{}", remote.display()),
+        "selection": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 5},
+        "isEmpty": false}});
+    assert_eq!(
+        action(&mut claude, "selection_changed", &|| failed(&term.screen())),
+        [("selection_changed".to_string(), selection)]
     );
 }
 

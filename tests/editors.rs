@@ -551,13 +551,13 @@ fn emacs_eglot_shutdown_leaves_no_lock_file_when_ccide_lsp_served_the_folder() {
 }
 
 /// A terminal for a person: a tmux server of the test's own, one window of 200x50.
-struct Tmux {
+pub(crate) struct Tmux {
     tmux: PathBuf,
     socket: PathBuf,
 }
 
 impl Tmux {
-    fn start(sb: &Sandbox, argv: &[&Path], env: &[(&str, &Path)]) -> Tmux {
+    pub(crate) fn start(sb: &Sandbox, argv: &[&Path], env: &[(&str, &Path)]) -> Tmux {
         let tmux = program("CCIDE_TMUX", "/usr/bin/tmux", "tmux");
         let socket = sb.root.join("tmux.sock");
         let mut cmd = Command::new(&tmux);
@@ -598,23 +598,23 @@ impl Tmux {
     }
 
     /// Keys by tmux's names (`Enter`, `Escape`, `Space`).
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "0"];
         args.extend_from_slice(keys);
         self.tmux(&args);
     }
 
     /// Text typed as it is.
-    fn type_text(&self, text: &str) {
+    pub(crate) fn type_text(&self, text: &str) {
         self.tmux(&["send-keys", "-t", "0", "-l", text]);
     }
 
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         self.tmux(&["capture-pane", "-p", "-t", "0"])
     }
 
     /// Waits until the screen shows `text`, as a person reads before typing on.
-    fn read(&self, text: &str, failed: &dyn Fn(&str)) -> String {
+    pub(crate) fn read(&self, text: &str, failed: &dyn Fn(&str)) -> String {
         self.read_where(text, &|s| s.contains(text), failed)
     }
 
@@ -650,7 +650,7 @@ impl Tmux {
 impl Tmux {
     /// Picks `item` from helix's code action menu (shown with `others`, in helix's order): down
     /// to it, then <ret>.
-    fn helix_pick(&self, item: &str, others: &[&str], failed: &dyn Fn(&str)) {
+    pub(crate) fn helix_pick(&self, item: &str, others: &[&str], failed: &dyn Fn(&str)) {
         let all = |s: &str| s.contains(item) && others.iter().all(|o| s.contains(o));
         let menu = self.read_where(&format!("the menu with {item}"), &all, failed);
         let items: Vec<&str> = menu
