@@ -83,7 +83,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "commands::lsp_editor",
-        &["quirks|docs|proposals|link", "dialogue", "mod"],
+        &["quirks|docs|proposals|link|paths", "dialogue", "mod"],
     ),
 ];
 

@@ -17,7 +17,7 @@ use crate::util::{BIN, Client, DEADLINE, Sandbox, list_locks, wait_for};
 use serde_json::{Value, json};
 
 /// How long the editor steps may take: an editor starting `ccide lsp`, a person's pauses.
-const STEP: Duration = Duration::from_secs(20);
+pub(crate) const STEP: Duration = Duration::from_secs(20);
 
 /// The first `lang` block of README.md's section whose heading begins with `heading`.
 fn recipe(heading: &str, lang: &str) -> String {
@@ -25,7 +25,7 @@ fn recipe(heading: &str, lang: &str) -> String {
 }
 
 /// The `n`th (from 0) `lang` block of README.md's section whose heading begins with `heading`.
-fn recipe_nth(heading: &str, lang: &str, n: usize) -> String {
+pub(crate) fn recipe_nth(heading: &str, lang: &str, n: usize) -> String {
     let readme = include_str!("../README.md");
     let section = readme
         .split("\n### ")
@@ -41,7 +41,7 @@ fn recipe_nth(heading: &str, lang: &str, n: usize) -> String {
 }
 
 /// An editor's program: `$VAR`, else where .ci/editor-install puts it.
-fn program(var: &str, default: &str, what: &str) -> PathBuf {
+pub(crate) fn program(var: &str, default: &str, what: &str) -> PathBuf {
     let p = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
     assert!(
         p.is_file(),
@@ -63,7 +63,7 @@ fn version(program: &Path, args: &[&str]) -> String {
 
 /// The sandbox's bin with `ccide` in it (and what else the editor needs on PATH), and the
 /// environment a person's shell would give the editor.
-fn person(sb: &Sandbox, cmd: &mut Command) {
+pub(crate) fn person(sb: &Sandbox, cmd: &mut Command) {
     let bin = sb.root.join("bin");
     let _ = std::os::unix::fs::symlink(BIN, bin.join("ccide"));
     cmd.env_clear()
@@ -84,7 +84,7 @@ fn selection(f: &Path, text: &str, (l1, c1): (u64, u64), (l2, c2): (u64, u64)) -
 /// What one action sent: `selection_changed` and `at_mentioned` notifications, in order, until
 /// `last` (which ends the action) arrived and then 400 ms passed without another (the follow-up
 /// of a code action request comes 100 ms after it).
-fn action(claude: &mut Client, last: &str, failed: &dyn Fn()) -> Vec<(String, Value)> {
+pub(crate) fn action(claude: &mut Client, last: &str, failed: &dyn Fn()) -> Vec<(String, Value)> {
     let mut got = Vec::new();
     let keep = |m: &Value| m["method"] == "selection_changed" || m["method"] == "at_mentioned";
     wait_for(&format!("{last} from the editor"), STEP, || {
@@ -128,10 +128,10 @@ fn mention(f: &Path, lines: Option<(u64, u64)>) -> (String, Value) {
 }
 
 /// A scripted editor's process, killed when the test ends before it exits.
-struct Running(std::process::Child);
+pub(crate) struct Running(pub(crate) std::process::Child);
 
 impl Running {
-    fn exited(&mut self) -> std::process::ExitStatus {
+    pub(crate) fn exited(&mut self) -> std::process::ExitStatus {
         wait_for("the editor to exit", DEADLINE, || {
             self.0.try_wait().unwrap()
         })
@@ -146,16 +146,16 @@ impl Drop for Running {
 }
 
 /// Marker files through which a scripted editor and the test take turns.
-struct Sync(PathBuf);
+pub(crate) struct Sync(pub(crate) PathBuf);
 
 impl Sync {
-    fn new(sb: &Sandbox) -> Sync {
+    pub(crate) fn new(sb: &Sandbox) -> Sync {
         let d = sb.root.join("sync");
         std::fs::create_dir_all(&d).unwrap();
         Sync(d)
     }
 
-    fn done(&self, name: &str) {
+    pub(crate) fn done(&self, name: &str) {
         std::fs::write(self.0.join(name), "").unwrap();
     }
 
@@ -166,14 +166,14 @@ impl Sync {
         std::fs::rename(&part, self.0.join(name)).unwrap();
     }
 
-    fn step(&self, name: &str, failed: &dyn Fn()) -> String {
+    pub(crate) fn step(&self, name: &str, failed: &dyn Fn()) -> String {
         wait_for(&format!("the editor to reach {name}"), STEP, || {
             failed();
             std::fs::read_to_string(self.0.join(name)).ok()
         })
     }
 
-    fn error(&self) -> Option<String> {
+    pub(crate) fn error(&self) -> Option<String> {
         std::fs::read_to_string(self.0.join("error")).ok()
     }
 }
@@ -624,13 +624,13 @@ fn emacs_eglot_shutdown_leaves_no_lock_file_when_ccide_lsp_served_the_folder() {
 }
 
 /// A terminal for a person: a tmux server of the test's own, one window of 200x50.
-struct Tmux {
+pub(crate) struct Tmux {
     tmux: PathBuf,
     socket: PathBuf,
 }
 
 impl Tmux {
-    fn start(sb: &Sandbox, argv: &[&Path], env: &[(&str, &Path)]) -> Tmux {
+    pub(crate) fn start(sb: &Sandbox, argv: &[&Path], env: &[(&str, &Path)]) -> Tmux {
         let tmux = program("CCIDE_TMUX", "/usr/bin/tmux", "tmux");
         let socket = sb.root.join("tmux.sock");
         let mut cmd = Command::new(&tmux);
@@ -671,23 +671,23 @@ impl Tmux {
     }
 
     /// Keys by tmux's names (`Enter`, `Escape`, `Space`).
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "0"];
         args.extend_from_slice(keys);
         self.tmux(&args);
     }
 
     /// Text typed as it is.
-    fn type_text(&self, text: &str) {
+    pub(crate) fn type_text(&self, text: &str) {
         self.tmux(&["send-keys", "-t", "0", "-l", text]);
     }
 
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         self.tmux(&["capture-pane", "-p", "-t", "0"])
     }
 
     /// Waits until the screen shows `text`, as a person reads before typing on.
-    fn read(&self, text: &str, failed: &dyn Fn(&str)) -> String {
+    pub(crate) fn read(&self, text: &str, failed: &dyn Fn(&str)) -> String {
         self.read_where(text, &|s| s.contains(text), failed)
     }
 
@@ -723,7 +723,7 @@ impl Tmux {
 impl Tmux {
     /// Picks `item` from helix's code action menu (shown with `others`, in helix's order): down
     /// to it, then <ret>. An item ends at two spaces: what follows is the line behind the menu.
-    fn helix_pick(&self, item: &str, others: &[&str], failed: &dyn Fn(&str)) {
+    pub(crate) fn helix_pick(&self, item: &str, others: &[&str], failed: &dyn Fn(&str)) {
         let all = |s: &str| s.contains(item) && others.iter().all(|o| s.contains(o));
         let menu = self.read_where(&format!("the menu with {item}"), &all, failed);
         let items: Vec<&str> = menu

@@ -11,6 +11,9 @@ mod util;
 // A WebSocket client written by hand, for what tungstenite refuses to send.
 mod wire;
 
+// `ccide lsp --path-map` across a boundary: every path both ways; neovim outside, `ccide lsp` in a
+// container (mount and pid namespaces) or over a real sshd (those ignored: root, neovim, sshd).
+mod across_boundaries;
 // The memory cgroup of a server `ccide lsp-bridge` starts (ignored: needs a cgroup hierarchy).
 mod cgroups;
 // Diagnostics from checkers run in the background: freshness, budgets, timeouts, broadcasts.

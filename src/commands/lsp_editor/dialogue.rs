@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::docs::Doc;
 use super::link::{Choice, Found, Servers, Session, choose, overlapping};
+use super::paths::PathMap;
 use super::proposals::{
     COMMANDS, HUNK_COMMANDS, Proposals, actions, composed, hint_list, hunk_actions, hunk_at,
     review_of,
@@ -74,6 +75,8 @@ pub struct Options {
     pub diagnostics: bool,
     /// Navigation requests go to the server's language servers.
     pub navigation: bool,
+    /// The editor's paths and this side's (`--path-map`).
+    pub map: PathMap,
 }
 
 /// What the editor said at `initialize`.
@@ -144,6 +147,7 @@ pub struct Dialogue {
     /// Navigation requests passed on, under the editor's ids: the document each is about (its
     /// uri; empty for workspace/symbol), and the link.
     navs: Incoming<(String, usize)>,
+    map: PathMap,
 }
 
 /// The path with its directory made physical (servers compare and store those). The name
@@ -210,6 +214,7 @@ impl Dialogue {
             warned: Vec::new(),
             asked: 0,
             navs: Incoming::default(),
+            map: o.map,
         }
     }
 
@@ -322,9 +327,25 @@ impl Dialogue {
             .min()
     }
 
+    /// Every message to the editor, in its paths (ccide-protocol(7) §12.6): one naming a file
+    /// it cannot reach is not sent as it is; a list of answers goes without it, another answer
+    /// fails, saying so, and anything else is said instead.
     fn send(&self, v: &Value) {
+        let mut v = v.clone();
+        if let Err(e) = self.map.message(&mut v, false) {
+            let e = format!("{e}: the editor cannot open it");
+            // An answer with something left (references, symbols) goes without the rest.
+            let left = v["result"].as_array().is_some_and(|a| !a.is_empty());
+            match RequestId::from_value(&v["id"]).filter(|_| v["method"].is_null()) {
+                Some(_) if left => {}
+                Some(id) => {
+                    v = crate::rpc::response(&id, Err(RpcError::new(ErrorCode::RequestFailed, e)))
+                }
+                None => return self.show(2, format!("ccide: {e}")),
+            }
+        }
         // An editor gone away ends the loop through its connection's end.
-        let _ = self.out.send(v);
+        let _ = self.out.send(&v);
     }
 
     fn notify(&self, method: &str, params: Value) {
@@ -372,7 +393,31 @@ impl Dialogue {
     }
 
     /// One input from the editor; true when the dialogue is over.
-    fn received(&mut self, r: Received) -> bool {
+    fn received(&mut self, mut r: Received) -> bool {
+        // In this side's paths from here on; a message naming a file outside them is refused,
+        // but for the folders, which go on without those outside.
+        let (params, id, folders) = match &mut r {
+            Received::Message(Message::Request(q)) => {
+                (&mut q.params, Some(q.id.clone()), q.method == "initialize")
+            }
+            Received::Message(Message::Notification(n)) => (
+                &mut n.params,
+                None,
+                n.method == "workspace/didChangeWorkspaceFolders",
+            ),
+            _ => (&mut Value::Null, None, false),
+        };
+        if let Err(e) = self.map.message(params, true) {
+            let e = format!("{e}: add a --path-map that holds it");
+            self.warn_once(e.clone());
+            if !folders {
+                if let Some(id) = id {
+                    let e = RpcError::new(ErrorCode::RequestFailed, e);
+                    self.send(&crate::rpc::response(&id, Err(e)));
+                }
+                return false;
+            }
+        }
         match r {
             Received::Message(Message::Request(r))
                 if self.editor.navigation
@@ -1273,6 +1318,12 @@ impl Dialogue {
         let view = self.ask(Some(i), &req)?;
         let path = canon(Path::new(view["path"].as_str().unwrap_or("")));
         let uri = crate::files::file_uri(&path);
+        if let (false, Err(e)) = (self.map.is_empty(), self.map.path(&path, false)) {
+            return Err(format!(
+                "Claude Code's proposal for {} cannot be opened in the editor: {e}; decide its hunks with the code actions on the file, or see it with `ccide diff show {id}` where ccide runs",
+                file.display()
+            ));
+        }
         if self.editor.show_document {
             self.ask_editor(
                 "window/showDocument",

@@ -10,13 +10,16 @@
 //!
 //! The parts: `dialogue` (the loop: `initialize`, dispatch, what is due), `docs` (the document
 //! mirror), `proposals` (pending diffs as code actions), `link` (which server a file belongs
-//! to, the session, the stand-in) and `quirks` (clients known to break LSP's rules). The loop
-//! runs over an `lsp::connection::Connection` and reaches servers through `link::Servers`:
-//! stdio and sockets here, memory and the control handler on a test state in `tests.rs`.
+//! to, the session, the stand-in), `quirks` (clients known to break LSP's rules) and `paths`
+//! (`--path-map`: the editor's paths across a boundary, both ways, at `received` and `send`).
+//! The loop runs over an `lsp::connection::Connection` and reaches servers through
+//! `link::Servers`: stdio and sockets here, memory and the control handler on a test state in
+//! `tests.rs`.
 
 mod dialogue;
 mod docs;
 mod link;
+mod paths;
 mod proposals;
 mod quirks;
 
@@ -50,6 +53,7 @@ pub fn run(args: &Args) -> Outcome {
         follow: !args.switch("--no-follow")?,
         diagnostics: args.switch("--diagnostics")?,
         navigation: args.switch("--navigation")?,
+        map: paths::PathMap::parse(&args.values("--path-map")).map_err(Fail::Usage)?,
     };
     let servers = link::Sockets {
         config: crate::lockfile::config_dir(args.value("--config-dir").as_deref())?,

@@ -302,6 +302,7 @@ fn options() -> Options {
         follow: false,
         diagnostics: false,
         navigation: false,
+        map: Default::default(),
     }
 }
 
