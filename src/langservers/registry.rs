@@ -200,7 +200,7 @@ fn walk(roots: &[PathBuf], ok: &dyn Fn(&Path) -> bool) -> Option<PathBuf> {
                 continue;
             };
             let mut entries: Vec<_> = rd.flatten().collect();
-            entries.sort_by_key(|e| e.file_name());
+            crate::text::sort_by_bytes(&mut entries, |e| e.file_name().into_encoded_bytes());
             for e in entries {
                 budget -= 1;
                 if budget == 0 {
