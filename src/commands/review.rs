@@ -66,7 +66,11 @@ fn walk(args: &Args, t: &mut Terminal, ctl: &mut Control, why: Option<&str>) -> 
     loop {
         let list = ctl.request(&Request::DiffList)?;
         let mut pending: Vec<Value> = list["diffs"].as_array().cloned().unwrap_or_default();
-        pending.sort_by_key(|d| d["id"].as_str().and_then(|i| i.parse::<u64>().ok()));
+        // Oldest first: by id as a number, those without one first.
+        crate::text::sort_by_bytes(&mut pending, |d| {
+            let id = d["id"].as_str().and_then(|i| i.parse::<u64>().ok());
+            id.map_or(Vec::new(), |n| [&[1][..], &n.to_be_bytes()].concat())
+        });
         if let Some(d) = pending
             .into_iter()
             .find(|d| !seen.contains(d["id"].as_str().unwrap_or("")))
