@@ -6,8 +6,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -52,14 +51,16 @@ fn walk(args: &Args, t: &mut Terminal, ctl: &mut Control, why: Option<&str>) -> 
     // Subscribed before listing, so a diff opened in between is not missed.
     let mut events = connect(args)?.subscribe()?;
     // true: a diff was opened; false: the server went away (its event stream ended).
-    let (tx, rx) = mpsc::channel();
+    // (A proc::Queue, as everywhere: std's mpsc would bring its own code for one channel.)
+    let rx = std::sync::Arc::new(crate::proc::Queue::default());
+    let tx = rx.clone();
     crate::proc::spawn_thread("diff-review-events", move || {
         while let Ok(line) = events.next_line() {
-            if line.contains("\"diff_opened\"") && tx.send(true).is_err() {
-                return;
+            if line.contains("\"diff_opened\"") {
+                tx.push(true);
             }
         }
-        let _ = tx.send(false);
+        tx.push(false);
     })
     .map_err(|e| Fail::Failed(format!("cannot start a thread: {e}")))?;
     let mut seen = std::collections::HashSet::new();
@@ -573,11 +574,11 @@ impl Terminal {
     }
 
     /// Waits for a key (q, Ctrl-C or Ctrl-D: None) or a message on `rx` (it).
-    fn wait_key_or(&mut self, rx: &mpsc::Receiver<bool>) -> Result<Option<bool>, Fail> {
+    fn wait_key_or(&mut self, rx: &crate::proc::Queue<bool>) -> Result<Option<bool>, Fail> {
         use crate::sys::{Interest, poll};
         let fd = self.tty.as_raw_fd();
         loop {
-            if let Ok(opened) = rx.try_recv() {
+            if let Some(opened) = rx.pop(Some(Instant::now())) {
                 return Ok(Some(opened));
             }
             let ready = poll(
