@@ -57,8 +57,10 @@ fn age(created: u64) -> String {
     }
 }
 
+/// Pretty JSON: `{:#}` is serde_json's `to_string_pretty` (two-space indent), with the
+/// serializer `Display` brings anyway.
 fn print_json(v: &Value) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    println!("{v:#}");
 }
 
 pub fn use_color() -> bool {
@@ -1251,10 +1253,7 @@ pub fn exec(args: &Args) -> Outcome {
     })?;
     let answer = if list { &r["requests"] } else { &r["request"] };
     if json_out {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(answer).unwrap_or_default()
-        );
+        print_json(answer);
     } else if !list {
         let word = if action == "approve" {
             "approved"
