@@ -210,7 +210,7 @@ impl OnReview {
         let sink = queue.clone();
         events.subscribe_with(Box::new(move |line| {
             if line.contains("\"diff_opened\"")
-                && let Ok(v) = serde_json::from_str::<Value>(line)
+                && let Ok(v) = serde_json::from_slice::<Value>(line.as_bytes())
                 && v["event"] == "diff_opened"
             {
                 sink.push(v);

@@ -463,7 +463,7 @@ fn parse_auto(output: &str, cx: &Context, out: &mut Vec<Found>) {
     // document does not hide it. A failed attempt costs at most one pass, and
     // on a cargo JSON-lines stream it reads just the first line.
     if (trimmed.starts_with('{') || trimmed.starts_with('['))
-        && let Some(Ok(v)) = serde_json::Deserializer::from_str(trimmed)
+        && let Some(Ok(v)) = serde_json::Deserializer::from_slice(trimmed.as_bytes())
             .into_iter::<Value>()
             .next()
     {
@@ -505,7 +505,7 @@ fn find_json(output: &str, accept: fn(&Value) -> bool) -> Option<Value> {
         let Some(text) = output.get(start + (line.len() - t.len())..) else {
             continue;
         };
-        let mut values = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+        let mut values = serde_json::Deserializer::from_slice(text.as_bytes()).into_iter::<Value>();
         if let Some(Ok(v)) = values.next()
             && accept(&v)
         {
@@ -539,7 +539,7 @@ fn parse_lines(output: &str, mode: LineMode, cx: &Context, out: &mut Vec<Found>)
         let t = line.trim();
         if matches!(mode, LineMode::Auto | LineMode::Cargo)
             && t.starts_with('{')
-            && let Ok(v) = serde_json::from_str::<Value>(t)
+            && let Ok(v) = serde_json::from_slice::<Value>(t.as_bytes())
             && v.is_object()
         {
             push_cargo(&v, cx, out);
