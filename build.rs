@@ -19,6 +19,39 @@ fn main() {
     {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
+    // Identical functions folded into one (`--icf=all`): about 11 KB less, the copies being
+    // instances of generic code that compile to the same bytes. Rust promises no distinct
+    // addresses for functions (LLVM already merges some), and LLD folds no data this way.
+    // Only LLD (and gold) know the option, and GNU ld fails on it: so only where the linker is
+    // rustc's own LLD, which rustc uses from 1.90 on for this target unless told otherwise.
+    if links_with_rust_lld() {
+        println!("cargo:rustc-link-arg-bins=-Wl,--icf=all");
+    }
+}
+
+/// Whether rustc links this build with its own LLD: the target is x86_64-unknown-linux-gnu,
+/// rustc is 1.90 or later, and neither Cargo (`target.<triple>.linker`) nor RUSTFLAGS name
+/// another linker.
+fn links_with_rust_lld() -> bool {
+    let flags = var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    if var("TARGET").as_deref() != Ok("x86_64-unknown-linux-gnu")
+        || var("RUSTC_LINKER").is_ok()
+        || ["linker", "link-self-contained", "fuse-ld"]
+            .iter()
+            .any(|f| flags.contains(f))
+    {
+        return false;
+    }
+    let rustc = var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let Ok(out) = std::process::Command::new(rustc).arg("-vV").output() else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let minor = text
+        .lines()
+        .find_map(|l| l.strip_prefix("release: 1."))
+        .and_then(|v| v.split('.').next()?.parse::<u32>().ok());
+    minor.is_some_and(|m| m >= 90)
 }
 
 /// Whether the glibc this script runs with loads DT_RELR: its libc.so.6 defines the version
@@ -28,7 +61,11 @@ fn glibc_has_dt_relr() -> bool {
     let libc = maps
         .lines()
         .filter_map(|l| l.split_whitespace().nth(5))
-        .find(|p| p.rsplit('/').next().is_some_and(|n| n.starts_with("libc.so")));
+        .find(|p| {
+            p.rsplit('/')
+                .next()
+                .is_some_and(|n| n.starts_with("libc.so"))
+        });
     libc.and_then(|p| std::fs::read(p).ok())
         .is_some_and(|b| b.windows(17).any(|w| w == b"GLIBC_ABI_DT_RELR"))
 }
