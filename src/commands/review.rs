@@ -63,7 +63,8 @@ fn walk(args: &Args, t: &mut Terminal, ctl: &mut Control, why: Option<&str>) -> 
         tx.push(false);
     })
     .map_err(|e| Fail::Failed(format!("cannot start a thread: {e}")))?;
-    let mut seen = std::collections::HashSet::new();
+    // The ids of the diffs walked (a session's worth: a list).
+    let mut seen: Vec<String> = Vec::new();
     loop {
         let list = ctl.request(&Request::DiffList)?;
         let mut pending: Vec<Value> = list["diffs"].as_array().cloned().unwrap_or_default();
@@ -74,9 +75,9 @@ fn walk(args: &Args, t: &mut Terminal, ctl: &mut Control, why: Option<&str>) -> 
         });
         if let Some(d) = pending
             .into_iter()
-            .find(|d| !seen.contains(d["id"].as_str().unwrap_or("")))
+            .find(|d| !seen.iter().any(|s| s == d["id"].as_str().unwrap_or("")))
         {
-            seen.insert(d["id"].as_str().unwrap_or("").to_string());
+            seen.push(d["id"].as_str().unwrap_or("").to_string());
             match review_one(t, ctl, &d, why) {
                 Ok(Step::Stop) => return Ok(EXIT_FAILURE),
                 Ok(Step::Done) => {}
