@@ -77,7 +77,8 @@ pub fn copy_to_new(from: &mut File, to: &Path, mode: u32) -> io::Result<()> {
         return Ok(());
     }
     let mut bytes = Vec::new();
-    io::Read::read_to_end(from, &mut bytes)?;
+    // Through `take` as `read_open` reads: one instance of std's read loop for both.
+    io::Read::read_to_end(&mut io::Read::take(from, u64::MAX), &mut bytes)?;
     out.write_all(&bytes)
 }
 
