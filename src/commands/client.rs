@@ -327,20 +327,19 @@ fn diff_show(d: &Value, json_out: bool) -> Outcome {
 }
 
 /// The pager git would use, as words: `GIT_PAGER`, then `git config core.pager` (when git is
-/// installed), then `PAGER`, else `less -FRX`. None when that is empty or `cat`: no pager.
+/// installed; run as ccide runs every program, `proc::run`, here for 10 s at most), then
+/// `PAGER`, else `less -FRX`. None when that is empty or `cat`: no pager.
 fn pager_command() -> Result<Option<Vec<String>>, Fail> {
     let set = |v: &str| std::env::var(v).ok();
     let from_git = || {
-        let git = crate::proc::find_on_path("git")?;
-        let o = std::process::Command::new(git)
-            .args(["config", "core.pager"])
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()?;
+        let mut git = std::process::Command::new(crate::proc::find_on_path("git")?);
+        git.args(["config", "core.pager"]);
+        let limit = std::time::Duration::from_secs(10);
+        let o = crate::proc::run(git, None, &std::env::temp_dir(), limit, 1 << 16).ok()?;
         String::from_utf8(o.stdout)
             .ok()
             .map(|s| s.trim_end_matches('\n').to_string())
-            .filter(|s| o.status.success() && !s.is_empty())
+            .filter(|s| o.status.is_some_and(|st| st.success()) && !s.is_empty())
     };
     let cmd = set("GIT_PAGER")
         .or_else(from_git)
