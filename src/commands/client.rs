@@ -618,10 +618,19 @@ fn absolute(file: &str) -> Result<String, Fail> {
 }
 
 fn read_stdin() -> Result<String, Fail> {
-    let mut s = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-        .map_err(|e| Fail::Failed(format!("cannot read standard input as UTF-8 text: {e}")))?;
-    Ok(s)
+    let what = "cannot read standard input as UTF-8 text";
+    let bytes = stdin_bytes().map_err(|e| Fail::Failed(format!("{what}: {e}")))?;
+    // What `read_to_string` says of bytes that are not UTF-8.
+    String::from_utf8(bytes)
+        .map_err(|_| Fail::Failed(format!("{what}: stream did not contain valid UTF-8")))
+}
+
+/// All of standard input, read through `take` as `ccide hook` reads it: one instance of std's
+/// read loop for standard input.
+fn stdin_bytes() -> std::io::Result<Vec<u8>> {
+    let mut b = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(std::io::stdin(), u64::MAX), &mut b)?;
+    Ok(b)
 }
 
 /// What `select` and `mention` tell the user: clients reached, and those still connecting,
@@ -1197,10 +1206,7 @@ fn diagnostics_import(args: &Args, file: Option<&str>) -> Outcome {
     // the import.
     let bytes = match file {
         None | Some("-") => {
-            let mut b = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)
-                .map_err(|e| Fail::Failed(format!("cannot read standard input: {e}")))?;
-            b
+            stdin_bytes().map_err(|e| Fail::Failed(format!("cannot read standard input: {e}")))?
         }
         Some(f) => std::fs::read(f).map_err(|e| Fail::Failed(format!("cannot read {f}: {e}")))?,
     };
