@@ -13,7 +13,7 @@
 //! (ccide-protocol(7) §10).
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -973,10 +973,6 @@ fn parse_sarif(doc: &Value, cx: &Context, out: &mut Vec<Found>) {
             .and_then(|d| d.get("rules"))
             .and_then(Value::as_array)
             .map_or(&[], Vec::as_slice);
-        let rules_by_id: HashMap<&str, &Value> = rules
-            .iter()
-            .filter_map(|r| Some((r.get("id")?.as_str()?, r)))
-            .collect();
         let Some(results) = run.get("results").and_then(Value::as_array) else {
             continue;
         };
@@ -989,7 +985,7 @@ fn parse_sarif(doc: &Value, cx: &Context, out: &mut Vec<Found>) {
             _ => CHARS,
         };
         for result in results {
-            if let Some(d) = sarif_result(result, run, rules, &rules_by_id, source, cx) {
+            if let Some(d) = sarif_result(result, run, rules, source, cx) {
                 out.push(Found { unit, ..d });
             }
         }
@@ -1000,7 +996,6 @@ fn sarif_result(
     result: &Value,
     run: &Value,
     rules: &[Value],
-    rules_by_id: &HashMap<&str, &Value>,
     source: &str,
     cx: &Context,
 ) -> Option<Found> {
@@ -1019,7 +1014,15 @@ fn sarif_result(
         .and_then(|i| usize::try_from(i).ok());
     let rule = rule_index
         .and_then(|i| rules.get(i))
-        .or_else(|| rules_by_id.get(rule_id?).copied());
+        // By id, the last rule of that id (a tool's rules are few, and most results give an
+        // index instead: a list looked through rather than a hash table of its own).
+        .or_else(|| {
+            let id = rule_id?;
+            rules
+                .iter()
+                .rev()
+                .find(|r| r.get("id").and_then(Value::as_str) == Some(id))
+        });
 
     let severity = sarif_severity(result, rule, kind);
 
