@@ -77,7 +77,8 @@ pub fn copy_to_new(from: &mut File, to: &Path, mode: u32) -> io::Result<()> {
         return Ok(());
     }
     let mut bytes = Vec::new();
-    io::Read::read_to_end(from, &mut bytes)?;
+    // Through `take` as `read_open` reads: one instance of std's read loop for both.
+    io::Read::read_to_end(&mut io::Read::take(from, u64::MAX), &mut bytes)?;
     out.write_all(&bytes)
 }
 
@@ -462,49 +463,58 @@ pub fn language_id(path: &Path) -> &'static str {
         _ => {}
     }
     let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
-    match ext {
-        "rs" => "rust",
-        "py" | "pyi" => "python",
-        "js" | "mjs" | "cjs" => "javascript",
-        "jsx" => "javascriptreact",
-        "ts" | "mts" | "cts" => "typescript",
-        "tsx" => "typescriptreact",
-        "go" => "go",
-        "c" | "h" => "c",
-        "cc" | "cpp" | "cxx" | "hpp" | "hh" | "hxx" => "cpp",
-        "java" => "java",
-        "kt" | "kts" => "kotlin",
-        "swift" => "swift",
-        "rb" => "ruby",
-        "php" => "php",
-        "cs" => "csharp",
-        "sh" | "bash" | "zsh" => "shellscript",
-        "json" => "json",
-        "jsonc" => "jsonc",
-        "yaml" | "yml" => "yaml",
-        "toml" => "toml",
-        "md" | "markdown" => "markdown",
-        "html" | "htm" => "html",
-        "css" => "css",
-        "scss" => "scss",
-        "sql" => "sql",
-        "lua" => "lua",
-        "xml" => "xml",
-        "vue" => "vue",
-        "svelte" => "svelte",
-        "scala" => "scala",
-        "hs" => "haskell",
-        "ex" | "exs" => "elixir",
-        "erl" => "erlang",
-        "zig" => "zig",
-        "dart" => "dart",
-        "r" => "r",
-        "pl" | "pm" => "perl",
-        "tex" => "latex",
-        "ini" | "cfg" => "ini",
-        _ => "plaintext",
-    }
+    LANGUAGES
+        .lines()
+        .find_map(|l| {
+            let mut words = l.split(' ');
+            let id = words.next()?;
+            words.any(|e| e == ext).then_some(id)
+        })
+        .unwrap_or("plaintext")
 }
+
+/// Each language id, then the extensions that name it. (A table read at run time: a `match`
+/// on the extension was 2 KB of code.)
+const LANGUAGES: &str = "\
+rust rs\n\
+python py pyi\n\
+javascript js mjs cjs\n\
+javascriptreact jsx\n\
+typescript ts mts cts\n\
+typescriptreact tsx\n\
+go go\n\
+c c h\n\
+cpp cc cpp cxx hpp hh hxx\n\
+java java\n\
+kotlin kt kts\n\
+swift swift\n\
+ruby rb\n\
+php php\n\
+csharp cs\n\
+shellscript sh bash zsh\n\
+json json\n\
+jsonc jsonc\n\
+yaml yaml yml\n\
+toml toml\n\
+markdown md markdown\n\
+html html htm\n\
+css css\n\
+scss scss\n\
+sql sql\n\
+lua lua\n\
+xml xml\n\
+vue vue\n\
+svelte svelte\n\
+scala scala\n\
+haskell hs\n\
+elixir ex exs\n\
+erlang erl\n\
+zig zig\n\
+dart dart\n\
+r r\n\
+perl pl pm\n\
+latex tex\n\
+ini ini cfg";
 
 #[cfg(test)]
 mod tests {
@@ -625,9 +635,80 @@ mod tests {
 
     #[test]
     fn languages_by_name() {
-        assert_eq!(language_id(Path::new("/a/b.rs")), "rust");
-        assert_eq!(language_id(Path::new("/a/Dockerfile")), "dockerfile");
-        assert_eq!(language_id(Path::new("/a/notes")), "plaintext");
+        for (name, id) in [
+            ("b.rs", "rust"),
+            ("b.py", "python"),
+            ("b.pyi", "python"),
+            ("b.js", "javascript"),
+            ("b.mjs", "javascript"),
+            ("b.cjs", "javascript"),
+            ("b.jsx", "javascriptreact"),
+            ("b.ts", "typescript"),
+            ("b.mts", "typescript"),
+            ("b.cts", "typescript"),
+            ("b.tsx", "typescriptreact"),
+            ("b.go", "go"),
+            ("b.c", "c"),
+            ("b.h", "c"),
+            ("b.cc", "cpp"),
+            ("b.cpp", "cpp"),
+            ("b.cxx", "cpp"),
+            ("b.hpp", "cpp"),
+            ("b.hh", "cpp"),
+            ("b.hxx", "cpp"),
+            ("b.java", "java"),
+            ("b.kt", "kotlin"),
+            ("b.kts", "kotlin"),
+            ("b.swift", "swift"),
+            ("b.rb", "ruby"),
+            ("b.php", "php"),
+            ("b.cs", "csharp"),
+            ("b.sh", "shellscript"),
+            ("b.bash", "shellscript"),
+            ("b.zsh", "shellscript"),
+            ("b.json", "json"),
+            ("b.jsonc", "jsonc"),
+            ("b.yaml", "yaml"),
+            ("b.yml", "yaml"),
+            ("b.toml", "toml"),
+            ("b.md", "markdown"),
+            ("b.markdown", "markdown"),
+            ("b.html", "html"),
+            ("b.htm", "html"),
+            ("b.css", "css"),
+            ("b.scss", "scss"),
+            ("b.sql", "sql"),
+            ("b.lua", "lua"),
+            ("b.xml", "xml"),
+            ("b.vue", "vue"),
+            ("b.svelte", "svelte"),
+            ("b.scala", "scala"),
+            ("b.hs", "haskell"),
+            ("b.ex", "elixir"),
+            ("b.exs", "elixir"),
+            ("b.erl", "erlang"),
+            ("b.zig", "zig"),
+            ("b.dart", "dart"),
+            ("b.r", "r"),
+            ("b.pl", "perl"),
+            ("b.pm", "perl"),
+            ("b.tex", "latex"),
+            ("b.ini", "ini"),
+            ("b.cfg", "ini"),
+            ("B.TSX", "typescriptreact"),
+            ("Dockerfile", "dockerfile"),
+            ("GNUmakefile", "makefile"),
+            ("Makefile", "makefile"),
+            ("CMakeLists.txt", "cmake"),
+            ("notes", "plaintext"),
+            ("a.txt", "plaintext"),
+            ("a.rs.bak", "plaintext"),
+            ("rs", "plaintext"),
+            (".rs", "rust"),
+            ("a.", "plaintext"),
+        ] {
+            assert_eq!(language_id(&Path::new("/a").join(name)), id, "{name}");
+        }
     }
 
     #[test]

@@ -243,7 +243,12 @@ fn lock_state_dir(state: &Path) -> Result<fs::File, String> {
     for _ in 0..50 {
         pid.clear();
         let _ = f.rewind();
-        let _ = f.read_to_string(&mut pid);
+        // Read as `files` reads an open file (one instance of std's read loop); like
+        // `read_to_string`, nothing unless all of it was read and is UTF-8.
+        let mut bytes = Vec::new();
+        if f.by_ref().take(u64::MAX).read_to_end(&mut bytes).is_ok() {
+            pid = String::from_utf8(bytes).unwrap_or_default();
+        }
         if pid
             .trim()
             .parse::<i64>()

@@ -341,7 +341,7 @@ pub fn parse_hunk_list(spec: &str, count: usize) -> Result<Vec<usize>, String> {
         }
         out.extend(a..=b);
     }
-    out.sort_unstable();
+    crate::text::sort_by_bytes(&mut out, |n| n.to_be_bytes().to_vec());
     out.dedup();
     Ok(out)
 }

@@ -123,7 +123,7 @@ impl Sessions {
     }
 
     pub fn handle_text(&self, client: &Arc<Client>, text: &str) {
-        let parsed: Value = match serde_json::from_str(text) {
+        let parsed: Value = match serde_json::from_slice(text.as_bytes()) {
             Ok(v) => v,
             Err(e) => {
                 client.send(&rpc::error_response(
@@ -450,7 +450,7 @@ fn batch(mut replies: Vec<String>) -> String {
             .enumerate()
             .max_by_key(|(_, t)| t.len())
             .expect("a batch too big is not empty");
-        let id = serde_json::from_str::<Value>(&replies[i])
+        let id = serde_json::from_slice::<Value>(replies[i].as_bytes())
             .ok()
             .and_then(|v| RequestId::from_value(&v["id"]));
         replies[i] = rpc::error_response(

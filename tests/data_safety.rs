@@ -20,6 +20,13 @@ fn an_empty_buffer_is_refused_unless_allowed() {
             && err.contains("--allow-empty"),
         "{err}"
     );
+    // Nor is input that is not UTF-8: said, and nothing stored.
+    let o = sb.run_stdin(&["buffer", "app.py"], b"keep \xff\n");
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        "ccide: cannot read standard input as UTF-8 text: stream did not contain valid UTF-8\n"
+    );
     // Nothing was stored: saveDocument has nothing to write over the file.
     assert_eq!(sb.status()["documents"], json!([]));
     let v = json_text(&c.call("saveDocument", json!({"filePath": s(&app)})));

@@ -252,6 +252,27 @@ fn show_numbers_its_hunks_and_pages_only_on_a_terminal() {
         std::fs::read_to_string(&pager_out).unwrap(),
         format!("{}  LESS=S\n{expected}", pager.display())
     );
+    // git's core.pager (`git config core.pager` asked) before PAGER, when there is no GIT_PAGER.
+    std::fs::remove_file(&pager_out).unwrap();
+    let git = sb.script(
+        "git",
+        &format!(
+            "[ \"$*\" = 'config core.pager' ] && echo '{} -g'",
+            pager.display()
+        ),
+    );
+    sb.add_tool("git", &git);
+    let o = in_terminal(
+        &sb,
+        &["diff", "show"],
+        &[("PAGER", "false"), ("NO_COLOR", "1")],
+        b"",
+    );
+    assert_eq!(o, b"");
+    assert_eq!(
+        std::fs::read_to_string(&pager_out).unwrap(),
+        format!("{} -g LESS=FRX\n{expected}", pager.display())
+    );
 }
 
 /// Runs `ccide ARGS` of the sandbox in a pseudo-terminal (tests/fixtures/pty_drive.py) with

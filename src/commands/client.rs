@@ -57,8 +57,10 @@ fn age(created: u64) -> String {
     }
 }
 
+/// Pretty JSON: `{:#}` is serde_json's `to_string_pretty` (two-space indent), with the
+/// serializer `Display` brings anyway.
 fn print_json(v: &Value) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    println!("{v:#}");
 }
 
 pub fn use_color() -> bool {
@@ -325,20 +327,19 @@ fn diff_show(d: &Value, json_out: bool) -> Outcome {
 }
 
 /// The pager git would use, as words: `GIT_PAGER`, then `git config core.pager` (when git is
-/// installed), then `PAGER`, else `less -FRX`. None when that is empty or `cat`: no pager.
+/// installed; run as ccide runs every program, `proc::run`, here for 10 s at most), then
+/// `PAGER`, else `less -FRX`. None when that is empty or `cat`: no pager.
 fn pager_command() -> Result<Option<Vec<String>>, Fail> {
     let set = |v: &str| std::env::var(v).ok();
     let from_git = || {
-        let git = crate::proc::find_on_path("git")?;
-        let o = std::process::Command::new(git)
-            .args(["config", "core.pager"])
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()?;
+        let mut git = std::process::Command::new(crate::proc::find_on_path("git")?);
+        git.args(["config", "core.pager"]);
+        let limit = std::time::Duration::from_secs(10);
+        let o = crate::proc::run(git, None, &std::env::temp_dir(), limit, 1 << 16).ok()?;
         String::from_utf8(o.stdout)
             .ok()
             .map(|s| s.trim_end_matches('\n').to_string())
-            .filter(|s| o.status.success() && !s.is_empty())
+            .filter(|s| o.status.is_some_and(|st| st.success()) && !s.is_empty())
     };
     let cmd = set("GIT_PAGER")
         .or_else(from_git)
@@ -617,10 +618,19 @@ fn absolute(file: &str) -> Result<String, Fail> {
 }
 
 fn read_stdin() -> Result<String, Fail> {
-    let mut s = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-        .map_err(|e| Fail::Failed(format!("cannot read standard input as UTF-8 text: {e}")))?;
-    Ok(s)
+    let what = "cannot read standard input as UTF-8 text";
+    let bytes = stdin_bytes().map_err(|e| Fail::Failed(format!("{what}: {e}")))?;
+    // What `read_to_string` says of bytes that are not UTF-8.
+    String::from_utf8(bytes)
+        .map_err(|_| Fail::Failed(format!("{what}: stream did not contain valid UTF-8")))
+}
+
+/// All of standard input, read through `take` as `ccide hook` reads it: one instance of std's
+/// read loop for standard input.
+fn stdin_bytes() -> std::io::Result<Vec<u8>> {
+    let mut b = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(std::io::stdin(), u64::MAX), &mut b)?;
+    Ok(b)
 }
 
 /// What `select` and `mention` tell the user: clients reached, and those still connecting,
@@ -1196,10 +1206,7 @@ fn diagnostics_import(args: &Args, file: Option<&str>) -> Outcome {
     // the import.
     let bytes = match file {
         None | Some("-") => {
-            let mut b = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)
-                .map_err(|e| Fail::Failed(format!("cannot read standard input: {e}")))?;
-            b
+            stdin_bytes().map_err(|e| Fail::Failed(format!("cannot read standard input: {e}")))?
         }
         Some(f) => std::fs::read(f).map_err(|e| Fail::Failed(format!("cannot read {f}: {e}")))?,
     };
@@ -1251,10 +1258,7 @@ pub fn exec(args: &Args) -> Outcome {
     })?;
     let answer = if list { &r["requests"] } else { &r["request"] };
     if json_out {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(answer).unwrap_or_default()
-        );
+        print_json(answer);
     } else if !list {
         let word = if action == "approve" {
             "approved"

@@ -10,7 +10,6 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -69,15 +68,16 @@ pub fn run(args: &Args) -> Outcome {
     };
     let config = args.value("--config-dir");
     let start = Instant::now();
-    let (tx, rx) = mpsc::channel();
+    let rx = std::sync::Arc::new(crate::proc::Queue::default());
+    let tx = rx.clone();
     // The work runs on its own thread so that the deadline holds whatever blocks (a CLI that
     // keeps standard input open, a server that stopped answering); the process ends with
     // the main thread.
     let worker = crate::proc::spawn_thread("hook", move || {
-        let _ = tx.send(context(event, config.as_deref()));
+        tx.push(context(event, config.as_deref()));
     });
     let said = match worker {
-        Ok(_) => rx.recv_timeout(DEADLINE).ok().flatten(),
+        Ok(_) => rx.pop(Some(Instant::now() + DEADLINE)).flatten(),
         Err(_) => None,
     };
     let Some(Told { text, ids, mut ctl }) = said else {

@@ -3,7 +3,6 @@
 //! claude` writes a terminal notification to its own terminal (and a tmux message), and
 //! serve's `--on-review` runs the user's command.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -111,17 +110,18 @@ pub struct TerminalNotices {
 
 impl TerminalNotices {
     pub fn run(mut self, child: u32) {
-        let mut ours: HashMap<u64, bool> = HashMap::new();
+        // Whether each client seen is one of the child's (a few: a list).
+        let mut ours: Vec<(u64, bool)> = Vec::new();
         while let Ok(v) = self.events.next() {
             let Some(o) = Opened::from_event(&v) else {
                 continue;
             };
-            let mine = match ours.get(&o.client) {
-                Some(&m) => m,
+            let mine = match ours.iter().find(|c| c.0 == o.client) {
+                Some(&(_, m)) => m,
                 None => match client_pid(&self.control, o.client) {
                     Some(pid) => {
                         let m = crate::proc::tree(child).contains(&pid);
-                        ours.insert(o.client, m);
+                        ours.push((o.client, m));
                         m
                     }
                     None => false,
@@ -210,7 +210,7 @@ impl OnReview {
         let sink = queue.clone();
         events.subscribe_with(Box::new(move |line| {
             if line.contains("\"diff_opened\"")
-                && let Ok(v) = serde_json::from_str::<Value>(line)
+                && let Ok(v) = serde_json::from_slice::<Value>(line.as_bytes())
                 && v["event"] == "diff_opened"
             {
                 sink.push(v);

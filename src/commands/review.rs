@@ -6,8 +6,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -52,26 +51,33 @@ fn walk(args: &Args, t: &mut Terminal, ctl: &mut Control, why: Option<&str>) -> 
     // Subscribed before listing, so a diff opened in between is not missed.
     let mut events = connect(args)?.subscribe()?;
     // true: a diff was opened; false: the server went away (its event stream ended).
-    let (tx, rx) = mpsc::channel();
+    // (A proc::Queue, as everywhere: std's mpsc would bring its own code for one channel.)
+    let rx = std::sync::Arc::new(crate::proc::Queue::default());
+    let tx = rx.clone();
     crate::proc::spawn_thread("diff-review-events", move || {
         while let Ok(line) = events.next_line() {
-            if line.contains("\"diff_opened\"") && tx.send(true).is_err() {
-                return;
+            if line.contains("\"diff_opened\"") {
+                tx.push(true);
             }
         }
-        let _ = tx.send(false);
+        tx.push(false);
     })
     .map_err(|e| Fail::Failed(format!("cannot start a thread: {e}")))?;
-    let mut seen = std::collections::HashSet::new();
+    // The ids of the diffs walked (a session's worth: a list).
+    let mut seen: Vec<String> = Vec::new();
     loop {
         let list = ctl.request(&Request::DiffList)?;
         let mut pending: Vec<Value> = list["diffs"].as_array().cloned().unwrap_or_default();
-        pending.sort_by_key(|d| d["id"].as_str().and_then(|i| i.parse::<u64>().ok()));
+        // Oldest first: by id as a number, those without one first.
+        crate::text::sort_by_bytes(&mut pending, |d| {
+            let id = d["id"].as_str().and_then(|i| i.parse::<u64>().ok());
+            id.map_or(Vec::new(), |n| [&[1][..], &n.to_be_bytes()].concat())
+        });
         if let Some(d) = pending
             .into_iter()
-            .find(|d| !seen.contains(d["id"].as_str().unwrap_or("")))
+            .find(|d| !seen.iter().any(|s| s == d["id"].as_str().unwrap_or("")))
         {
-            seen.insert(d["id"].as_str().unwrap_or("").to_string());
+            seen.push(d["id"].as_str().unwrap_or("").to_string());
             match review_one(t, ctl, &d, why) {
                 Ok(Step::Stop) => return Ok(EXIT_FAILURE),
                 Ok(Step::Done) => {}
@@ -569,11 +575,11 @@ impl Terminal {
     }
 
     /// Waits for a key (q, Ctrl-C or Ctrl-D: None) or a message on `rx` (it).
-    fn wait_key_or(&mut self, rx: &mpsc::Receiver<bool>) -> Result<Option<bool>, Fail> {
+    fn wait_key_or(&mut self, rx: &crate::proc::Queue<bool>) -> Result<Option<bool>, Fail> {
         use crate::sys::{Interest, poll};
         let fd = self.tty.as_raw_fd();
         loop {
-            if let Ok(opened) = rx.try_recv() {
+            if let Some(opened) = rx.pop(Some(Instant::now())) {
                 return Ok(Some(opened));
             }
             let ready = poll(

@@ -207,7 +207,8 @@ impl Events {
     /// The next event.
     pub fn next(&mut self) -> Result<Value, String> {
         let line = self.next_line()?;
-        serde_json::from_str(&line).map_err(|e| format!("bad event from the server: {e}"))
+        serde_json::from_slice(line.as_bytes())
+            .map_err(|e| format!("bad event from the server: {e}"))
     }
 }
 

@@ -235,7 +235,7 @@ impl Diagnostics {
         let mut by_file: BTreeMap<PathBuf, Vec<Diagnostic>> = BTreeMap::new();
         // Files listed with no diagnostics in protocol input mean "now clean".
         if matches!(format, Format::Protocol | Format::Auto)
-            && let Ok(v) = serde_json::from_str::<Value>(text.trim())
+            && let Ok(v) = serde_json::from_slice::<Value>(text.trim().as_bytes())
         {
             let items = match v {
                 Value::Array(a) => a,

@@ -13,7 +13,7 @@
 //! (ccide-protocol(7) §10).
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -463,7 +463,7 @@ fn parse_auto(output: &str, cx: &Context, out: &mut Vec<Found>) {
     // document does not hide it. A failed attempt costs at most one pass, and
     // on a cargo JSON-lines stream it reads just the first line.
     if (trimmed.starts_with('{') || trimmed.starts_with('['))
-        && let Some(Ok(v)) = serde_json::Deserializer::from_str(trimmed)
+        && let Some(Ok(v)) = serde_json::Deserializer::from_slice(trimmed.as_bytes())
             .into_iter::<Value>()
             .next()
     {
@@ -505,7 +505,7 @@ fn find_json(output: &str, accept: fn(&Value) -> bool) -> Option<Value> {
         let Some(text) = output.get(start + (line.len() - t.len())..) else {
             continue;
         };
-        let mut values = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+        let mut values = serde_json::Deserializer::from_slice(text.as_bytes()).into_iter::<Value>();
         if let Some(Ok(v)) = values.next()
             && accept(&v)
         {
@@ -539,7 +539,7 @@ fn parse_lines(output: &str, mode: LineMode, cx: &Context, out: &mut Vec<Found>)
         let t = line.trim();
         if matches!(mode, LineMode::Auto | LineMode::Cargo)
             && t.starts_with('{')
-            && let Ok(v) = serde_json::from_str::<Value>(t)
+            && let Ok(v) = serde_json::from_slice::<Value>(t.as_bytes())
             && v.is_object()
         {
             push_cargo(&v, cx, out);
@@ -973,10 +973,6 @@ fn parse_sarif(doc: &Value, cx: &Context, out: &mut Vec<Found>) {
             .and_then(|d| d.get("rules"))
             .and_then(Value::as_array)
             .map_or(&[], Vec::as_slice);
-        let rules_by_id: HashMap<&str, &Value> = rules
-            .iter()
-            .filter_map(|r| Some((r.get("id")?.as_str()?, r)))
-            .collect();
         let Some(results) = run.get("results").and_then(Value::as_array) else {
             continue;
         };
@@ -989,7 +985,7 @@ fn parse_sarif(doc: &Value, cx: &Context, out: &mut Vec<Found>) {
             _ => CHARS,
         };
         for result in results {
-            if let Some(d) = sarif_result(result, run, rules, &rules_by_id, source, cx) {
+            if let Some(d) = sarif_result(result, run, rules, source, cx) {
                 out.push(Found { unit, ..d });
             }
         }
@@ -1000,7 +996,6 @@ fn sarif_result(
     result: &Value,
     run: &Value,
     rules: &[Value],
-    rules_by_id: &HashMap<&str, &Value>,
     source: &str,
     cx: &Context,
 ) -> Option<Found> {
@@ -1019,7 +1014,15 @@ fn sarif_result(
         .and_then(|i| usize::try_from(i).ok());
     let rule = rule_index
         .and_then(|i| rules.get(i))
-        .or_else(|| rules_by_id.get(rule_id?).copied());
+        // By id, the last rule of that id (a tool's rules are few, and most results give an
+        // index instead: a list looked through rather than a hash table of its own).
+        .or_else(|| {
+            let id = rule_id?;
+            rules
+                .iter()
+                .rev()
+                .find(|r| r.get("id").and_then(Value::as_str) == Some(id))
+        });
 
     let severity = sarif_severity(result, rule, kind);
 

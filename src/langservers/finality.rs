@@ -19,7 +19,6 @@
 //!   second final result;
 //! - a progress older than `PROGRESS_GATE_MAX` no longer holds anything back.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -140,8 +139,8 @@ pub struct Finality {
     /// A list rather than a map: a server has at most a hundred or so open, and a list is less
     /// code in the binary.
     docs: Vec<Doc>,
-    /// Active work-done progress tokens and when each began.
-    progress: HashMap<String, Instant>,
+    /// Active work-done progress tokens and when each began (a handful: a list).
+    progress: Vec<(String, Instant)>,
     /// When the last progress ended: a quiet period counts from then at the earliest, since
     /// a server republishes right after its work ends.
     settled_at: Option<Instant>,
@@ -177,7 +176,7 @@ impl Finality {
             pushes: Pushes::MayBePartial,
             quiet,
             docs: Vec::new(),
-            progress: HashMap::new(),
+            progress: Vec::new(),
             settled_at: None,
             epoch: 0,
             retry_at: None,
@@ -271,10 +270,17 @@ impl Finality {
 
     /// `$/progress` begin (`true`) or end.
     pub fn progress(&mut self, token: String, begin: bool, now: Instant) {
-        if begin {
-            self.progress.insert(token, now);
-        } else if self.progress.remove(&token).is_some() && self.progress.is_empty() {
-            self.settled_at = Some(now);
+        let at = self.progress.iter().position(|p| p.0 == token);
+        match (begin, at) {
+            (true, Some(i)) => self.progress[i].1 = now,
+            (true, None) => self.progress.push((token, now)),
+            (false, Some(i)) => {
+                self.progress.swap_remove(i);
+                if self.progress.is_empty() {
+                    self.settled_at = Some(now);
+                }
+            }
+            (false, None) => {}
         }
     }
 
@@ -287,8 +293,8 @@ impl Finality {
     /// until when.
     fn busy_until(&self, now: Instant) -> Option<Instant> {
         self.progress
-            .values()
-            .map(|t| *t + PROGRESS_GATE_MAX)
+            .iter()
+            .map(|p| p.1 + PROGRESS_GATE_MAX)
             .filter(|t| *t > now)
             .max()
     }
@@ -430,8 +436,7 @@ impl Finality {
         // A progress the server never ended is forgotten at the gate: status stops saying
         // "indexing", and the tokens do not pile up. It does not count as an end that the
         // quiet period waits for: it no longer holds anything back (ccide-protocol(7) §11.5).
-        self.progress
-            .retain(|_, begun| *begun + PROGRESS_GATE_MAX > now);
+        self.progress.retain(|p| p.1 + PROGRESS_GATE_MAX > now);
         let busy = self.busy_until(now);
         if let Some(t) = busy {
             due(t);

@@ -94,7 +94,8 @@ pub(super) const MAX_CONFIG: u64 = 1 << 20;
 fn project_file(config: &Path, ok: &dyn Fn(&Path) -> bool, depth: u8) -> Option<PathBuf> {
     let bytes = crate::files::read_regular(config, MAX_CONFIG).ok()?;
     let v: Value =
-        serde_json::from_str(&without_comments(std::str::from_utf8(&bytes).ok()?)).ok()?;
+        serde_json::from_slice(without_comments(std::str::from_utf8(&bytes).ok()?).as_bytes())
+            .ok()?;
     let base = config.parent()?;
     let list = |k: &str| v[k].as_array().cloned().unwrap_or_default();
     for f in list("files") {
@@ -200,7 +201,7 @@ fn walk(roots: &[PathBuf], ok: &dyn Fn(&Path) -> bool) -> Option<PathBuf> {
                 continue;
             };
             let mut entries: Vec<_> = rd.flatten().collect();
-            entries.sort_by_key(|e| e.file_name());
+            crate::text::sort_by_bytes(&mut entries, |e| e.file_name().into_encoded_bytes());
             for e in entries {
                 budget -= 1;
                 if budget == 0 {

@@ -2,21 +2,21 @@
 //! requests this side sent and waits to hear about, under ids it counts itself, and the
 //! requests it received and still owes an answer, under the peer's ids.
 
-use std::collections::HashMap;
-
 use crate::rpc::RequestId;
 
 /// Requests sent: each id (counting from 1) with what the sender needs to handle its answer.
+/// A server has a few requests in flight at a time: a list, looked through (a `HashMap` would
+/// bring a hash table's code for this one type).
 pub struct Outgoing<T> {
     last: u64,
-    pending: HashMap<u64, T>,
+    pending: Vec<(u64, T)>,
 }
 
 impl<T> Default for Outgoing<T> {
     fn default() -> Outgoing<T> {
         Outgoing {
             last: 0,
-            pending: HashMap::new(),
+            pending: Vec::new(),
         }
     }
 }
@@ -25,22 +25,24 @@ impl<T> Outgoing<T> {
     /// The id for a request about to be sent; `data` is kept until its answer.
     pub fn register(&mut self, data: T) -> RequestId {
         self.last += 1;
-        self.pending.insert(self.last, data);
+        self.pending.push((self.last, data));
         RequestId::number(self.last)
     }
 
     /// What was kept for the request `id` answers; None for an id never sent, or answered.
     pub fn complete(&mut self, id: &RequestId) -> Option<T> {
-        self.pending.remove(&id.as_u64()?)
+        let id = id.as_u64()?;
+        let i = self.pending.iter().position(|p| p.0 == id)?;
+        Some(self.pending.swap_remove(i).1)
     }
 
     /// Forgets every request (the peer is gone), returning what was kept.
     pub fn drain(&mut self) -> Vec<(u64, T)> {
-        self.pending.drain().collect()
+        std::mem::take(&mut self.pending)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&u64, &T)> {
-        self.pending.iter()
+        self.pending.iter().map(|(id, t)| (id, t))
     }
 }
 

@@ -569,7 +569,9 @@ pub mod testing {
             .outbox
             .take_sent()
             .iter()
-            .map(|t| serde_json::from_str(t).unwrap_or_else(|_| Value::String(t.clone())))
+            .map(|t| {
+                serde_json::from_slice(t.as_bytes()).unwrap_or_else(|_| Value::String(t.clone()))
+            })
             .collect()
     }
 }

@@ -592,7 +592,7 @@ impl Dialogue {
             );
         }
         self.phase = Phase::Running;
-        let mut v: Value = serde_json::from_str(INITIALIZED).unwrap_or_default();
+        let mut v: Value = serde_json::from_slice(INITIALIZED.as_bytes()).unwrap_or_default();
         let caps = &mut v["capabilities"];
         caps["positionEncoding"] = e.enc.name().into();
         caps["executeCommandProvider"]["commands"] = COMMANDS.iter().map(|c| c.0).collect();

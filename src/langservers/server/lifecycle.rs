@@ -106,7 +106,7 @@ impl Server {
         for d in st.docs.values_mut() {
             d.open = false;
         }
-        let mut params: Value = serde_json::from_str(INITIALIZE).unwrap_or_default();
+        let mut params: Value = serde_json::from_slice(INITIALIZE.as_bytes()).unwrap_or_default();
         params["processId"] = std::process::id().into();
         params["clientInfo"]["version"] = env!("CARGO_PKG_VERSION").into();
         params["rootUri"] = folders.first().map(|w| crate::files::file_uri(w)).into();

@@ -244,8 +244,8 @@ impl Server {
                 Ok(Value::Null)
             }
             "window/workDoneProgress/create" => Ok(Value::Null),
-            "workspace/applyEdit" => Ok(serde_json::from_str(
-                r#"{"applied": false, "failureReason": "ccide applies no edits from language servers"}"#,
+            "workspace/applyEdit" => Ok(serde_json::from_slice(
+                br#"{"applied": false, "failureReason": "ccide applies no edits from language servers"}"#,
             )
             .unwrap_or_default()),
             m if m.starts_with("workspace/") && m.ends_with("/refresh") => Ok(Value::Null),
