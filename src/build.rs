@@ -5,7 +5,7 @@
 use std::env::var;
 
 fn main() {
-    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/build.rs");
     // Relative relocations packed into DT_RELR (`-z pack-relative-relocs`) instead of a
     // 24-byte RELA entry for each pointer the loader adjusts: about 45 KB less. glibc applies
     // them from 2.36 on, and a binary holding them requires the version GLIBC_ABI_DT_RELR,
