@@ -545,7 +545,7 @@ mod tests {
     #[test]
     fn crlf_bom_and_utf16_files_compose_as_the_cli_reads_them() {
         let crlf = OLD.replace('\n', "\r\n");
-        let read = textdiff::as_cli_reads(crlf.as_bytes());
+        let read = textdiff::as_cli_reads(crlf.into_bytes());
         assert!(read.writes_crlf());
         let new = OLD.replace("b\n", "B\n").replace("p\n", "P\n");
         let r = review(&read.text, new.as_bytes());
@@ -555,7 +555,7 @@ mod tests {
         );
 
         let bom = format!("\u{FEFF}{OLD}");
-        let read = textdiff::as_cli_reads(bom.as_bytes());
+        let read = textdiff::as_cli_reads(bom.clone().into_bytes());
         let new = bom.replace("a\n", "A\n").replace("p\n", "P\n");
         let r = review(&read.text, new.as_bytes());
         assert_eq!(
@@ -571,7 +571,7 @@ mod tests {
         for u in "é\r\nb\r\nc\r\nd\r\ne\r\nf\r\ng\r\nh\r\ni\r\nj\r\nk\r\n".encode_utf16() {
             utf16.extend_from_slice(&u.to_le_bytes());
         }
-        let read = textdiff::as_cli_reads(&utf16);
+        let read = textdiff::as_cli_reads(utf16);
         assert_eq!(read.encoding, Some("UTF-16LE"));
         let text = String::from_utf8(read.text.clone()).unwrap();
         let new = text.replace("é\n", "É\n").replace("k\n", "K\n");

@@ -144,7 +144,7 @@ pub fn read_diff(d: &Value) -> Result<DiffFiles, String> {
             .map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()))
     };
     Ok(DiffFiles {
-        original: crate::textdiff::as_cli_reads(&read("original")?),
+        original: crate::textdiff::as_cli_reads(read("original")?),
         proposed: read("proposed")?,
     })
 }

@@ -707,6 +707,6 @@ fn quick_stat(original: &Path, proposed: &str) -> Option<(usize, usize)> {
     if len + proposed.len() as u64 > QUICK {
         return None;
     }
-    let read = crate::textdiff::as_cli_reads(&std::fs::read(original).ok()?);
+    let read = crate::textdiff::as_cli_reads(std::fs::read(original).ok()?);
     Some(crate::textdiff::stat(&read.text, proposed.as_bytes()))
 }
