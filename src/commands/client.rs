@@ -455,7 +455,7 @@ fn diff_settle_by_hunk(
     let verdict = crate::review::verdict(&review, &decisions, &[], why);
     let content = match review.compose(&decisions).map_err(Fail::Failed)? {
         crate::review::Answer::Save(text) if text != review.proposed => {
-            Some(String::from_utf8_lossy(&text).into_owned())
+            Some(crate::review::saved_text(text))
         }
         _ => None,
     };
