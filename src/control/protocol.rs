@@ -279,6 +279,7 @@ impl Request {
     }
 
     /// The request as JSON, absent fields left out.
+    #[cfg(test)]
     pub fn to_json(&self) -> Value {
         self.members(true)
     }
