@@ -635,13 +635,20 @@ mod tests {
         };
         let r = review(text(&|_| false).as_bytes(), text(&|_| true).as_bytes());
         assert_eq!(r.pieces.len(), count);
-        for choose in [|b: usize| b % 2 == 0, |b: usize| b % 7 < 3, |b: usize| b == COUNT - 1] {
+        for choose in [
+            |b: usize| b % 2 == 0,
+            |b: usize| b % 7 < 3,
+            |b: usize| b == COUNT - 1,
+        ] {
             let decisions: Vec<Decision> = (0..count)
                 .map(|b| if choose(b) { Keep } else { Drop })
                 .collect();
             assert_eq!(saved(r.compose(&decisions).unwrap()), text(&choose));
         }
-        assert_eq!(saved(r.compose(&vec![Keep; count]).unwrap()), text(&|_| true));
+        assert_eq!(
+            saved(r.compose(&vec![Keep; count]).unwrap()),
+            text(&|_| true)
+        );
         assert_eq!(r.compose(&vec![Drop; count]).unwrap(), Answer::Reject);
     }
 

@@ -70,7 +70,10 @@ pub fn as_cli_reads(bytes: Vec<u8>) -> AsRead {
                     .map(|c| u16::from_le_bytes([c[0], *c.get(1).unwrap_or(&0)])),
             )
             .collect();
-        (String::from_utf16_lossy(&units).into_bytes(), Some("UTF-16LE"))
+        (
+            String::from_utf16_lossy(&units).into_bytes(),
+            Some("UTF-16LE"),
+        )
     } else {
         (bytes, None)
     };
@@ -1677,7 +1680,10 @@ mod tests {
         assert!(as_cli_reads(b"a\r\nb\r\nc\r\nd\n".to_vec()).writes_crlf());
         // A one-line edit to a CRLF file is one line, not the whole file.
         assert_eq!(
-            stat(&as_cli_reads(b"a\r\nb\r\nc\r\n".to_vec()).text, b"a\nB\nc\n"),
+            stat(
+                &as_cli_reads(b"a\r\nb\r\nc\r\n".to_vec()).text,
+                b"a\nB\nc\n"
+            ),
             (1, 1)
         );
         // A lone CR is content, not a line ending.
