@@ -636,7 +636,7 @@ mod tests {
         let r = review(text(&|_| false).as_bytes(), text(&|_| true).as_bytes());
         assert_eq!(r.pieces.len(), count);
         for choose in [
-            |b: usize| b % 2 == 0,
+            |b: usize| b.is_multiple_of(2),
             |b: usize| b % 7 < 3,
             |b: usize| b == COUNT - 1,
         ] {
