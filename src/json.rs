@@ -41,10 +41,21 @@ pub fn paths(ps: &[PathBuf]) -> Value {
 /// at a time: serde_json's loop takes a byte at a time, which is most of the cost of a
 /// message carrying a 10 MiB file.
 pub fn escape_into(out: &mut String, s: &str) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Whether any of 8 bytes is a control character, '"' or '\\' (exact: no false alarms).
+    let special = |w: u64| {
+        let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+        (w.wrapping_sub(ONES * 0x20) & !w & HIGH)
+            | zero(w ^ (ONES * u64::from(b'"')))
+            | zero(w ^ (ONES * u64::from(b'\\')))
+    };
     let bytes = s.as_bytes();
     let (mut start, mut i) = (0, 0);
     while i < bytes.len() {
-        if plain_word(bytes, i) {
+        if let Some(w) = bytes.get(i..i + 8)
+            && special(u64::from_le_bytes(w.try_into().expect("8 bytes"))) == 0
+        {
             i += 8;
             continue;
         }
@@ -79,59 +90,6 @@ pub fn escape_into(out: &mut String, s: &str) {
     out.push_str(&s[start..]);
 }
 
-/// Whether the 8 bytes at `i` are all there and none is a control character, '"' or '\\' (an
-/// exact test: no false alarms).
-fn plain_word(bytes: &[u8], i: usize) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let Some(w) = bytes.get(i..i + 8) else {
-        return false;
-    };
-    let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
-    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
-    (w.wrapping_sub(ONES * 0x20) & !w & HIGH)
-        | zero(w ^ (ONES * u64::from(b'"')))
-        | zero(w ^ (ONES * u64::from(b'\\')))
-        == 0
-}
-
-/// The JSON string whose text `bytes` starts with (after its opening quote), eight bytes at a
-/// time, and how many bytes it took with its closing quote. None for what is not text and the
-/// short escapes `escape_into` writes (`\uXXXX`, a raw control character, bytes that are not
-/// UTF-8, no closing quote): serde_json is left to read or refuse those.
-pub fn unescape(bytes: &[u8]) -> Option<(String, usize)> {
-    let mut out = Vec::new();
-    let (mut start, mut i) = (0, 0);
-    loop {
-        if plain_word(bytes, i) {
-            i += 8;
-            continue;
-        }
-        match *bytes.get(i)? {
-            b'"' => {
-                out.extend_from_slice(&bytes[start..i]);
-                return Some((String::from_utf8(out).ok()?, i + 1));
-            }
-            b'\\' => {
-                out.extend_from_slice(&bytes[start..i]);
-                out.push(match *bytes.get(i + 1)? {
-                    b'n' => b'\n',
-                    b't' => b'\t',
-                    b'r' => b'\r',
-                    b'b' => 0x08,
-                    b'f' => 0x0c,
-                    c @ (b'"' | b'\\' | b'/') => c,
-                    _ => return None,
-                });
-                i += 2;
-                start = i;
-            }
-            0..0x20 => return None,
-            _ => i += 1,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,42 +104,5 @@ mod tests {
             obj! {"a": 1, "b": "x", "a": 2},
             serde_json::json!({"a": 2, "b": "x"})
         );
-    }
-
-    /// What `escape_into` writes reads back as serde_json reads it, whatever falls at the
-    /// edges of 8-byte words; what it leaves to serde_json is None.
-    #[test]
-    fn strings_are_escaped_and_read_back_as_serde_json_does() {
-        let pieces = [
-            "abcdefgh", "é", "😀", "\"", "\\", "\n", "\r\n", "\t", "\u{8}", "\u{c}", "/",
-        ];
-        let mut k = 7usize;
-        for _ in 0..400 {
-            let mut s = String::new();
-            for _ in 0..k % 13 {
-                k = k
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407)
-                    >> 7;
-                s.push_str(pieces[k % pieces.len()]);
-            }
-            let mut escaped = String::new();
-            escape_into(&mut escaped, &s);
-            let quoted = serde_json::to_string(&s).unwrap();
-            assert_eq!(escaped, quoted[1..quoted.len() - 1]);
-            let quoted = format!("{escaped}\",\"x\":1}}");
-            assert_eq!(unescape(quoted.as_bytes()), Some((s, escaped.len() + 1)));
-        }
-        assert_eq!(unescape(b"a\\/b\"").unwrap().0, "a/b");
-        for other in [
-            &b"\\u0041\""[..],
-            b"\x01\"",
-            b"\xff\"",
-            b"abc",
-            b"ab\\",
-            b"\\q\"",
-        ] {
-            assert_eq!(unescape(other), None, "{other:?}");
-        }
     }
 }

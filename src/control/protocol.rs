@@ -423,29 +423,6 @@ impl Request {
     }
 }
 
-/// A request line as JSON: `Request::line`'s mirror. A `content` right after the id is read a
-/// word at a time; the rest of the line, and any line it does not fit, by serde_json.
-pub fn parse_line(line: &[u8]) -> serde_json::Result<Value> {
-    content_first(line).map_or_else(|| serde_json::from_slice(line), Ok)
-}
-
-/// `{"id":N,"content":"...",REST}` as `{"id":N,REST}` with the content put in (a `content` in
-/// REST wins, as the later of two keys does in serde_json).
-fn content_first(line: &[u8]) -> Option<Value> {
-    let after_id = line.strip_prefix(b"{\"id\":")?;
-    let digits = after_id.iter().take_while(|b| b.is_ascii_digit()).count();
-    let string = after_id[digits..].strip_prefix(b",\"content\":\"")?;
-    let (content, used) = crate::json::unescape(string)?;
-    let rest = string[used..].strip_prefix(b",")?;
-    let mut head = line[..line.len() - after_id.len() + digits + 1].to_vec();
-    head.extend_from_slice(rest);
-    let mut v: Value = serde_json::from_slice(&head).ok()?;
-    v.as_object_mut()?
-        .entry("content")
-        .or_insert(Value::String(content));
-    Some(v)
-}
-
 fn exec_request(f: &mut Fields) -> Result<Request, String> {
     Ok(Request::Exec {
         action: match f.string("action").as_deref() {

@@ -63,7 +63,7 @@ fn serve_one(state: &Arc<State>, hub: &Arc<Hub>, stream: UnixStream) {
     let mut line = Vec::new();
     loop {
         let (id, request) = match read_request(&mut reader, &mut line, MAX_LINE) {
-            Ok(Read::Line) => match super::protocol::parse_line(&line) {
+            Ok(Read::Line) => match serde_json::from_slice::<Value>(&line) {
                 Ok(mut v) => (v.get_mut("id").map(Value::take), Request::parse(v)),
                 Err(e) => (
                     leading_id(&line).map(Value::from),
