@@ -250,9 +250,11 @@ impl Review {
         if decisions.iter().all(|d| *d == Decision::Drop) {
             return Ok(Answer::Reject);
         }
-        let old = textdiff::lines(&self.original);
+        let old = &self.original[..];
         let mut out = Vec::with_capacity(self.original.len().max(self.proposed.len()));
-        let mut cursor = 0;
+        // The original is copied up to line `cursor`, which starts at byte `at`: each run
+        // between hunks is found from there, so the file is read once.
+        let (mut cursor, mut at) = (0, 0);
         for (n, (piece, decision)) in self.pieces.iter().zip(decisions).enumerate() {
             let (lo, hi, new) = match decision {
                 Decision::Drop => continue,
@@ -265,19 +267,23 @@ impl Review {
                     n + 1
                 ));
             }
-            for l in &old[cursor..lo] {
-                out.extend_from_slice(l);
-            }
+            let start = at + textdiff::line_start(&old[at..], lo - cursor);
+            out.extend_from_slice(&old[at..start]);
             for l in new {
                 out.extend_from_slice(l);
             }
+            at = start + textdiff::line_start(&old[start..], hi - lo);
             cursor = hi;
         }
-        for l in &old[cursor..] {
-            out.extend_from_slice(l);
-        }
+        out.extend_from_slice(&old[at..]);
         Ok(Answer::Save(out))
     }
+}
+
+/// A composed text as the string FILE_SAVED carries: the bytes themselves when they are UTF-8,
+/// with no copy (a file can be 10 MiB), else with U+FFFD for what is not.
+pub fn saved_text(text: Vec<u8>) -> String {
+    String::from_utf8(text).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// The verdict record a review stores with the settled diff (ccide-protocol(7) §5.5): the
@@ -545,7 +551,7 @@ mod tests {
     #[test]
     fn crlf_bom_and_utf16_files_compose_as_the_cli_reads_them() {
         let crlf = OLD.replace('\n', "\r\n");
-        let read = textdiff::as_cli_reads(crlf.as_bytes());
+        let read = textdiff::as_cli_reads(crlf.into_bytes());
         assert!(read.writes_crlf());
         let new = OLD.replace("b\n", "B\n").replace("p\n", "P\n");
         let r = review(&read.text, new.as_bytes());
@@ -555,7 +561,7 @@ mod tests {
         );
 
         let bom = format!("\u{FEFF}{OLD}");
-        let read = textdiff::as_cli_reads(bom.as_bytes());
+        let read = textdiff::as_cli_reads(bom.clone().into_bytes());
         let new = bom.replace("a\n", "A\n").replace("p\n", "P\n");
         let r = review(&read.text, new.as_bytes());
         assert_eq!(
@@ -571,7 +577,7 @@ mod tests {
         for u in "é\r\nb\r\nc\r\nd\r\ne\r\nf\r\ng\r\nh\r\ni\r\nj\r\nk\r\n".encode_utf16() {
             utf16.extend_from_slice(&u.to_le_bytes());
         }
-        let read = textdiff::as_cli_reads(&utf16);
+        let read = textdiff::as_cli_reads(utf16);
         assert_eq!(read.encoding, Some("UTF-16LE"));
         let text = String::from_utf8(read.text.clone()).unwrap();
         let new = text.replace("é\n", "É\n").replace("k\n", "K\n");
@@ -605,6 +611,45 @@ mod tests {
                 .unwrap()
                 .ends_with("-j\n\\ No newline at end of file\n+j\n")
         );
+    }
+
+    /// 400 hunks (replacements, insertions and deletions in turn): any choice of them
+    /// composes to the original with exactly the chosen ones applied.
+    #[test]
+    fn many_hunks_compose_to_the_original_with_exactly_the_kept_ones_applied() {
+        const COUNT: usize = 400;
+        let count = COUNT;
+        // Block b is lines 10b..10b+10; its hunk changes line 10b+5.
+        let text = |keep: &dyn Fn(usize) -> bool| {
+            let mut out = String::new();
+            for i in 0..count * 10 {
+                let b = i / 10;
+                match (i % 10 == 5 && keep(b), b % 3) {
+                    (true, 0) => out += &format!("new {b}\n"),
+                    (true, 1) => out += &format!("added {b}\nline {i}\n"),
+                    (true, _) => {}
+                    (false, _) => out += &format!("line {i}\n"),
+                }
+            }
+            out
+        };
+        let r = review(text(&|_| false).as_bytes(), text(&|_| true).as_bytes());
+        assert_eq!(r.pieces.len(), count);
+        for choose in [
+            |b: usize| b.is_multiple_of(2),
+            |b: usize| b % 7 < 3,
+            |b: usize| b == COUNT - 1,
+        ] {
+            let decisions: Vec<Decision> = (0..count)
+                .map(|b| if choose(b) { Keep } else { Drop })
+                .collect();
+            assert_eq!(saved(r.compose(&decisions).unwrap()), text(&choose));
+        }
+        assert_eq!(
+            saved(r.compose(&vec![Keep; count]).unwrap()),
+            text(&|_| true)
+        );
+        assert_eq!(r.compose(&vec![Drop; count]).unwrap(), Answer::Reject);
     }
 
     #[test]

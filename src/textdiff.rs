@@ -15,8 +15,7 @@
 //! Minimality is given up only past a cost cap sized so that the worst case (two shuffled or
 //! random 10 MiB files) still takes a fraction of a second; ordinary edits never reach it.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher, RandomState};
+use std::hash::{BuildHasher, RandomState};
 
 /// One edit operation over line indices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,8 +61,8 @@ impl AsRead {
     }
 }
 
-pub fn as_cli_reads(bytes: &[u8]) -> AsRead {
-    let (decoded, encoding) = if let Some(rest) = bytes.strip_prefix(b"\xFF\xFE") {
+pub fn as_cli_reads(bytes: Vec<u8>) -> AsRead {
+    let (mut text, encoding) = if let Some(rest) = bytes.strip_prefix(b"\xFF\xFE") {
         let units: Vec<u16> = [0xFEFF]
             .into_iter()
             .chain(
@@ -72,23 +71,36 @@ pub fn as_cli_reads(bytes: &[u8]) -> AsRead {
             )
             .collect();
         (
-            std::borrow::Cow::Owned(String::from_utf16_lossy(&units).into_bytes()),
+            String::from_utf16_lossy(&units).into_bytes(),
             Some("UTF-16LE"),
         )
     } else {
-        (std::borrow::Cow::Borrowed(bytes), None)
+        (bytes, None)
     };
-    // Runs between CRs are copied whole: a file without CR is one copy.
-    let mut text = Vec::with_capacity(decoded.len());
+    // The CR of each CRLF is taken out in place, runs between CRs moved whole: a file
+    // without CR is kept as it was read, with no copy.
     let mut crlf_lines = 0;
-    let mut rest = &decoded[..];
-    while let Some(k) = find_byte(rest, b'\r') {
-        let crlf = rest.get(k + 1) == Some(&b'\n');
-        text.extend_from_slice(&rest[..k + usize::from(!crlf)]);
-        crlf_lines += usize::from(crlf);
-        rest = &rest[k + 1..];
+    if let Some(first) = find_byte(&text, b'\r') {
+        let (mut to, mut from, mut cr) = (first, first, first);
+        loop {
+            text.copy_within(from..cr, to);
+            to += cr - from;
+            if text.get(cr + 1) == Some(&b'\n') {
+                crlf_lines += 1;
+            } else {
+                text[to] = b'\r';
+                to += 1;
+            }
+            from = cr + 1;
+            match find_byte(&text[from..], b'\r') {
+                Some(k) => cr = from + k,
+                None => break,
+            }
+        }
+        let end = text.len();
+        text.copy_within(from..end, to);
+        text.truncate(to + end - from);
     }
-    text.extend_from_slice(rest);
     AsRead {
         lf_lines: count_byte(&text, b'\n') - crlf_lines,
         text,
@@ -117,30 +129,72 @@ fn find_byte(hay: &[u8], b: u8) -> Option<usize> {
     hay[i..].iter().position(|&x| x == b).map(|k| i + k)
 }
 
-/// How many `b` there are in `hay`, eight bytes at a time.
-fn count_byte(hay: &[u8], b: u8) -> usize {
-    let pattern = ONES * u64::from(b);
-    let low = !HIGH;
-    let words = hay.chunks_exact(8);
-    let tail = words.remainder().iter().filter(|&&x| x == b).count();
-    words.fold(tail, |n, w| {
-        let v = u64::from_le_bytes(w.try_into().expect("8 bytes")) ^ pattern;
-        // Exactly the zero bytes get their high bit.
-        n + (!(((v & low) + low) | v | low)).count_ones() as usize
-    })
+/// The bytes of the 8-byte word `w` equal to `b`, as their high bits (exactly those: no false
+/// alarms, unlike `find_byte`'s test).
+fn bytes_equal(w: &[u8], b: u8) -> u64 {
+    let v = u64::from_le_bytes(w.try_into().expect("8 bytes")) ^ (ONES * u64::from(b));
+    !(((v & !HIGH) + !HIGH) | v | !HIGH)
 }
 
-/// Lines of `text`, each keeping its terminator.
+/// How many `b` there are in `hay`, eight bytes at a time.
+fn count_byte(hay: &[u8], b: u8) -> usize {
+    let words = hay.chunks_exact(8);
+    let tail = words.remainder().iter().filter(|&&x| x == b).count();
+    words.fold(tail, |n, w| n + bytes_equal(w, b).count_ones() as usize)
+}
+
+/// Where line `n` (0-based) of `text` starts, eight bytes at a time; `text.len()` when it has
+/// no such line.
+pub fn line_start(text: &[u8], n: usize) -> usize {
+    let mut left = n;
+    let mut i = 0;
+    while left > 0
+        && let Some(w) = text.get(i..i + 8)
+    {
+        let mut ends = bytes_equal(w, b'\n');
+        let count = ends.count_ones() as usize;
+        if count < left {
+            left -= count;
+            i += 8;
+            continue;
+        }
+        for _ in 1..left {
+            ends &= ends - 1;
+        }
+        return i + ends.trailing_zeros() as usize / 8 + 1;
+    }
+    for (k, &b) in text[i..].iter().enumerate() {
+        if left == 0 {
+            return i + k;
+        }
+        left -= usize::from(b == b'\n');
+    }
+    text.len()
+}
+
+/// Lines of `text`, each keeping its terminator: one pass, eight bytes at a time.
 pub fn lines(text: &[u8]) -> Vec<&[u8]> {
     let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(k) = find_byte(rest, b'\n') {
-        let (line, after) = rest.split_at(k + 1);
-        out.push(line);
-        rest = after;
+    let mut start = 0;
+    let mut i = 0;
+    while let Some(w) = text.get(i..i + 8) {
+        let mut ends = bytes_equal(w, b'\n');
+        while ends != 0 {
+            let k = i + ends.trailing_zeros() as usize / 8 + 1;
+            out.push(&text[start..k]);
+            start = k;
+            ends &= ends - 1;
+        }
+        i += 8;
     }
-    if !rest.is_empty() {
-        out.push(rest);
+    for k in i..text.len() {
+        if text[k] == b'\n' {
+            out.push(&text[start..=k]);
+            start = k + 1;
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
     }
     out
 }
@@ -374,58 +428,25 @@ fn hunks_from_ops(a: &[&[u8]], b: &[&[u8]], ops: &[Op], context: usize) -> Vec<H
     out
 }
 
-/// A multiply-rotate hash over 8-byte words, several times faster than the default SipHash on
-/// short lines, which matters because interning is most of the time spent on large files. The
-/// per-map random seed keeps accidental collisions from being reproducible; it is not meant to
+/// A multiply-rotate hash of a line over 8-byte words, several times faster than SipHash on
+/// short lines, which matters because interning is most of the time spent on large files.
+/// `seed` is random per diff, so accidental collisions do not reproduce; it is not meant to
 /// resist a deliberate attack, which would only make one diff slow.
-#[derive(Clone, Copy)]
-struct LineHash(u64);
-
-impl LineHash {
-    fn new() -> LineHash {
-        LineHash(RandomState::new().hash_one(0x6c69_6e65_u64))
+fn hash_line(seed: u64, line: &[u8]) -> u64 {
+    let mut h = seed ^ line.len() as u64;
+    let mut mix = |word: u64| h = (h.rotate_left(23) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut words = line.chunks_exact(8);
+    for w in &mut words {
+        mix(u64::from_le_bytes(w.try_into().expect("8-byte chunk")));
     }
-}
-
-impl BuildHasher for LineHash {
-    type Hasher = LineHasher;
-
-    fn build_hasher(&self) -> LineHasher {
-        LineHasher(self.0)
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut buf = [0u8; 8];
+        buf[..rest.len()].copy_from_slice(rest);
+        mix(u64::from_le_bytes(buf));
     }
-}
-
-struct LineHasher(u64);
-
-impl LineHasher {
-    fn mix(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(23) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-impl Hasher for LineHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for w in &mut words {
-            self.mix(u64::from_le_bytes(w.try_into().expect("8-byte chunk")));
-        }
-        let rest = words.remainder();
-        if !rest.is_empty() {
-            let mut buf = [0u8; 8];
-            buf[..rest.len()].copy_from_slice(rest);
-            self.mix(u64::from_le_bytes(buf));
-        }
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.mix(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        // The multiply leaves the low bits weak, and the table picks buckets with them.
-        let h = self.0;
-        (h ^ (h >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) ^ (h >> 32)
-    }
+    // The multiply leaves the low bits weak, and the table picks slots with them.
+    (h ^ (h >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) ^ (h >> 32)
 }
 
 /// Turns per-line change flags into ops. The flags are consistent by construction: the lines
@@ -552,26 +573,53 @@ fn changed_flags<'a>(
     (old_changed, new_changed)
 }
 
-/// The lines of each side as ids, equal lines the same id, and how many ids there are.
-fn line_ids<'a>(old_mid: &[&'a [u8]], new_mid: &[&'a [u8]]) -> (Vec<u32>, Vec<u32>, usize) {
-    // Sized for the usual case where most lines of the larger side are distinct.
-    let capacity = old_mid.len().max(new_mid.len());
-    let mut ids: HashMap<&[u8], u32, LineHash> =
-        HashMap::with_capacity_and_hasher(capacity, LineHash::new());
-    let mut intern = |line: &'a [u8]| -> u32 {
-        let next = u32::try_from(ids.len()).expect("more than 2^32 distinct lines");
-        *ids.entry(line).or_insert(next)
-    };
-    let xs: Vec<u32> = old_mid.iter().map(|l| intern(l)).collect();
-    // Where each of the old side's lines first is, so that the new side can follow it.
-    // Ids count up from 0, so the old side's are those up to its largest.
-    let mut first = vec![0; xs.iter().max().map_or(0, |&m| m as usize + 1)];
-    for (k, &x) in xs.iter().enumerate().rev() {
-        first[x as usize] = k as u32;
+/// The lines of each side as ids, equal lines the same id, and how many ids there can be. A
+/// line's id is the index of the first old line equal to it; lines of the new side found
+/// nowhere on the old side all get the last id: they can never be part of a common
+/// subsequence, which is all the ids are for.
+///
+/// The old side's lines are sorted by hash rather than put in a hash table: a table of
+/// hundreds of thousands of lines costs a cache miss per line, the sort only passes over
+/// memory in order.
+fn line_ids(old_mid: &[&[u8]], new_mid: &[&[u8]]) -> (Vec<u32>, Vec<u32>, usize) {
+    let seed = RandomState::new().hash_one(0x6c69_6e65_u64);
+    let hash = |line: &[u8]| hash_line(seed, line) >> 32;
+    let index = |k: usize| u32::try_from(k).expect("more than 2^32 lines");
+    // (hash, index) of each old line: equal lines end up together, the first one first.
+    let mut sorted: Vec<u64> = (0..old_mid.len())
+        .map(|k| hash(old_mid[k]) << 32 | u64::from(index(k)))
+        .collect();
+    sorted.sort_unstable();
+    let mut xs = vec![0; old_mid.len()];
+    // The lines of one hash that differ: nearly always one.
+    let mut distinct: Vec<u32> = Vec::new();
+    for (j, &key) in sorted.iter().enumerate() {
+        if j == 0 || sorted[j - 1] >> 32 != key >> 32 {
+            distinct.clear();
+        }
+        let k = key as u32;
+        let line = old_mid[k as usize];
+        xs[k as usize] = match distinct.iter().find(|&&d| old_mid[d as usize] == line) {
+            Some(&d) => d,
+            None => {
+                distinct.push(k);
+                k
+            }
+        };
     }
+    let absent = index(old_mid.len());
+    let id_of = |line: &[u8]| {
+        let h = hash(line);
+        let at = sorted.partition_point(|&key| key >> 32 < h);
+        sorted[at..]
+            .iter()
+            .take_while(|&&key| key >> 32 == h)
+            .map(|&key| key as u32)
+            .find(|&k| old_mid[k as usize] == line)
+            .unwrap_or(absent)
+    };
     // A new line equal to the old line the last one followed has its id without a lookup:
-    // edits leave most of a file in step, and a table of a few hundred thousand lines
-    // costs a cache miss per lookup.
+    // edits leave most of a file in step.
     let mut follow = 0;
     let ys: Vec<u32> = new_mid
         .iter()
@@ -580,14 +628,14 @@ fn line_ids<'a>(old_mid: &[&'a [u8]], new_mid: &[&'a [u8]]) -> (Vec<u32>, Vec<u3
                 follow += 1;
                 return xs[follow - 1];
             }
-            let id = intern(l);
-            if let Some(&k) = first.get(id as usize) {
-                follow = k as usize + 1;
+            let id = id_of(l);
+            if id != absent {
+                follow = id as usize + 1;
             }
             id
         })
         .collect();
-    (xs, ys, ids.len())
+    (xs, ys, old_mid.len() + 1)
 }
 
 /// Marks the changed lines of the middle parts (`xs`, `ys`, as ids, starting at line `prefix`
@@ -1204,6 +1252,22 @@ mod tests {
                     assert_eq!(find_byte(h, b), h.iter().position(|&x| x == b));
                     assert_eq!(count_byte(h, b), h.iter().filter(|&&x| x == b).count());
                 }
+                // Lines split and found a word at a time agree with a byte loop.
+                let ends: Vec<usize> = (0..h.len()).filter(|&k| h[k] == b'\n').collect();
+                let starts: Vec<usize> = std::iter::once(0)
+                    .chain(ends.iter().map(|k| k + 1))
+                    .filter(|&k| k < h.len())
+                    .collect();
+                let split: Vec<&[u8]> = starts
+                    .iter()
+                    .enumerate()
+                    .map(|(n, &k)| &h[k..starts.get(n + 1).copied().unwrap_or(h.len())])
+                    .collect();
+                assert_eq!(lines(h), split);
+                for n in 0..starts.len() + 3 {
+                    let want = starts.get(n).copied().unwrap_or(h.len());
+                    assert_eq!(line_start(h, n), want, "line {n} of {h:?}");
+                }
             }
         }
     }
@@ -1590,14 +1654,14 @@ mod tests {
     #[test]
     fn files_are_compared_as_the_cli_reads_them() {
         let lf = b"a\nb\nc\n";
-        let r = as_cli_reads(b"a\r\nb\r\nc\r\n");
+        let r = as_cli_reads(b"a\r\nb\r\nc\r\n".to_vec());
         assert_eq!(
             (r.text.as_slice(), r.crlf_lines, r.lf_lines, r.encoding),
             (&lf[..], 3, 0, None)
         );
         assert!(r.writes_crlf());
         // The BOM stays, as in the CLI's proposal.
-        let r = as_cli_reads(b"\xEF\xBB\xBFa\nb\nc\n");
+        let r = as_cli_reads(b"\xEF\xBB\xBFa\nb\nc\n".to_vec());
         assert_eq!(
             (r.text.as_slice(), r.writes_crlf(), r.encoding),
             (&b"\xEF\xBB\xBFa\nb\nc\n"[..], false, None)
@@ -1606,26 +1670,43 @@ mod tests {
             .into_iter()
             .chain("a\r\nb\r\nc\r\n".encode_utf16().flat_map(u16::to_le_bytes))
             .collect();
-        let r = as_cli_reads(&utf16);
+        let r = as_cli_reads(utf16);
         assert_eq!(
             (r.text.as_slice(), r.writes_crlf(), r.encoding),
             (&b"\xEF\xBB\xBFa\nb\nc\n"[..], true, Some("UTF-16LE"))
         );
         // Mixed endings: the majority wins, LF on a tie.
-        assert!(!as_cli_reads(b"a\r\nb\r\nc\nd\n").writes_crlf());
-        assert!(as_cli_reads(b"a\r\nb\r\nc\r\nd\n").writes_crlf());
+        assert!(!as_cli_reads(b"a\r\nb\r\nc\nd\n".to_vec()).writes_crlf());
+        assert!(as_cli_reads(b"a\r\nb\r\nc\r\nd\n".to_vec()).writes_crlf());
         // A one-line edit to a CRLF file is one line, not the whole file.
         assert_eq!(
-            stat(&as_cli_reads(b"a\r\nb\r\nc\r\n").text, b"a\nB\nc\n"),
+            stat(
+                &as_cli_reads(b"a\r\nb\r\nc\r\n".to_vec()).text,
+                b"a\nB\nc\n"
+            ),
             (1, 1)
         );
         // A lone CR is content, not a line ending.
-        assert_eq!(as_cli_reads(b"a\rb\n").text, b"a\rb\n");
+        assert_eq!(as_cli_reads(b"a\rb\n".to_vec()).text, b"a\rb\n");
         // A stray CR before a CRLF stays; the line still ends in CRLF.
-        let r = as_cli_reads(b"a\r\r\nb\n\r");
+        let r = as_cli_reads(b"a\r\r\nb\n\r".to_vec());
         assert_eq!(
             (r.text.as_slice(), r.crlf_lines, r.lf_lines),
             (&b"a\r\nb\n\r"[..], 1, 1)
         );
+        // CRs taken out in place agree with a byte loop, wherever they fall in a word.
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        for _ in 0..500 {
+            let bytes: Vec<u8> = (0..rng.below(40))
+                .map(|_| [b'a', b'\r', b'\n', b'b'][rng.below(4)])
+                .collect();
+            let want: Vec<u8> = (0..bytes.len())
+                .filter(|&k| !(bytes[k] == b'\r' && bytes.get(k + 1) == Some(&b'\n')))
+                .map(|k| bytes[k])
+                .collect();
+            let crlf = bytes.windows(2).filter(|w| w == b"\r\n").count();
+            let r = as_cli_reads(bytes.clone());
+            assert_eq!((r.text, r.crlf_lines), (want, crlf), "{bytes:?}");
+        }
     }
 }

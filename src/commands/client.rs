@@ -146,7 +146,7 @@ pub fn read_diff(d: &Value) -> Result<DiffFiles, String> {
             .map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()))
     };
     Ok(DiffFiles {
-        original: crate::textdiff::as_cli_reads(&read("original")?),
+        original: crate::textdiff::as_cli_reads(read("original")?),
         proposed: read("proposed")?,
     })
 }
@@ -456,7 +456,7 @@ fn diff_settle_by_hunk(
     let verdict = crate::review::verdict(&review, &decisions, &[], why);
     let content = match review.compose(&decisions).map_err(Fail::Failed)? {
         crate::review::Answer::Save(text) if text != review.proposed => {
-            Some(String::from_utf8_lossy(&text).into_owned())
+            Some(crate::review::saved_text(text))
         }
         _ => None,
     };

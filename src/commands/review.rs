@@ -414,7 +414,7 @@ fn settle(
     let verdict = crate::review::verdict(&s.review, decisions, &s.reasons, why);
     let (accept, content) = match answer {
         Answer::Save(text) if text == s.review.proposed => (true, None),
-        Answer::Save(text) => (true, Some(String::from_utf8_lossy(&text).into_owned())),
+        Answer::Save(text) => (true, Some(crate::review::saved_text(text))),
         Answer::Reject => (false, None),
     };
     let numbers = |v: &Value| -> String {

@@ -1118,7 +1118,8 @@ fn every_request() -> Vec<Request> {
         Request::DiffSettle {
             target: s("tab"),
             accept: true,
-            content: s("edited\n"),
+            // Every kind of character JSON escapes, among runs of 8 plain bytes and more.
+            content: s("edited \"quoted\" and back\\slashed\n\ttab \u{1}\u{1f} é 😀 \r\n"),
             cwd: s("/w"),
             verdict: Some(
                 serde_json::json!({"kept": [1], "dropped": [{"hunk": 2, "text": "@@ -2 +2 @@\n-a\n+b\n", "why": null}], "edited": [], "why": "no"}),

@@ -264,62 +264,11 @@ pub fn texts_response(id: &RequestId, items: &[&str]) -> String {
         } else {
             ",{\"text\":\""
         });
-        escape_into(&mut out, t);
+        crate::json::escape_into(&mut out, t);
         out.push_str("\",\"type\":\"text\"}");
     }
     out.push_str("]}}");
     out
-}
-
-/// Appends `s` escaped as the inside of a JSON string, as serde_json escapes it.
-fn escape_into(out: &mut String, s: &str) {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    // Whether any of 8 bytes is a control character, '"' or '\\' (exact: no false alarms).
-    let special = |w: u64| {
-        let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
-        (w.wrapping_sub(ONES * 0x20) & !w & HIGH)
-            | zero(w ^ (ONES * u64::from(b'"')))
-            | zero(w ^ (ONES * u64::from(b'\\')))
-    };
-    let bytes = s.as_bytes();
-    let (mut start, mut i) = (0, 0);
-    while i < bytes.len() {
-        if let Some(w) = bytes.get(i..i + 8)
-            && special(u64::from_le_bytes(w.try_into().expect("8 bytes"))) == 0
-        {
-            i += 8;
-            continue;
-        }
-        let b = bytes[i];
-        let short = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0..0x20 => "",
-            _ => {
-                i += 1;
-                continue;
-            }
-        };
-        // Cut at an ASCII byte: always a character boundary.
-        out.push_str(&s[start..i]);
-        if short.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.push_str("\\u00");
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 15)]));
-        } else {
-            out.push_str(short);
-        }
-        i += 1;
-        start = i;
-    }
-    out.push_str(&s[start..]);
 }
 
 pub fn response(id: &RequestId, r: Result<Value, RpcError>) -> Value {

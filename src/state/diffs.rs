@@ -358,15 +358,21 @@ impl Diffs {
         } else {
             None
         };
-        let d = inner.pending.remove(i);
+        let mut d = inner.pending.remove(i);
         let how = if accept { How::Accepted } else { How::Rejected };
         let mut desc = d.describe();
         if let Some(v) = &verdict {
             desc["verdict"] = v.clone();
         }
-        let changes = match (&answer, &d.as_proposed) {
-            (Some((_, saved)), Some(model)) if saved != model => {
-                let name = d.path.file_name().unwrap_or_default().to_string_lossy();
+        let model = d.as_proposed.take();
+        let (id, path, client) = (d.id, d.path.clone(), d.client);
+        let (answer, saved) = answer.unzip();
+        // The CLI is answered first: what the user changed is a diff of the whole file, for
+        // the model's verdict, which the lock held keeps from being read before it is stored.
+        self.finish(&mut inner, d, how, answer, verdict.clone());
+        let changes = match (&saved, &model) {
+            (Some(saved), Some(model)) if saved != model => {
+                let name = path.file_name().unwrap_or_default().to_string_lossy();
                 let text = crate::textdiff::unified(
                     model.as_bytes(),
                     saved.as_bytes(),
@@ -382,11 +388,11 @@ impl Diffs {
         };
         if verdict.is_some() || changes.is_some() {
             let for_model = Verdict {
-                id: d.id,
-                path: d.path.clone(),
+                id,
+                path,
                 how,
-                pid: pid(d.client),
-                verdict: verdict.clone().unwrap_or_else(|| {
+                pid: pid(client),
+                verdict: verdict.unwrap_or_else(|| {
                     obj! {"kept": Value::Array(vec![]), "dropped": Value::Array(vec![]), "edited": Value::Array(vec![]), "why": Value::Null}
                 }),
                 changes,
@@ -396,7 +402,6 @@ impl Diffs {
                 inner.verdicts.remove(0);
             }
         }
-        self.finish(&mut inner, d, how, answer.map(|(a, _)| a), verdict);
         Ok(desc)
     }
 
@@ -707,6 +712,6 @@ fn quick_stat(original: &Path, proposed: &str) -> Option<(usize, usize)> {
     if len + proposed.len() as u64 > QUICK {
         return None;
     }
-    let read = crate::textdiff::as_cli_reads(&std::fs::read(original).ok()?);
+    let read = crate::textdiff::as_cli_reads(std::fs::read(original).ok()?);
     Some(crate::textdiff::stat(&read.text, proposed.as_bytes()))
 }

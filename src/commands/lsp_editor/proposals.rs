@@ -90,7 +90,7 @@ pub fn review_of(dir: &Path) -> Result<Review, String> {
         std::fs::read(dir.join(name))
             .map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()))
     };
-    let original = crate::textdiff::as_cli_reads(&read("original")?).text;
+    let original = crate::textdiff::as_cli_reads(read("original")?).text;
     Ok(Review::new(original, read("proposed")?))
 }
 
