@@ -272,14 +272,23 @@ fn diff_list(ctl: &mut Control, json_out: bool) -> Outcome {
             }
         };
         println!(
-            "{:<4} {:<5} {:<13} {}{note}",
+            "{:<4} {:<5} {:<13} {}{note}{}",
             d["id"].as_str().unwrap_or(""),
             age(d["created"].as_u64().unwrap_or(0)),
             change,
-            file_of(d)
+            file_of(d),
+            from(d)
         );
     }
     Ok(if broken { EXIT_FAILURE } else { EXIT_OK })
+}
+
+/// Which session proposed a diff, and in which folder (a worktree): ` [session 2, /src/app-b]`.
+pub fn from(d: &Value) -> String {
+    let w = d["worktree"]
+        .as_str()
+        .map_or(String::new(), |w| format!(", {}", visible(w)));
+    format!(" [session {}{w}]", d["client"])
 }
 
 /// `ccide diff show`: the diff `d` as a unified diff (with notes on what accepting restores or
@@ -626,6 +635,21 @@ fn read_stdin() -> Result<String, Fail> {
 /// What `select` and `mention` tell the user: clients reached, and those still connecting,
 /// which get it once their setup settles (ccide-protocol(7) §3.3).
 fn delivered(r: &Value) -> String {
+    // Sessions that gave their folders are named (ccide-protocol(7) §6.3).
+    if r["routed"] == true {
+        let named: Vec<&str> = r["sessions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str())
+            .collect();
+        let several = if named.len() > 1 {
+            "; several sessions work there: to tell one, pass --session ID"
+        } else {
+            ""
+        };
+        return format!("sent to {}{several}", named.join(", "));
+    }
     let (sent, held) = (
         r["clients"].as_u64().unwrap_or(0),
         r["held"].as_u64().unwrap_or(0),
@@ -665,6 +689,7 @@ pub fn select(args: &Args) -> Outcome {
         path: absolute(&file)?,
         span: Span::Lines(range),
         text,
+        session: args.value("--session"),
     })?;
     let sel = &r["selection"]["selection"];
     let lines =
@@ -694,6 +719,7 @@ pub fn mention(args: &Args) -> Outcome {
         path: absolute(&file)?,
         start: range.start_line,
         end: range.end_line,
+        session: args.value("--session"),
     })?;
     if r["queued"] == true && r["held"] == 0 {
         eprintln!("mentioned {file}: no client connected, queued for the next one");
@@ -817,7 +843,7 @@ fn status_text(s: &Value) -> String {
     for c in clients {
         let _ = writeln!(
             out,
-            "client   #{} {} {} pid {} for {}",
+            "client   #{} {} {} pid {} for {}{}",
             c["id"],
             match shown(&c["name"]) {
                 n if n.is_empty() => "(not initialized)".to_string(),
@@ -827,7 +853,11 @@ fn status_text(s: &Value) -> String {
             c["pid"]
                 .as_i64()
                 .map_or("unknown".to_string(), |p| p.to_string()),
-            age(c["since"].as_u64().unwrap_or(0))
+            age(c["since"].as_u64().unwrap_or(0)),
+            c["roots"].as_array().map_or(String::new(), |r| format!(
+                " in {}",
+                r.iter().map(shown_path).collect::<Vec<_>>().join(", ")
+            ))
         );
     }
     for t in list(&s["tabs"]) {
@@ -850,9 +880,10 @@ fn status_text(s: &Value) -> String {
     for d in list(&s["diffs"]) {
         let _ = writeln!(
             out,
-            "diff     {} {}",
+            "diff     {} {}{}",
             d["id"].as_str().unwrap_or(""),
-            file_of(&d)
+            file_of(&d),
+            from(&d)
         );
     }
     for l in list(&s["language_servers"]) {

@@ -1144,6 +1144,7 @@ fn every_request() -> Vec<Request> {
                 end_col: Some(1),
             }),
             text: None,
+            session: None,
         },
         Request::Select {
             path: "a.txt".into(),
@@ -1158,11 +1159,13 @@ fn every_request() -> Vec<Request> {
                 },
             ),
             text: s("é🦀\n"),
+            session: s("2"),
         },
         Request::Mention {
             path: "a.txt".into(),
             start: Some(1),
             end: Some(9),
+            session: s("4242"),
         },
         Request::Open {
             paths: paths.clone(),
@@ -1295,6 +1298,7 @@ fn the_editors_selection_command_is_select_with_positions() {
             path: "/w/a.txt".into(),
             span: Span::Exact(pos(1, 2), pos(3, 0)),
             text: Some("x".into()),
+            session: None,
         })
     );
 }

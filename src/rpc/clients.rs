@@ -1,6 +1,7 @@
 //! The connected clients: each one's outbox and protocol state, and broadcast of
 //! notifications. The session drives a client's state; everything else only broadcasts.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
@@ -42,6 +43,28 @@ pub struct ClientState {
     pub inflight: Vec<(RequestId, Arc<AtomicBool>)>,
     /// Worker threads answering its requests now (see `call::answer_later`).
     pub workers: usize,
+    /// The folders it answered `roots/list` with; None while it has given none (a client
+    /// without the `roots` capability): then it hears of every file.
+    pub roots: Option<Vec<PathBuf>>,
+    /// It declared the `roots` capability in `initialize`.
+    pub has_roots: bool,
+    /// The id of our `roots/list` request it has not answered yet.
+    pub roots_asked: Option<u64>,
+}
+
+impl ClientState {
+    /// How deep its roots hold `path`: the length of the deepest root above it, 0 for a
+    /// client without roots (it hears of every file), None when no root holds it.
+    pub fn holds(&self, path: &Path) -> Option<usize> {
+        match &self.roots {
+            None => Some(0),
+            Some(roots) => roots
+                .iter()
+                .filter(|r| path.starts_with(r))
+                .map(|r| r.as_os_str().len())
+                .max(),
+        }
+    }
 }
 
 /// A snapshot of one client for `status` and the log.
@@ -53,6 +76,7 @@ pub struct ClientInfo {
     pub since: SystemTime,
     pub initialized: bool,
     pub ready: bool,
+    pub roots: Option<Vec<PathBuf>>,
 }
 
 impl Client {
@@ -70,6 +94,21 @@ impl Client {
             since: self.since,
             initialized: s.initialized,
             ready: s.greeted,
+            roots: s.roots.clone(),
+        }
+    }
+
+    pub fn holds(&self, path: &Path) -> Option<usize> {
+        lock(&self.state).holds(path)
+    }
+
+    /// How a person names it: `session 2 (pid 4242, /src/app)`, its id, pid and first root.
+    pub fn describe(&self) -> String {
+        let s = lock(&self.state);
+        let pid = s.pid.map_or("?".into(), |p| p.to_string());
+        match s.roots.as_ref().and_then(|r| r.first()) {
+            Some(r) => format!("session {} (pid {pid}, {})", self.id, r.display()),
+            None => format!("session {} (pid {pid})", self.id),
         }
     }
 }
@@ -114,6 +153,67 @@ impl Clients {
     /// up would drop it: it gets the current selection and the mentions held for it with its
     /// greeting instead, and counts as `held`, not as reached.
     pub fn broadcast(&self, method: &str, params: Value) -> Reach {
+        self.tell(method, params, None)
+    }
+
+    /// The sessions a selection or mention of `path` goes to (ccide-protocol(7) §6.3): the
+    /// one `pick` names (its id, else its pid), else those whose roots hold `path` deepest (a
+    /// session without roots holds every file, at depth 0). None connected: an empty list.
+    /// None holding it, or no session so named: an error naming the sessions.
+    pub fn route(&self, path: &Path, pick: Option<&str>) -> Result<Vec<Arc<Client>>, String> {
+        let all: Vec<_> = self
+            .all()
+            .into_iter()
+            .filter(|c| lock(&c.state).initialized)
+            .collect();
+        let found: Vec<_> = match pick {
+            Some(p) => {
+                let named = |pid: bool| {
+                    all.iter()
+                        .filter(|c| {
+                            let n = if pid {
+                                lock(&c.state).pid
+                            } else {
+                                Some(c.id as i64)
+                            };
+                            n.is_some_and(|n| n.to_string() == p)
+                        })
+                        .cloned()
+                        .collect::<Vec<_>>()
+                };
+                let by_id = named(false);
+                if by_id.is_empty() { named(true) } else { by_id }
+            }
+            None => {
+                let depth: Vec<_> = all.iter().map(|c| c.holds(path)).collect();
+                let best = depth.iter().flatten().max();
+                all.iter()
+                    .zip(&depth)
+                    .filter(|(_, d)| d.is_some() && d.as_ref() == best)
+                    .map(|(c, _)| c.clone())
+                    .collect()
+            }
+        };
+        if found.is_empty() && !all.is_empty() {
+            let list: Vec<String> = all.iter().map(|c| c.describe()).collect();
+            return Err(match pick {
+                Some(p) => format!(
+                    "no Claude Code session has the id or pid {p}; connected: {}",
+                    list.join(", ")
+                ),
+                None => format!(
+                    "no Claude Code session works in a folder that holds {}; connected: {}; send it to one with --session ID",
+                    path.display(),
+                    list.join(", ")
+                ),
+            });
+        }
+        Ok(found)
+    }
+
+    /// Sends a notification to the clients `to` lists by id (every client when None), as
+    /// `broadcast` does.
+    pub fn tell(&self, method: &str, params: Value, to: Option<&[u64]>) -> Reach {
         let mention = method == "at_mentioned";
         let selection = method == "selection_changed";
         let text = super::notification(method, params.clone()).to_string();
@@ -127,6 +227,9 @@ impl Clients {
         }
         let text: tungstenite::Utf8Bytes = text.into();
         for c in self.all() {
+            if to.is_some_and(|to| !to.contains(&c.id)) {
+                continue;
+            }
             let mut s = lock(&c.state);
             if !s.initialized {
                 continue;
