@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::files;
-use crate::json::obj;
+use crate::json::{self, obj};
 use crate::proc::lock;
 use crate::rpc::call::{Call, Reply};
 use crate::rpc::clients::{Client, ClientState, Clients};
@@ -208,7 +208,12 @@ impl Sessions {
                 if s.roots_asked.is_some() && s.roots_asked == id {
                     s.roots_asked = None;
                     s.roots = r.result.ok().map(|v| roots(&v));
-                    crate::log::info!("client #{} works in {:?}", client.id, s.roots);
+                    let shown = s.roots.as_deref().map(json::paths);
+                    crate::log::info!(
+                        "client #{} works in {}",
+                        client.id,
+                        shown.unwrap_or_default()
+                    );
                 }
                 None
             }
@@ -297,7 +302,7 @@ impl Sessions {
     }
 
     /// Asks a client that declared the `roots` capability for its folders (ccide-protocol(7)
-    /// §6.3); its answer comes with the other messages it sends (see `handle_value`).
+    /// §6.4); its answer comes with the other messages it sends (see `handle_value`).
     fn ask_roots(&self, client: &Client) {
         let id = self.next_ping.fetch_add(1, Ordering::Relaxed);
         let mut s = lock(&client.state);
@@ -522,17 +527,16 @@ fn initialize(client: &Client, params: &Value) -> Result<Value, RpcError> {
 }
 
 /// The folders of a `roots/list` answer, canonical where they exist. Claude Code 2.1.112
-/// sends `file://` and the path as it is, later versions percent-encode it: a URI is taken
-/// as it is when that names a folder, else decoded.
+/// sends `file://` and the path as it is, later versions percent-encode it: decoded, as
+/// both read the same unless the path holds a `%`.
 fn roots(v: &Value) -> Vec<PathBuf> {
-    let uris = v["roots"].as_array().into_iter().flatten();
-    uris.filter_map(|r| {
-        let u = r["uri"].as_str()?;
-        let p = files::uri_path(u, false).filter(|p| p.is_dir());
-        let p = p.or_else(|| files::uri_path(u, true))?;
-        Some(std::fs::canonicalize(&p).unwrap_or(p))
-    })
-    .collect()
+    let mut roots = Vec::new();
+    for r in v["roots"].as_array().into_iter().flatten() {
+        if let Some(p) = files::uri_path(r["uri"].as_str().unwrap_or(""), true) {
+            roots.push(std::fs::canonicalize(&p).unwrap_or(p));
+        }
+    }
+    roots
 }
 
 #[cfg(test)]

@@ -21,38 +21,40 @@ pub fn too_wide(dir: &Path) -> bool {
 }
 
 /// The git worktrees of the repository `folder` is a working tree of, `folder` left out
-/// (ccide-protocol(7) §1.6): read from git's own files, no git run. `folder/.git` is the
+/// (ccide-protocol(7) §1.5): read from git's own files, no git run. `folder/.git` is the
 /// repository (a main worktree) or a file `gitdir: DIR` (a linked one, whose DIR/commondir
 /// names the repository); each `worktrees/*/gitdir` there names a worktree's `.git`. Only
 /// those whose folder exists count (one deleted by hand lingers there until `git worktree
 /// prune`).
 pub fn worktrees(folder: &Path) -> Vec<PathBuf> {
-    let read = |p: &Path| fs::read_to_string(p).map(|s| s.trim_end().to_string());
-    let dot_git = folder.join(".git");
-    let repo = match read(&dot_git) {
-        Ok(s) => {
-            let Some(dir) = s.strip_prefix("gitdir: ").map(|d| folder.join(d)) else {
-                return Vec::new();
-            };
-            dir.join(read(&dir.join("commondir")).unwrap_or_default())
-        }
-        Err(_) => dot_git,
+    let read = |p: PathBuf| {
+        fs::read_to_string(p)
+            .unwrap_or_default()
+            .trim_end()
+            .to_string()
     };
-    let repo = fs::canonicalize(&repo).unwrap_or(repo);
-    let mut trees: Vec<PathBuf> = fs::read_dir(repo.join("worktrees"))
-        .into_iter()
-        .flatten()
-        .filter_map(|e| Some(PathBuf::from(read(&e.ok()?.path().join("gitdir")).ok()?)))
-        .collect();
-    // The main worktree, when `folder` is a linked one of a repository that has one.
-    if repo.ends_with(".git") {
-        trees.push(repo.clone());
+    let mut repo = folder.join(".git");
+    if let Some(dir) = read(repo.clone()).strip_prefix("gitdir: ") {
+        let dir = folder.join(dir);
+        repo = dir.join(read(dir.join("commondir")));
+    }
+    // The repository's own folder first: the main worktree, when `folder` is a linked one.
+    let mut gitdirs = vec![fs::canonicalize(&repo).unwrap_or(repo)];
+    if let Ok(entries) = fs::read_dir(gitdirs[0].join("worktrees")) {
+        for e in entries.flatten() {
+            gitdirs.push(read(e.path().join("gitdir")).into());
+        }
+    }
+    let mut trees = Vec::new();
+    for g in gitdirs {
+        if let Some(t) = g.parent().and_then(|p| fs::canonicalize(p).ok())
+            && t != folder
+            && t.join(".git").exists()
+        {
+            trees.push(t);
+        }
     }
     trees
-        .iter()
-        .filter_map(|g| fs::canonicalize(g.parent()?).ok())
-        .filter(|t| t != folder && t.is_dir() && t.join(".git").exists())
-        .collect()
 }
 
 /// The folders a server serves, canonical and in order (the first resolves relative paths).

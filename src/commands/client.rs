@@ -634,21 +634,21 @@ fn read_stdin() -> Result<String, Fail> {
 
 /// What `select` and `mention` tell the user: clients reached, and those still connecting,
 /// which get it once their setup settles (ccide-protocol(7) §3.3).
-fn delivered(r: &Value) -> String {
-    // Sessions that gave their folders are named (ccide-protocol(7) §6.3).
+pub fn delivered(r: &Value) -> String {
+    // Sessions that gave their folders are named (ccide-protocol(7) §6.4).
     if r["routed"] == true {
-        let named: Vec<&str> = r["sessions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s.as_str())
-            .collect();
-        let several = if named.len() > 1 {
-            "; several sessions work there: to tell one, pass --session ID"
-        } else {
-            ""
-        };
-        return format!("sent to {}{several}", named.join(", "));
+        let list = r["sessions"].as_array().cloned().unwrap_or_default();
+        let mut named = String::from("sent to ");
+        for (i, s) in list.iter().enumerate() {
+            if i > 0 {
+                named += ", ";
+            }
+            named += s.as_str().unwrap_or("");
+        }
+        if list.len() > 1 {
+            named += "; several sessions work there: to tell one, pass --session ID";
+        }
+        return named;
     }
     let (sent, held) = (
         r["clients"].as_u64().unwrap_or(0),
@@ -854,10 +854,9 @@ fn status_text(s: &Value) -> String {
                 .as_i64()
                 .map_or("unknown".to_string(), |p| p.to_string()),
             age(c["since"].as_u64().unwrap_or(0)),
-            c["roots"].as_array().map_or(String::new(), |r| format!(
-                " in {}",
-                r.iter().map(shown_path).collect::<Vec<_>>().join(", ")
-            ))
+            c["roots"][0]
+                .as_str()
+                .map_or(String::new(), |r| format!(" in {}", visible(r)))
         );
     }
     for t in list(&s["tabs"]) {

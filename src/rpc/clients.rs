@@ -98,10 +98,6 @@ impl Client {
         }
     }
 
-    pub fn holds(&self, path: &Path) -> Option<usize> {
-        lock(&self.state).holds(path)
-    }
-
     /// How a person names it: `session 2 (pid 4242, /src/app)`, its id, pid and first root.
     pub fn describe(&self) -> String {
         let s = lock(&self.state);
@@ -156,57 +152,42 @@ impl Clients {
         self.tell(method, params, None)
     }
 
-    /// The sessions a selection or mention of `path` goes to (ccide-protocol(7) §6.3): the
+    /// The sessions a selection or mention of `path` goes to (ccide-protocol(7) §6.4): the
     /// one `pick` names (its id, else its pid), else those whose roots hold `path` deepest (a
     /// session without roots holds every file, at depth 0). None connected: an empty list.
     /// None holding it, or no session so named: an error naming the sessions.
     pub fn route(&self, path: &Path, pick: Option<&str>) -> Result<Vec<Arc<Client>>, String> {
-        let all: Vec<_> = self
-            .all()
-            .into_iter()
-            .filter(|c| lock(&c.state).initialized)
-            .collect();
-        let found: Vec<_> = match pick {
-            Some(p) => {
-                let named = |pid: bool| {
-                    all.iter()
-                        .filter(|c| {
-                            let n = if pid {
-                                lock(&c.state).pid
-                            } else {
-                                Some(c.id as i64)
-                            };
-                            n.is_some_and(|n| n.to_string() == p)
-                        })
-                        .cloned()
-                        .collect::<Vec<_>>()
-                };
-                let by_id = named(false);
-                if by_id.is_empty() { named(true) } else { by_id }
+        let id = pick.map(|p| p.parse::<i64>().unwrap_or(-1));
+        let (mut found, mut best, mut list) = (Vec::new(), None, String::new());
+        for c in self.all() {
+            let s = lock(&c.state);
+            let depth = match id {
+                Some(n) => (c.id as i64 == n || s.pid == Some(n)).then_some(0),
+                None => s.holds(path),
+            };
+            if !s.initialized {
+                continue;
             }
-            None => {
-                let depth: Vec<_> = all.iter().map(|c| c.holds(path)).collect();
-                let best = depth.iter().flatten().max();
-                all.iter()
-                    .zip(&depth)
-                    .filter(|(_, d)| d.is_some() && d.as_ref() == best)
-                    .map(|(c, _)| c.clone())
-                    .collect()
+            drop(s);
+            list += ", ";
+            list += &c.describe();
+            if depth.is_some() && depth >= best {
+                if depth > best {
+                    found.clear();
+                    best = depth;
+                }
+                found.push(c);
             }
-        };
-        if found.is_empty() && !all.is_empty() {
-            let list: Vec<String> = all.iter().map(|c| c.describe()).collect();
-            return Err(match pick {
-                Some(p) => format!(
-                    "no Claude Code session has the id or pid {p}; connected: {}",
-                    list.join(", ")
-                ),
-                None => format!(
-                    "no Claude Code session works in a folder that holds {}; connected: {}; send it to one with --session ID",
-                    path.display(),
-                    list.join(", ")
-                ),
-            });
+        }
+        if found.is_empty() && !list.is_empty() {
+            let what = match pick {
+                Some(p) => format!("has the id or pid {p}"),
+                None => format!("works in a folder that holds {}", path.display()),
+            };
+            return Err(format!(
+                "no Claude Code session {what}; connected: {}; send it to one with --session ID",
+                &list[2..]
+            ));
         }
         Ok(found)
     }

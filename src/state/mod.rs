@@ -259,7 +259,7 @@ impl State {
     }
 
     /// The sessions a selection or mention goes to (`Clients::route`, ccide-protocol(7)
-    /// §6.3) as ids, and the answer naming them, which `ccide events` hears of too.
+    /// §6.4) as ids, and the answer naming them, which `ccide events` hears of too.
     fn route(
         &self,
         event: &str,
@@ -267,10 +267,12 @@ impl State {
         pick: Option<&str>,
     ) -> Result<(Vec<u64>, Value), String> {
         let path = payload["filePath"].as_str().unwrap_or("");
-        let to = self.clients.route(Path::new(path), pick)?;
-        let ids: Vec<u64> = to.iter().map(|c| c.id).collect();
-        let routed = to.iter().any(|c| lock(&c.state).roots.is_some());
-        let named: Vec<String> = to.iter().map(|c| c.describe()).collect();
+        let (mut ids, mut named, mut routed) = (Vec::new(), Vec::new(), false);
+        for c in self.clients.route(Path::new(path), pick)? {
+            ids.push(c.id);
+            named.push(c.describe());
+            routed |= lock(&c.state).roots.is_some();
+        }
         self.events
             .emit(obj! {"event": event, "path": path, "sessions": ids.clone()});
         Ok((ids, obj! {"ok": true, "sessions": named, "routed": routed}))
@@ -347,32 +349,27 @@ impl State {
     }
 
     /// Makes the git worktrees of the folders' repositories folders too, as they come and go
-    /// (ccide-protocol(7) §1.6): Claude Code started in one then finds this server, and the
+    /// (ccide-protocol(7) §1.5): Claude Code started in one then finds this server, and the
     /// tools reach its files. A worktree inside a folder is served already. The lock file is
     /// written again when they changed.
     pub fn follow_worktrees(&self) {
         let mut known = lock(&self.worktrees);
-        let own: Vec<PathBuf> = self
-            .workspaces
-            .list()
-            .into_iter()
-            .filter(|w| !known.contains(w))
-            .collect();
-        let mut found: Vec<PathBuf> = Vec::new();
-        for t in own.iter().flat_map(|w| crate::workspaces::worktrees(w)) {
-            if !own.iter().chain(&found).any(|w| t.starts_with(w)) {
-                found.push(t);
+        let mut all = self.workspaces.list();
+        all.retain(|w| !known.contains(w));
+        let n = all.len();
+        for i in 0..n {
+            for t in crate::workspaces::worktrees(&all[i].clone()) {
+                if !all.iter().any(|w| t.starts_with(w)) {
+                    all.push(t);
+                }
             }
         }
-        if found == *known {
+        if all[n..] == known[..] {
             return;
         }
-        self.workspaces.change(|ws| {
-            ws.retain(|w| !known.contains(w));
-            ws.extend(found.iter().cloned());
-        });
-        crate::log::info!("git worktrees served: {found:?}");
-        *known = found;
+        *known = all[n..].to_vec();
+        crate::log::info!("git worktrees served: {}", json::paths(&known));
+        self.workspaces.change(|ws| *ws = all);
         if let Err(e) = self.announce() {
             crate::log::error!("{e}");
         }

@@ -172,11 +172,8 @@ fn folders(v: &Value) -> Vec<PathBuf> {
 
 /// The Claude Code session a command's argument names (`{"session": ID}`, id or pid).
 fn session(a: &Value) -> Option<String> {
-    match &a["session"] {
-        Value::Null => None,
-        Value::String(s) => Some(s.clone()),
-        v => Some(v.to_string()),
-    }
+    let s = &a["session"];
+    (!s.is_null()).then(|| s.to_string().replace('"', ""))
 }
 
 fn text_of(p: &Path) -> String {
@@ -1285,22 +1282,12 @@ impl Dialogue {
     }
 
     /// Says which Claude Code sessions a selection or mention the user asked for reached
-    /// (ccide-protocol(7) §6.3), when they gave their folders.
+    /// (ccide-protocol(7) §6.4).
     fn told(&self, r: &Value, what: &str) {
-        if r["routed"] == true {
-            let named: Vec<&str> = r["sessions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|s| s.as_str())
-                .collect();
-            let pick = if named.len() > 1 {
-                "; to tell one, pass {\"session\": ID} with the command"
-            } else {
-                ""
-            };
-            self.show(3, format!("ccide: {what} for {}{pick}", named.join(", ")));
-        }
+        self.show(
+            3,
+            format!("ccide: {what} ({})", crate::commands::client::delivered(r)),
+        );
     }
 
     /// Opens the proposal in the editor (window/showDocument) where it can, else names it.
