@@ -499,11 +499,7 @@ fn review_without_an_id_walks_the_pending_diffs_oldest_first_then_waits() {
     );
     let screen = String::from_utf8_lossy(&screen);
     assert!(
-        // Labelled by the session that proposed it and its folder (a worktree).
-        screen.contains(&format!(
-            "rejected diff 1: every hunk dropped (first.txt)\ndiff 2: second.txt [session 1, {}]\n",
-            std::fs::canonicalize(sb.ws()).unwrap().display()
-        )),
+        screen.contains("rejected diff 1: every hunk dropped (first.txt)\ndiff 2: second.txt\n"),
         "{screen}"
     );
     assert!(

@@ -155,6 +155,26 @@ fn a_mention_or_selection_reaches_the_sessions_whose_roots_hold_the_file() {
     sb.run_ok(&["mention", "a/x.py"]);
     a.notification("at_mentioned");
     assert_eq!(b.before_ping(), Vec::<Value>::new());
+
+    // One inbox: each diff says which session proposed it, in which folder.
+    a.send_request(
+        "tools/call",
+        json!({"name": "openDiff", "arguments": {"old_file_path": a_file, "new_file_path": a_file,
+               "new_file_contents": "x = 2\n", "tab_name": "t"}}),
+    );
+    let listed = sb.wait_for_listing(&["diff", "list", "--json"], 1);
+    assert_eq!(
+        (&listed[0]["client"], &listed[0]["worktree"]),
+        (&json!(1), &json!(ws))
+    );
+    let rows = stdout(&sb.run_ok(&["diff", "list"]));
+    assert!(
+        rows.lines()
+            .nth(1)
+            .unwrap()
+            .ends_with(&format!(" a/x.py [session 1, {}]", ws.display())),
+        "{rows}"
+    );
 }
 
 /// A session without the `roots` capability (Claude Code 1.0.x, other MCP clients) hears of

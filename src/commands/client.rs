@@ -283,12 +283,12 @@ fn diff_list(ctl: &mut Control, json_out: bool) -> Outcome {
     Ok(if broken { EXIT_FAILURE } else { EXIT_OK })
 }
 
-/// Which session proposed a diff, and in which folder (a worktree): ` [session 2, /src/app-b]`.
+/// Which session proposed a diff, and in which folder (a worktree), when the server has more
+/// than one of either: ` [session 2, /src/app-b]`.
 pub fn from(d: &Value) -> String {
-    let w = d["worktree"]
-        .as_str()
-        .map_or(String::new(), |w| format!(", {}", visible(w)));
-    format!(" [session {}{w}]", d["client"])
+    d["worktree"].as_str().map_or(String::new(), |w| {
+        format!(" [session {}, {}]", d["client"], visible(w))
+    })
 }
 
 /// `ccide diff show`: the diff `d` as a unified diff (with notes on what accepting restores or
@@ -636,8 +636,7 @@ fn read_stdin() -> Result<String, Fail> {
 /// which get it once their setup settles (ccide-protocol(7) §3.3).
 pub fn delivered(r: &Value) -> String {
     // Sessions that gave their folders are named (ccide-protocol(7) §6.4).
-    if r["routed"] == true {
-        let list = r["sessions"].as_array().cloned().unwrap_or_default();
+    if let Some(list) = r["sessions"].as_array() {
         let mut named = String::from("sent to ");
         for (i, s) in list.iter().enumerate() {
             if i > 0 {

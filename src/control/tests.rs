@@ -382,6 +382,9 @@ fn status_lists_clients_diffs_tabs_selection_and_documents() {
     let uptime = status["uptime_secs"].as_u64().unwrap();
     assert!(uptime < 600, "{uptime}");
     let since = |c: &Client| crate::text::unix_secs(c.since);
+    // Two clients: each diff says which folder (a worktree) it is in.
+    let mut listed = described(&ts, 1, "a.txt", "tab", &status["diffs"][0]["created"]);
+    listed["worktree"] = json!(ts.ws());
     assert_eq!(
         got,
         json!({"ok": true, "status": {
@@ -393,10 +396,10 @@ fn status_lists_clients_diffs_tabs_selection_and_documents() {
             "started": crate::text::unix_secs(ts.state.started),
             "uptime_secs": uptime,
             "clients": [
-                {"id": 1, "pid": 4242, "name": "claude-code", "version": "2.0.0", "initialized": true, "ready": true, "since": since(&c)},
-                {"id": 2, "pid": null, "name": "", "version": "", "initialized": false, "ready": false, "since": since(&waiting)},
+                {"id": 1, "pid": 4242, "name": "claude-code", "version": "2.0.0", "initialized": true, "ready": true, "since": since(&c), "roots": null},
+                {"id": 2, "pid": null, "name": "", "version": "", "initialized": false, "ready": false, "since": since(&waiting), "roots": null},
             ],
-            "diffs": [described(&ts, 1, "a.txt", "tab", &status["diffs"][0]["created"])],
+            "diffs": [listed],
             "tabs": [
                 {"path": b, "active": false, "preview": false},
                 {"path": a, "active": true, "preview": false},

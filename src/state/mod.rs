@@ -167,9 +167,13 @@ impl State {
         let _pending = self.diagnostics.refresh(path, unsaved.as_deref());
     }
 
-    /// The pending diffs of every session, each with the folder (a worktree) of its file.
+    /// The pending diffs of every session; with more than one folder (worktrees) or client,
+    /// each with the folder of its file, and commands label it with that and its session.
     pub fn diff_list(&self) -> Vec<Value> {
         let mut list = self.diffs.list();
+        if self.workspaces.list().len() + self.clients.all().len() < 3 {
+            return list;
+        }
         for d in &mut list {
             let w = self
                 .workspaces
@@ -275,7 +279,12 @@ impl State {
         }
         self.events
             .emit(obj! {"event": event, "path": path, "sessions": ids.clone()});
-        Ok((ids, obj! {"ok": true, "sessions": named, "routed": routed}))
+        // Named when one gave its roots: "sent to 2 clients" says enough of the others.
+        let mut answer = obj! {"ok": true};
+        if routed {
+            answer["sessions"] = named.into();
+        }
+        Ok((ids, answer))
     }
 
     /// The text a file shows in the editor: its unsaved content, else what is on disk, up to

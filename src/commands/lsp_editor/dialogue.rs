@@ -1284,6 +1284,9 @@ impl Dialogue {
     /// Says which Claude Code sessions a selection or mention the user asked for reached
     /// (ccide-protocol(7) §6.4).
     fn told(&self, r: &Value, what: &str) {
+        if r["sessions"].is_null() {
+            return;
+        }
         self.show(
             3,
             format!("ccide: {what} ({})", crate::commands::client::delivered(r)),
