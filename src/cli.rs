@@ -91,7 +91,7 @@ pub const SESSION: Flag = flag(
     "--session",
     Some("ID"),
     None,
-    "Tell only this Claude Code session (its id or pid, as ccide status lists them), not those whose folders hold FILE.",
+    "Tell this Claude Code session (an id or pid from ccide status), whatever its folders.",
 );
 pub const JSON: Flag = flag("--json", None, None, "Print JSON for scripts.");
 

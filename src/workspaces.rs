@@ -20,38 +20,25 @@ pub fn too_wide(dir: &Path) -> bool {
     dir == Path::new("/") || home.and_then(|h| fs::canonicalize(h).ok()).as_deref() == Some(dir)
 }
 
-/// The git worktrees of the repository `folder` is a working tree of, `folder` left out
-/// (ccide-protocol(7) §1.5): read from git's own files, no git run. `folder/.git` is the
-/// repository (a main worktree) or a file `gitdir: DIR` (a linked one, whose DIR/commondir
-/// names the repository); each `worktrees/*/gitdir` there names a worktree's `.git`. Only
-/// those whose folder exists count (one deleted by hand lingers there until `git worktree
-/// prune`).
+/// The other git worktrees of the repository whose main worktree is `folder` (ccide-protocol(7)
+/// §1.5), read from git's own files, no git run: each `.git/worktrees/*/gitdir` names a
+/// worktree's `.git`. Sorted; only those whose folder still holds its `.git` count (one
+/// deleted by hand lingers there until `git worktree prune`).
 pub fn worktrees(folder: &Path) -> Vec<PathBuf> {
-    let read = |p: PathBuf| {
-        fs::read_to_string(p)
-            .unwrap_or_default()
-            .trim_end()
-            .to_string()
-    };
-    let mut repo = folder.join(".git");
-    if let Some(dir) = read(repo.clone()).strip_prefix("gitdir: ") {
-        let dir = folder.join(dir);
-        repo = dir.join(read(dir.join("commondir")));
-    }
-    // The repository's own folder first: the main worktree, when `folder` is a linked one.
-    let mut gitdirs = vec![fs::canonicalize(&repo).unwrap_or(repo)];
-    if let Ok(entries) = fs::read_dir(gitdirs[0].join("worktrees")) {
-        for e in entries.flatten() {
-            gitdirs.push(read(e.path().join("gitdir")).into());
-        }
-    }
     let mut trees = Vec::new();
-    for g in gitdirs {
-        if let Some(t) = g.parent().and_then(|p| fs::canonicalize(p).ok())
-            && t != folder
+    for e in fs::read_dir(folder.join(".git/worktrees"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let gitdir = fs::read_to_string(e.path().join("gitdir")).unwrap_or_default();
+        let dir = Path::new(gitdir.trim_end()).parent().map(fs::canonicalize);
+        if let Some(Ok(t)) = dir
             && t.join(".git").exists()
         {
-            trees.push(t);
+            // Sorted, so that the lock file is written again only when the set changed.
+            let i = trees.partition_point(|x| *x < t);
+            trees.insert(i, t);
         }
     }
     trees
@@ -262,6 +249,32 @@ mod tests {
         );
         assert_eq!(w.rel(&ws.join("sub/x")), "sub/x");
         assert_eq!(w.holder(&root.join("secret")), None);
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    /// git's files as `git worktree add` leaves them.
+    #[test]
+    fn worktrees_are_read_from_gits_files() {
+        let root = tmp("worktrees");
+        let (main, a, b, gone) = (
+            root.join("r"),
+            root.join("a"),
+            root.join("b"),
+            root.join("gone"),
+        );
+        for (name, wt) in [("b", &b), ("a", &a), ("gone", &gone)] {
+            let admin = main.join(".git/worktrees").join(name);
+            fs::create_dir_all(&admin).unwrap();
+            fs::write(admin.join("gitdir"), format!("{}/.git\n", wt.display())).unwrap();
+            if name != "gone" {
+                fs::create_dir_all(wt).unwrap();
+                fs::write(wt.join(".git"), format!("gitdir: {}\n", admin.display())).unwrap();
+            }
+        }
+        assert_eq!(worktrees(&main), [a.clone(), b.clone()]);
+        // Not a main worktree: none.
+        assert_eq!(worktrees(&root), Vec::<PathBuf>::new());
+        assert_eq!(worktrees(&a), Vec::<PathBuf>::new());
         let _ = fs::remove_dir_all(&root);
     }
 }

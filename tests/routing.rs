@@ -247,7 +247,8 @@ fn the_worktrees_of_a_served_repository_join_the_lock_file_as_they_come_and_go()
     };
     folders(json!([ws, wt_a]));
     git(&sb, &ws, &["worktree", "add", "-q", "-b", "b", "../wt b"]);
-    folders(json!([ws, wt_a, wt_b]));
+    // In the order of their paths ("wt b" before "wt-a").
+    folders(json!([ws, wt_b, wt_a]));
     // Its files are within reach, as the workspace's are: a mention of one goes out.
     std::fs::write(wt_b.join("new.py"), "n = 1\n").unwrap();
     let mut c = srv.ready_client();

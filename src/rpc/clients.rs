@@ -101,11 +101,9 @@ impl Client {
     /// How a person names it: `session 2 (pid 4242, /src/app)`, its id, pid and first root.
     pub fn describe(&self) -> String {
         let s = lock(&self.state);
-        let pid = s.pid.map_or("?".into(), |p| p.to_string());
-        match s.roots.as_ref().and_then(|r| r.first()) {
-            Some(r) => format!("session {} (pid {pid}, {})", self.id, r.display()),
-            None => format!("session {} (pid {pid})", self.id),
-        }
+        let root = s.roots.as_ref().and_then(|r| r.first());
+        let root = root.map_or(String::new(), |r| format!(", {}", r.display()));
+        format!("session {} (pid {}{root})", self.id, s.pid.unwrap_or(0))
     }
 }
 
@@ -158,7 +156,7 @@ impl Clients {
     /// None holding it, or no session so named: an error naming the sessions.
     pub fn route(&self, path: &Path, pick: Option<&str>) -> Result<Vec<Arc<Client>>, String> {
         let id = pick.map(|p| p.parse::<i64>().unwrap_or(-1));
-        let (mut found, mut best, mut list) = (Vec::new(), None, String::new());
+        let (mut found, mut best, mut any) = (Vec::new(), None, false);
         for c in self.all() {
             let s = lock(&c.state);
             let depth = match id {
@@ -169,8 +167,7 @@ impl Clients {
                 continue;
             }
             drop(s);
-            list += ", ";
-            list += &c.describe();
+            any = true;
             if depth.is_some() && depth >= best {
                 if depth > best {
                     found.clear();
@@ -179,14 +176,13 @@ impl Clients {
                 found.push(c);
             }
         }
-        if found.is_empty() && !list.is_empty() {
+        if found.is_empty() && any {
             let what = match pick {
                 Some(p) => format!("has the id or pid {p}"),
                 None => format!("works in a folder that holds {}", path.display()),
             };
             return Err(format!(
-                "no Claude Code session {what}; connected: {}; send it to one with --session ID",
-                &list[2..]
+                "no Claude Code session {what} (ccide status lists them, with their folders); send it to one with --session ID"
             ));
         }
         Ok(found)
