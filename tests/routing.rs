@@ -104,17 +104,24 @@ fn a_mention_or_selection_reaches_the_sessions_whose_roots_hold_the_file() {
     );
     assert_eq!(a.before_ping(), Vec::<Value>::new(), "a heard of b's file");
 
-    // No session's folders hold top.py: nothing is sent, and the sessions are named.
+    // No session's folders hold top.py: nothing is sent, and the user is told how to pick.
     let e = run_fails(&sb, &["mention", "top.py"]);
     assert_eq!(
         e,
         format!(
-            "ccide: no Claude Code session works in a folder that holds {}; connected: session 1 (pid 4001, {}), session 2 (pid 4002, {}); send it to one with --session ID\n",
+            "ccide: no Claude Code session works in a folder that holds {} (ccide status lists them, with their folders); send it to one with --session ID\n",
             ws.join("top.py").display(),
-            ws.join("a").display(),
-            ws.join("b dir").display()
         )
     );
+    let listed = stdout(&sb.run_ok(&["status"]));
+    for (pid, root) in [("4001", "a"), ("4002", "b dir")] {
+        let line = listed.lines().find(|l| l.contains(&format!(" pid {pid} ")));
+        let root = format!(" in {}", ws.join(root).display());
+        assert!(
+            line.is_some_and(|l| l.ends_with(&root)),
+            "{root} in {listed}"
+        );
+    }
     // --session picks one, by id or by pid.
     sb.run_ok(&["mention", "top.py", "--session", "2"]);
     assert_eq!(
@@ -129,7 +136,7 @@ fn a_mention_or_selection_reaches_the_sessions_whose_roots_hold_the_file() {
     assert_eq!(b.before_ping(), Vec::<Value>::new());
     let e = run_fails(&sb, &["mention", "top.py", "--session", "9"]);
     assert!(
-        e.starts_with("ccide: no Claude Code session has the id or pid 9; connected: session 1"),
+        e.starts_with("ccide: no Claude Code session has the id or pid 9 (ccide status"),
         "{e}"
     );
 
