@@ -59,7 +59,7 @@ fn a_mention_or_selection_reaches_the_sessions_whose_roots_hold_the_file() {
     // 2.1.112 sends the path as it is; later versions percent-encode it.
     let a_root = format!("file://{}/a", ws.display());
     let b_root = format!("file://{}/b%20dir", ws.display());
-    let mut a = rooted(&srv, &[a_root.clone()], 4001);
+    let mut a = rooted(&srv, std::slice::from_ref(&a_root), 4001);
     let mut b = rooted(&srv, &[b_root], 4002);
     let st = sb.status();
     let roots: Vec<&Value> = st["clients"]
@@ -243,7 +243,7 @@ fn the_worktrees_of_a_served_repository_join_the_lock_file_as_they_come_and_go()
     // Inside the folder: served already, not announced again.
     git(&sb, &ws, &["worktree", "add", "-q", "-b", "in", "inner"]);
     let wt_a = canonical(&sb.root.join("wt-a"));
-    let wt_b = canonical(&sb.root.path()).join("wt b");
+    let wt_b = canonical(sb.root.path()).join("wt b");
     let srv = sb.serve(&[]);
     let folders = |want: Value| {
         wait_for(
