@@ -87,6 +87,12 @@ pub const CONFIG_DIR: Flag = flag(
     Some("CCIDE_CONFIG_DIR"),
     "Claude Code's config directory holding ide/*.lock. Default: $CLAUDE_CONFIG_DIR, else ~/.claude.",
 );
+pub const SESSION: Flag = flag(
+    "--session",
+    Some("ID"),
+    None,
+    "Tell this Claude Code session (an id or pid from ccide status), whatever its folders.",
+);
 pub const JSON: Flag = flag("--json", None, None, "Print JSON for scripts.");
 
 pub fn version() -> String {

@@ -79,7 +79,8 @@ mod workspaces;
 use std::fmt::Write as _;
 
 use cli::{
-    Args, CONFIG_DIR, Command, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Fail, Flag, JSON, PORT, flag,
+    Args, CONFIG_DIR, Command, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Fail, Flag, JSON, PORT, SESSION,
+    flag,
 };
 
 pub const COMMANDS: &[Command] = &[
@@ -121,6 +122,7 @@ pub const COMMANDS: &[Command] = &[
                 None,
                 "Take the selected text from standard input (for editors that pipe selections).",
             ),
+            SESSION,
             PORT,
             CONFIG_DIR,
         ],
@@ -132,7 +134,7 @@ pub const COMMANDS: &[Command] = &[
         usage: "ccide mention FILE[:START[-END]] [OPTIONS]",
         about: "Insert @FILE#LSTART-END into Claude Code's prompt (at_mentioned).",
         details: "FILE may be a directory (then without lines). With no client connected the mention waits\nfor the next one (see serve --mention-max-age).",
-        flags: &[PORT, CONFIG_DIR],
+        flags: &[SESSION, PORT, CONFIG_DIR],
         run: commands::client::mention,
         passthrough: false,
     },

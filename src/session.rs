@@ -3,13 +3,15 @@
 //! re-sends what a client missed, `--single-client` takeover, and the keepalive timer. Knows
 //! nothing of sockets (see `transport`) nor of what the tools do (see `tools`).
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::json::obj;
+use crate::files;
+use crate::json::{self, obj};
 use crate::proc::lock;
 use crate::rpc::call::{Call, Reply};
 use crate::rpc::clients::{Client, ClientState, Clients};
@@ -199,11 +201,19 @@ impl Sessions {
             }
             Message::Response(r) => {
                 let mut s = lock(&client.state);
-                if let (Some((ping_id, _)), Some(id)) =
-                    (s.ping, r.id.as_ref().and_then(|i| i.as_u64()))
-                    && ping_id == id
-                {
+                let id = r.id.as_ref().and_then(|i| i.as_u64());
+                if s.ping.is_some_and(|p| Some(p.0) == id) {
                     s.ping = None;
+                }
+                if s.roots_asked.is_some() && s.roots_asked == id {
+                    s.roots_asked = None;
+                    s.roots = r.result.ok().map(|v| roots(&v));
+                    let shown = s.roots.as_deref().map(json::paths);
+                    crate::log::info!(
+                        "client #{} works in {}",
+                        client.id,
+                        shown.unwrap_or_default()
+                    );
                 }
                 None
             }
@@ -252,7 +262,9 @@ impl Sessions {
                     }
                 }
                 self.greet_after(client, GREET_AFTER_INITIALIZED);
+                self.ask_roots(client);
             }
+            "notifications/roots/list_changed" => self.ask_roots(client),
             "ide_connected" => {
                 let (pid, name, version) = {
                     let mut s = lock(&client.state);
@@ -286,6 +298,18 @@ impl Sessions {
                 });
             }
             _ => {}
+        }
+    }
+
+    /// Asks a client that declared the `roots` capability for its folders (ccide-protocol(7)
+    /// §6.4); its answer comes with the other messages it sends (see `handle_value`).
+    fn ask_roots(&self, client: &Client) {
+        let id = self.next_ping.fetch_add(1, Ordering::Relaxed);
+        let mut s = lock(&client.state);
+        if s.has_roots {
+            s.roots_asked = Some(id);
+            drop(s);
+            client.send(&rpc::request(&RequestId::number(id), "roots/list", None));
         }
     }
 
@@ -329,7 +353,11 @@ impl Sessions {
             if s.greeted || client.outbox.is_ended() {
                 return false;
             }
-            if let Some(sel) = selection {
+            // A session whose folders do not hold the selected file is not told of it.
+            if let Some(sel) = selection.filter(|v| {
+                s.holds(Path::new(v["filePath"].as_str().unwrap_or("")))
+                    .is_some()
+            }) {
                 client.send(&rpc::notification("selection_changed", sel));
             }
             let mut mentions = editor.take_mentions();
@@ -489,12 +517,26 @@ fn initialize(client: &Client, params: &Value) -> Result<Value, RpcError> {
             .as_str()
             .unwrap_or("")
             .to_string();
+        s.has_roots = params["capabilities"]["roots"].is_object();
     }
     Ok(obj! {
         "protocolVersion": version,
         "capabilities": obj! {"tools": obj! {"listChanged": true}},
         "serverInfo": obj! {"name": SERVER_NAME, "version": env!("CARGO_PKG_VERSION")},
     })
+}
+
+/// The folders of a `roots/list` answer, canonical where they exist. Claude Code 2.1.112
+/// sends `file://` and the path as it is, later versions percent-encode it: decoded, as
+/// both read the same unless the path holds a `%`.
+fn roots(v: &Value) -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    for r in v["roots"].as_array().into_iter().flatten() {
+        if let Some(p) = files::uri_path(r["uri"].as_str().unwrap_or(""), true) {
+            roots.push(std::fs::canonicalize(&p).unwrap_or(p));
+        }
+    }
+    roots
 }
 
 #[cfg(test)]

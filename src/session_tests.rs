@@ -187,6 +187,12 @@ fn batches_answer_as_arrays_and_an_empty_batch_is_invalid() {
     );
 }
 
+/// Whom a selection or mention reached: sent, held.
+fn reach(answer: Result<Value, String>) -> (u64, u64) {
+    let a = answer.unwrap();
+    (a["clients"].as_u64().unwrap(), a["held"].as_u64().unwrap())
+}
+
 /// The CLI drops notifications until its setup settles (ccide-protocol(7) §3.3): what is sent
 /// in that window is held and delivered, in order, with the greeting.
 #[test]
@@ -196,10 +202,7 @@ fn a_selection_and_mentions_made_during_setup_arrive_in_order_with_the_greeting(
     let s = sessions(&ts, false);
     // Made while nobody was connected: queued.
     let queued = json!({"filePath": a, "lineStart": 0, "lineEnd": 0});
-    assert_eq!(
-        ts.state.mention(queued.clone()).unwrap(),
-        crate::rpc::clients::Reach { sent: 0, held: 0 }
-    );
+    assert_eq!(reach(ts.state.mention(queued.clone(), None)), (0, 0));
     let mut ev = events(&ts);
     let mut c = Conn::open(&s);
     c.handshake();
@@ -211,9 +214,8 @@ fn a_selection_and_mentions_made_during_setup_arrive_in_order_with_the_greeting(
         "two",
     );
     let held = json!({"filePath": a, "lineStart": 1, "lineEnd": 1});
-    let reach = crate::rpc::clients::Reach { sent: 0, held: 1 };
-    assert_eq!(ts.state.select(sel.clone()).unwrap(), reach);
-    assert_eq!(ts.state.mention(held.clone()).unwrap(), reach);
+    assert_eq!(reach(ts.state.select(sel.clone(), None)), (0, 1));
+    assert_eq!(reach(ts.state.mention(held.clone(), None)), (0, 1));
     assert_eq!(sent(&c.client), Vec::<Value>::new());
     // The greeting is due 250 ms after tools/list, not before.
     s.greet_due(Instant::now());
@@ -227,6 +229,13 @@ fn a_selection_and_mentions_made_during_setup_arrive_in_order_with_the_greeting(
             notification("at_mentioned", held),
         ]
     );
+    // `ccide events` heard which sessions each went to (this one, held), then of the client.
+    for e in ["selected", "mentioned"] {
+        assert_eq!(
+            next_event(&mut ev),
+            json!({"event": e, "path": a, "sessions": [c.client.id]})
+        );
+    }
     assert_eq!(
         next_event(&mut ev),
         json!({"event": "client_connected", "client": c.client.id, "name": "claude-code", "version": "2.1.330"})
@@ -234,10 +243,7 @@ fn a_selection_and_mentions_made_during_setup_arrive_in_order_with_the_greeting(
     // Once: a second due time sends nothing more; broadcasts now go straight out.
     s.greet_due(Instant::now() + Duration::from_secs(5));
     assert_eq!(sent(&c.client), Vec::<Value>::new());
-    assert_eq!(
-        ts.state.select(sel.clone()).unwrap(),
-        crate::rpc::clients::Reach { sent: 1, held: 0 }
-    );
+    assert_eq!(reach(ts.state.select(sel.clone(), None)), (1, 0));
     assert_eq!(
         sent(&c.client),
         vec![notification("selection_changed", sel)]
@@ -389,7 +395,7 @@ fn a_selection_made_as_a_client_is_greeted_reaches_it_once() {
             let (start, state, payload) = (start.clone(), ts.state.clone(), payload.clone());
             std::thread::spawn(move || {
                 start.wait();
-                state.select(payload).unwrap();
+                state.select(payload, None).unwrap();
             })
         };
         start.wait();

@@ -20,6 +20,30 @@ pub fn too_wide(dir: &Path) -> bool {
     dir == Path::new("/") || home.and_then(|h| fs::canonicalize(h).ok()).as_deref() == Some(dir)
 }
 
+/// The other git worktrees of the repository whose main worktree is `folder` (ccide-protocol(7)
+/// §1.5), read from git's own files, no git run: each `.git/worktrees/*/gitdir` names a
+/// worktree's `.git`. Sorted; only those whose folder still holds its `.git` count (one
+/// deleted by hand lingers there until `git worktree prune`).
+pub fn worktrees(folder: &Path) -> Vec<PathBuf> {
+    let mut trees = Vec::new();
+    for e in fs::read_dir(folder.join(".git/worktrees"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let gitdir = fs::read_to_string(e.path().join("gitdir")).unwrap_or_default();
+        let dir = Path::new(gitdir.trim_end()).parent().map(fs::canonicalize);
+        if let Some(Ok(t)) = dir
+            && t.join(".git").exists()
+        {
+            // Sorted, so that the lock file is written again only when the set changed.
+            let i = trees.partition_point(|x| *x < t);
+            trees.insert(i, t);
+        }
+    }
+    trees
+}
+
 /// The folders a server serves, canonical and in order (the first resolves relative paths).
 /// `ccide workspace add/remove` changes them while clients are connected, hence the lock.
 pub struct Workspaces {
@@ -225,6 +249,32 @@ mod tests {
         );
         assert_eq!(w.rel(&ws.join("sub/x")), "sub/x");
         assert_eq!(w.holder(&root.join("secret")), None);
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    /// git's files as `git worktree add` leaves them.
+    #[test]
+    fn worktrees_are_read_from_gits_files() {
+        let root = tmp("worktrees");
+        let (main, a, b, gone) = (
+            root.join("r"),
+            root.join("a"),
+            root.join("b"),
+            root.join("gone"),
+        );
+        for (name, wt) in [("b", &b), ("a", &a), ("gone", &gone)] {
+            let admin = main.join(".git/worktrees").join(name);
+            fs::create_dir_all(&admin).unwrap();
+            fs::write(admin.join("gitdir"), format!("{}/.git\n", wt.display())).unwrap();
+            if name != "gone" {
+                fs::create_dir_all(wt).unwrap();
+                fs::write(wt.join(".git"), format!("gitdir: {}\n", admin.display())).unwrap();
+            }
+        }
+        assert_eq!(worktrees(&main), [a.clone(), b.clone()]);
+        // Not a main worktree: none.
+        assert_eq!(worktrees(&root), Vec::<PathBuf>::new());
+        assert_eq!(worktrees(&a), Vec::<PathBuf>::new());
         let _ = fs::remove_dir_all(&root);
     }
 }

@@ -189,6 +189,12 @@ fn a_selection_and_a_mention_made_during_setup_arrive_in_order_once_the_client_i
     // The client being set up got nothing yet, and `ccide events` has not called it connected:
     // the next event is a diff opened now, not its client_connected.
     assert_eq!(c.before_ping(), Vec::<Value>::new());
+    // It heard of the selection and the mention, and which sessions they went to: both.
+    for what in ["selected", "mentioned"] {
+        let e = events.next();
+        assert_eq!(e["event"], what, "{e}");
+        assert_eq!(e["sessions"], json!([ready_id, ready_id + 1]), "{e}");
+    }
     let _diff = open_diff(&mut ready, &note, "y\n", "note");
     let opened = events.next();
     assert_eq!(opened["event"], "diff_opened", "{opened}");

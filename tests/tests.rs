@@ -69,6 +69,8 @@ mod protocol_man;
 mod resource_bounds;
 // How a person hears that a review waits: `ccide claude`'s terminal notice, `serve --on-review`.
 mod review_notices;
+// Sessions routed by their roots (roots/list, --session), git worktrees served as folders.
+mod routing;
 // `ccide serve`: lock file, restarts, handshake, MCP lifecycle, keepalive, its command line.
 mod serve;
 // Clients sharing diffs, notifications during setup, reviews of what the CLI writes, odd files.

@@ -274,14 +274,23 @@ fn diff_list(ctl: &mut Control, json_out: bool) -> Outcome {
             }
         };
         println!(
-            "{:<4} {:<5} {:<13} {}{note}",
+            "{:<4} {:<5} {:<13} {}{note}{}",
             d["id"].as_str().unwrap_or(""),
             age(d["created"].as_u64().unwrap_or(0)),
             change,
-            file_of(d)
+            file_of(d),
+            from(d)
         );
     }
     Ok(if broken { EXIT_FAILURE } else { EXIT_OK })
+}
+
+/// Which session proposed a diff, and in which folder (a worktree), when the server has more
+/// than one of either: ` [session 2, /src/app-b]`.
+pub fn from(d: &Value) -> String {
+    d["worktree"].as_str().map_or(String::new(), |w| {
+        format!(" [session {}, {}]", d["client"], visible(w))
+    })
 }
 
 /// `ccide diff show`: the diff `d` as a unified diff (with notes on what accepting restores or
@@ -635,7 +644,21 @@ fn stdin_bytes() -> std::io::Result<Vec<u8>> {
 
 /// What `select` and `mention` tell the user: clients reached, and those still connecting,
 /// which get it once their setup settles (ccide-protocol(7) §3.3).
-fn delivered(r: &Value) -> String {
+pub fn delivered(r: &Value) -> String {
+    // Sessions that gave their folders are named (ccide-protocol(7) §6.4).
+    if let Some(list) = r["sessions"].as_array() {
+        let mut named = String::from("sent to ");
+        for (i, s) in list.iter().enumerate() {
+            if i > 0 {
+                named += ", ";
+            }
+            named += s.as_str().unwrap_or("");
+        }
+        if list.len() > 1 {
+            named += "; several sessions work there: to tell one, pass --session ID";
+        }
+        return named;
+    }
     let (sent, held) = (
         r["clients"].as_u64().unwrap_or(0),
         r["held"].as_u64().unwrap_or(0),
@@ -675,6 +698,7 @@ pub fn select(args: &Args) -> Outcome {
         path: absolute(&file)?,
         span: Span::Lines(range),
         text,
+        session: args.value("--session"),
     })?;
     let sel = &r["selection"]["selection"];
     let lines =
@@ -704,6 +728,7 @@ pub fn mention(args: &Args) -> Outcome {
         path: absolute(&file)?,
         start: range.start_line,
         end: range.end_line,
+        session: args.value("--session"),
     })?;
     if r["queued"] == true && r["held"] == 0 {
         eprintln!("mentioned {file}: no client connected, queued for the next one");
@@ -827,7 +852,7 @@ fn status_text(s: &Value) -> String {
     for c in clients {
         let _ = writeln!(
             out,
-            "client   #{} {} {} pid {} for {}",
+            "client   #{} {} {} pid {} for {}{}",
             c["id"],
             match shown(&c["name"]) {
                 n if n.is_empty() => "(not initialized)".to_string(),
@@ -837,7 +862,10 @@ fn status_text(s: &Value) -> String {
             c["pid"]
                 .as_i64()
                 .map_or("unknown".to_string(), |p| p.to_string()),
-            age(c["since"].as_u64().unwrap_or(0))
+            age(c["since"].as_u64().unwrap_or(0)),
+            c["roots"][0]
+                .as_str()
+                .map_or(String::new(), |r| format!(" in {}", visible(r)))
         );
     }
     for t in list(&s["tabs"]) {
@@ -860,9 +888,10 @@ fn status_text(s: &Value) -> String {
     for d in list(&s["diffs"]) {
         let _ = writeln!(
             out,
-            "diff     {} {}",
+            "diff     {} {}{}",
             d["id"].as_str().unwrap_or(""),
-            file_of(&d)
+            file_of(&d),
+            from(&d)
         );
     }
     for l in list(&s["language_servers"]) {

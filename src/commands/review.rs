@@ -172,7 +172,7 @@ fn review_one(
     let id = d["id"].as_str().unwrap_or("").to_string();
     let f = read_diff(d).map_err(Fail::Failed)?;
     let name = file_of(d);
-    let mut head = format!("diff {id}: {name}\n");
+    let mut head = format!("diff {id}: {name}{}\n", client::from(d));
     for note in [f.restored(), f.rewrite_note()].into_iter().flatten() {
         head += &format!("{note}\n");
     }

@@ -847,6 +847,7 @@ impl Watch {
         let mut held = crate::proc::lock(&held);
         let Some(h) = held.as_mut() else { return };
         let state = self.state.clone();
+        state.follow_worktrees();
         // serve.lock unlinked (its directory deleted, or itself), or the control socket gone.
         let unlinked = h
             .claim

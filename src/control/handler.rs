@@ -21,7 +21,7 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
     match req {
         Request::Status => obj! {"ok": true, "status": state.status()},
         Request::DiffList => {
-            obj! {"ok": true, "diffs": state.diffs.list(), "settled": state.diffs.settled_verdicts()}
+            obj! {"ok": true, "diffs": state.diff_list(), "settled": state.diffs.settled_verdicts()}
         }
         Request::DiffFind { target, cwd: c } => {
             match state.diffs.find(target.as_deref(), &cwd(&c)) {
@@ -47,15 +47,23 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
             Ok(view) => obj! {"ok": true, "path": json::path(&view)},
             Err(e) => failure(&e),
         },
-        Request::Select { path, span, text } => match select(state, session, &path, span, text) {
+        Request::Select {
+            path,
+            span,
+            text,
+            session: pick,
+        } => match select(state, session, &path, span, text, pick) {
             // The editor sends its selection again as the cursor moves and when it reconnects:
             // one lost by a restart is not news, unlike a `ccide select`.
             Ok(v) if matches!(span, Span::Exact(..)) => v,
             r => persisted(state, r),
         },
-        Request::Mention { path, start, end } => {
-            mention(state, &path, start, end).unwrap_or_else(|e| failure(&e))
-        }
+        Request::Mention {
+            path,
+            start,
+            end,
+            session: pick,
+        } => mention(state, &path, start, end, pick).unwrap_or_else(|e| failure(&e)),
         Request::Open { paths } => open_request(state, session, &paths),
         Request::Close { paths, discard } => close_request(state, session, paths, discard),
         Request::Buffer { path, content } => buffer(state, session, &path, content),
@@ -291,6 +299,7 @@ fn select(
     path: &str,
     span: Span,
     text: Option<String>,
+    pick: Option<String>,
 ) -> Result<Value, String> {
     let path = state.resolve(path)?;
     let payload = match span {
@@ -315,11 +324,12 @@ fn select(
             selection_payload(&path, start, end, text.as_deref().unwrap_or(""))
         }
     };
-    let n = state.select(payload.clone())?;
+    let mut answer = state.select(payload.clone(), pick.as_deref())?;
     if let Some(id) = session {
         state.editor.hold(id, &path, true);
     }
-    Ok(obj! {"ok": true, "clients": n.sent, "held": n.held, "selection": payload})
+    answer["selection"] = payload;
+    Ok(answer)
 }
 
 fn mention(
@@ -327,6 +337,7 @@ fn mention(
     path: &str,
     start: Option<usize>,
     end: Option<usize>,
+    pick: Option<String>,
 ) -> Result<Value, String> {
     let path = state.resolve(path)?;
     if !path.exists() {
@@ -339,11 +350,10 @@ fn mention(
         ));
     }
     let payload = editor::mention_payload(&path, start, end)?;
-    let n = state.mention(payload.clone())?;
     // Held for a client being set up, or queued for the next one: not yet delivered.
-    Ok(
-        obj! {"ok": true, "clients": n.sent, "held": n.held, "queued": n.sent == 0, "mention": payload},
-    )
+    let mut answer = state.mention(payload.clone(), pick.as_deref())?;
+    answer["mention"] = payload;
+    Ok(answer)
 }
 
 fn resolve_all(state: &State, paths: &[String]) -> Result<Vec<PathBuf>, String> {

@@ -49,11 +49,14 @@ pub enum Request {
         span: Span,
         /// The selected text; read from the document when a `Span::Lines` comes without it.
         text: Option<String>,
+        /// The Claude Code session to tell, by id or pid (else those whose roots hold it).
+        session: Option<String>,
     },
     Mention {
         path: String,
         start: Option<usize>,
         end: Option<usize>,
+        session: Option<String>,
     },
     Open {
         paths: Vec<String>,
@@ -222,12 +225,18 @@ impl Request {
                         Span::Lines(HumanRange::default())
                     }
                 };
-                Request::Select { path, span, text }
+                Request::Select {
+                    path,
+                    span,
+                    text,
+                    session: f.string("session"),
+                }
             }
             "mention" => Request::Mention {
                 path: f.need_string("path"),
                 start: f.count("start"),
                 end: f.count("end"),
+                session: f.string("session"),
             },
             "open" => Request::Open {
                 paths: f.strings("paths"),
@@ -329,17 +338,29 @@ impl Request {
                 }
             }
             Request::DiffView { target } => put("target", opt(target)),
-            Request::Select { path, span, text } => {
+            Request::Select {
+                path,
+                span,
+                text,
+                session,
+            } => {
                 put("path", path.as_str().into());
                 for (k, v) in span_fields(span) {
                     put(k, v);
                 }
                 put("text", opt(text));
+                put("session", opt(session));
             }
-            Request::Mention { path, start, end } => {
+            Request::Mention {
+                path,
+                start,
+                end,
+                session,
+            } => {
                 put("path", path.as_str().into());
                 put("start", count(*start));
                 put("end", count(*end));
+                put("session", opt(session));
             }
             Request::Open { paths } | Request::Diagnostics { paths } => put("paths", list(paths)),
             Request::Close { paths, discard } => {

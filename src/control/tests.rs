@@ -382,6 +382,9 @@ fn status_lists_clients_diffs_tabs_selection_and_documents() {
     let uptime = status["uptime_secs"].as_u64().unwrap();
     assert!(uptime < 600, "{uptime}");
     let since = |c: &Client| crate::text::unix_secs(c.since);
+    // Two clients: each diff says which folder (a worktree) it is in.
+    let mut listed = described(&ts, 1, "a.txt", "tab", &status["diffs"][0]["created"]);
+    listed["worktree"] = json!(ts.ws());
     assert_eq!(
         got,
         json!({"ok": true, "status": {
@@ -393,10 +396,10 @@ fn status_lists_clients_diffs_tabs_selection_and_documents() {
             "started": crate::text::unix_secs(ts.state.started),
             "uptime_secs": uptime,
             "clients": [
-                {"id": 1, "pid": 4242, "name": "claude-code", "version": "2.0.0", "initialized": true, "ready": true, "since": since(&c)},
-                {"id": 2, "pid": null, "name": "", "version": "", "initialized": false, "ready": false, "since": since(&waiting)},
+                {"id": 1, "pid": 4242, "name": "claude-code", "version": "2.0.0", "initialized": true, "ready": true, "since": since(&c), "roots": null},
+                {"id": 2, "pid": null, "name": "", "version": "", "initialized": false, "ready": false, "since": since(&waiting), "roots": null},
             ],
-            "diffs": [described(&ts, 1, "a.txt", "tab", &status["diffs"][0]["created"])],
+            "diffs": [listed],
             "tabs": [
                 {"path": b, "active": false, "preview": false},
                 {"path": a, "active": true, "preview": false},
@@ -1145,6 +1148,7 @@ fn every_request() -> Vec<Request> {
                 end_col: Some(1),
             }),
             text: None,
+            session: None,
         },
         Request::Select {
             path: "a.txt".into(),
@@ -1159,11 +1163,13 @@ fn every_request() -> Vec<Request> {
                 },
             ),
             text: s("é🦀\n"),
+            session: s("2"),
         },
         Request::Mention {
             path: "a.txt".into(),
             start: Some(1),
             end: Some(9),
+            session: s("4242"),
         },
         Request::Open {
             paths: paths.clone(),
@@ -1296,6 +1302,7 @@ fn the_editors_selection_command_is_select_with_positions() {
             path: "/w/a.txt".into(),
             span: Span::Exact(pos(1, 2), pos(3, 0)),
             text: Some("x".into()),
+            session: None,
         })
     );
 }

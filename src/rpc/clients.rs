@@ -1,6 +1,7 @@
 //! The connected clients: each one's outbox and protocol state, and broadcast of
 //! notifications. The session drives a client's state; everything else only broadcasts.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
@@ -42,6 +43,28 @@ pub struct ClientState {
     pub inflight: Vec<(RequestId, Arc<AtomicBool>)>,
     /// Worker threads answering its requests now (see `call::answer_later`).
     pub workers: usize,
+    /// The folders it answered `roots/list` with; None while it has given none (a client
+    /// without the `roots` capability): then it hears of every file.
+    pub roots: Option<Vec<PathBuf>>,
+    /// It declared the `roots` capability in `initialize`.
+    pub has_roots: bool,
+    /// The id of our `roots/list` request it has not answered yet.
+    pub roots_asked: Option<u64>,
+}
+
+impl ClientState {
+    /// How deep its roots hold `path`: the length of the deepest root above it, 0 for a
+    /// client without roots (it hears of every file), None when no root holds it.
+    pub fn holds(&self, path: &Path) -> Option<usize> {
+        match &self.roots {
+            None => Some(0),
+            Some(roots) => roots
+                .iter()
+                .filter(|r| path.starts_with(r))
+                .map(|r| r.as_os_str().len())
+                .max(),
+        }
+    }
 }
 
 /// A snapshot of one client for `status` and the log.
@@ -53,6 +76,7 @@ pub struct ClientInfo {
     pub since: SystemTime,
     pub initialized: bool,
     pub ready: bool,
+    pub roots: Option<Vec<PathBuf>>,
 }
 
 impl Client {
@@ -70,7 +94,16 @@ impl Client {
             since: self.since,
             initialized: s.initialized,
             ready: s.greeted,
+            roots: s.roots.clone(),
         }
+    }
+
+    /// How a person names it: `session 2 (pid 4242, /src/app)`, its id, pid and first root.
+    pub fn describe(&self) -> String {
+        let s = lock(&self.state);
+        let root = s.roots.as_ref().and_then(|r| r.first());
+        let root = root.map_or(String::new(), |r| format!(", {}", r.display()));
+        format!("session {} (pid {}{root})", self.id, s.pid.unwrap_or(0))
     }
 }
 
@@ -114,6 +147,50 @@ impl Clients {
     /// up would drop it: it gets the current selection and the mentions held for it with its
     /// greeting instead, and counts as `held`, not as reached.
     pub fn broadcast(&self, method: &str, params: Value) -> Reach {
+        self.tell(method, params, None)
+    }
+
+    /// The sessions a selection or mention of `path` goes to (ccide-protocol(7) §6.4): the
+    /// one `pick` names (its id, else its pid), else those whose roots hold `path` deepest (a
+    /// session without roots holds every file, at depth 0). None connected: an empty list.
+    /// None holding it, or no session so named: an error naming the sessions.
+    pub fn route(&self, path: &Path, pick: Option<&str>) -> Result<Vec<Arc<Client>>, String> {
+        let id = pick.map(|p| p.parse::<i64>().unwrap_or(-1));
+        let (mut found, mut best, mut any) = (Vec::new(), None, false);
+        for c in self.all() {
+            let s = lock(&c.state);
+            let depth = match id {
+                Some(n) => (c.id as i64 == n || s.pid == Some(n)).then_some(0),
+                None => s.holds(path),
+            };
+            if !s.initialized {
+                continue;
+            }
+            drop(s);
+            any = true;
+            if depth.is_some() && depth >= best {
+                if depth > best {
+                    found.clear();
+                    best = depth;
+                }
+                found.push(c);
+            }
+        }
+        if found.is_empty() && any {
+            let what = match pick {
+                Some(p) => format!("has the id or pid {p}"),
+                None => format!("works in a folder that holds {}", path.display()),
+            };
+            return Err(format!(
+                "no Claude Code session {what} (ccide status lists them, with their folders); send it to one with --session ID"
+            ));
+        }
+        Ok(found)
+    }
+
+    /// Sends a notification to the clients `to` lists by id (every client when None), as
+    /// `broadcast` does.
+    pub fn tell(&self, method: &str, params: Value, to: Option<&[u64]>) -> Reach {
         let mention = method == "at_mentioned";
         let selection = method == "selection_changed";
         let text = super::notification(method, params.clone()).to_string();
@@ -127,6 +204,9 @@ impl Clients {
         }
         let text: tungstenite::Utf8Bytes = text.into();
         for c in self.all() {
+            if to.is_some_and(|to| !to.contains(&c.id)) {
+                continue;
+            }
             let mut s = lock(&c.state);
             if !s.initialized {
                 continue;

@@ -79,6 +79,8 @@ pub struct State {
     clients: Arc<Clients>,
     /// What `ccide workspace add/remove` changed, as saved in `workspaces.json`.
     changes: std::sync::Mutex<WorkspaceChanges>,
+    /// The git worktrees that joined the folders (see `follow_worktrees`).
+    worktrees: std::sync::Mutex<Vec<PathBuf>>,
 }
 
 impl State {
@@ -116,6 +118,7 @@ impl State {
             port: c.port,
             control_path: c.state_dir.join("control.sock"),
             changes: std::sync::Mutex::new(WorkspaceChanges::load(&c.state_dir)),
+            worktrees: Default::default(),
             state_dir: c.state_dir,
             started: SystemTime::now(),
             config_dir: c.config_dir,
@@ -164,9 +167,20 @@ impl State {
         let _pending = self.diagnostics.refresh(path, unsaved.as_deref());
     }
 
-    /// Sends a notification to every client that can receive one (see `Clients::broadcast`).
-    pub fn broadcast(&self, method: &str, params: Value) -> Reach {
-        self.clients.broadcast(method, params)
+    /// The pending diffs of every session; with more than one folder (worktrees) or client,
+    /// each with the folder of its file, and commands label it with that and its session.
+    pub fn diff_list(&self) -> Vec<Value> {
+        let mut list = self.diffs.list();
+        if self.workspaces.list().len() + self.clients.all().len() < 3 {
+            return list;
+        }
+        for d in &mut list {
+            let w = self
+                .workspaces
+                .holder(Path::new(d["file"].as_str().unwrap_or("")));
+            d["worktree"] = w.map_or(Value::Null, |w| json::path(&w));
+        }
+        list
     }
 
     pub fn client_infos(&self) -> Vec<ClientInfo> {
@@ -197,6 +211,7 @@ impl State {
                 obj! {
                     "id": i.id, "pid": i.pid, "name": i.name.as_str(), "version": i.version.as_str(),
                     "initialized": i.initialized, "ready": i.ready,
+                    "roots": i.roots.as_deref().map(json::paths),
                     "since": crate::text::unix_secs(i.since),
                 }
             })
@@ -210,7 +225,7 @@ impl State {
             "started": crate::text::unix_secs(self.started),
             "uptime_secs": self.started.elapsed().map(|d| d.as_secs()).unwrap_or(0),
             "clients": clients,
-            "diffs": self.diffs.list(),
+            "diffs": self.diff_list(),
             "tabs": self.editor.tabs().iter().map(|t| obj!{"path": json::path(&t.path), "active": t.active, "preview": t.preview}).collect::<Vec<_>>(),
             "selection": self.editor.selection(),
             "documents": self.editor.documents().iter().map(|(p, n)| obj!{"path": json::path(p), "bytes": *n}).collect::<Vec<_>>(),
@@ -218,23 +233,58 @@ impl State {
         }
     }
 
-    /// Sets the selection and tells every client (a client being set up gets it with its
-    /// greeting). A selection too big for one client message is refused.
-    pub fn select(&self, payload: Value) -> Result<Reach, String> {
+    /// Sets the selection and tells the sessions whose folders hold its file (see
+    /// `route`; a client being set up gets it with its greeting). A selection too big for
+    /// one client message is refused.
+    pub fn select(&self, payload: Value, pick: Option<&str>) -> Result<Value, String> {
         fits("selection_changed", &payload, "the selection")?;
-        Ok(self.editor.select_and_tell(payload.clone(), || {
-            self.broadcast("selection_changed", payload)
-        }))
+        let (to, mut answer) = self.route("selected", &payload, pick)?;
+        let n = self.editor.select_and_tell(payload.clone(), || {
+            self.clients.tell("selection_changed", payload, Some(&to))
+        });
+        reached(&mut answer, n);
+        Ok(answer)
     }
 
-    /// Broadcasts a mention, or queues it for the next client when none is connected.
-    pub fn mention(&self, payload: Value) -> Result<Reach, String> {
+    /// Tells the sessions whose folders hold the file of a mention (see `route`), or
+    /// queues it for the next client when none is connected.
+    pub fn mention(&self, payload: Value, pick: Option<&str>) -> Result<Value, String> {
         fits("at_mentioned", &payload, "the mention")?;
-        let reach = self.broadcast("at_mentioned", payload.clone());
-        if reach == Reach::default() {
+        let (to, mut answer) = self.route("mentioned", &payload, pick)?;
+        let n = self
+            .clients
+            .tell("at_mentioned", payload.clone(), Some(&to));
+        if n == Reach::default() {
             self.editor.queue_mention(payload);
         }
-        Ok(reach)
+        reached(&mut answer, n);
+        answer["queued"] = (n.sent == 0).into();
+        Ok(answer)
+    }
+
+    /// The sessions a selection or mention goes to (`Clients::route`, ccide-protocol(7)
+    /// §6.4) as ids, and the answer naming them, which `ccide events` hears of too.
+    fn route(
+        &self,
+        event: &str,
+        payload: &Value,
+        pick: Option<&str>,
+    ) -> Result<(Vec<u64>, Value), String> {
+        let path = payload["filePath"].as_str().unwrap_or("");
+        let (mut ids, mut named, mut routed) = (Vec::new(), Vec::new(), false);
+        for c in self.clients.route(Path::new(path), pick)? {
+            ids.push(c.id);
+            named.push(c.describe());
+            routed |= lock(&c.state).roots.is_some();
+        }
+        self.events
+            .emit(obj! {"event": event, "path": path, "sessions": ids.clone()});
+        // Named when one gave its roots: "sent to 2 clients" says enough of the others.
+        let mut answer = obj! {"ok": true};
+        if routed {
+            answer["sessions"] = named.into();
+        }
+        Ok((ids, answer))
     }
 
     /// The text a file shows in the editor: its unsaved content, else what is on disk, up to
@@ -307,6 +357,33 @@ impl State {
         Ok(())
     }
 
+    /// Makes the git worktrees of the folders' repositories folders too, as they come and go
+    /// (ccide-protocol(7) §1.5): Claude Code started in one then finds this server, and the
+    /// tools reach its files. A worktree inside a folder is served already. The lock file is
+    /// written again when they changed.
+    pub fn follow_worktrees(&self) {
+        let mut known = lock(&self.worktrees);
+        let mut all = self.workspaces.list();
+        all.retain(|w| !known.contains(w));
+        let n = all.len();
+        for i in 0..n {
+            for t in crate::workspaces::worktrees(&all[i].clone()) {
+                if !all.iter().any(|w| t.starts_with(w)) {
+                    all.push(t);
+                }
+            }
+        }
+        if all[n..] == known[..] {
+            return;
+        }
+        *known = all[n..].to_vec();
+        crate::log::info!("git worktrees served: {}", json::paths(&known));
+        self.workspaces.change(|ws| *ws = all);
+        if let Err(e) = self.announce() {
+            crate::log::error!("{e}");
+        }
+    }
+
     /// Adds or removes a workspace folder, persists the change and rewrites the lock file with
     /// the same port and token (as the VS Code extension does when folders change).
     pub fn change_workspace(&self, add: bool, raw: &Path) -> Result<Vec<PathBuf>, String> {
@@ -357,6 +434,12 @@ impl State {
         }
         Ok(self.workspaces.list())
     }
+}
+
+/// Puts who a notification reached into a command's answer.
+fn reached(answer: &mut Value, n: Reach) {
+    answer["clients"] = n.sent.into();
+    answer["held"] = n.held.into();
 }
 
 /// Refuses a notification no client would take (ccide-protocol(7) §2.1).

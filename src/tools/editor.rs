@@ -80,7 +80,7 @@ pub fn open_file(state: &Arc<State>, _call: &Call, args: &Map<String, Value>) ->
                 let start = pos_of(&text, a);
                 let end = pos_of(&text, b);
                 let payload = selection_payload(&path, start, end, &text[a..b]);
-                if let Err(e) = state.select(payload) {
+                if let Err(e) = state.select(payload, None) {
                     note = format!(" (not selected: {e})");
                 }
                 if note.is_empty() {

@@ -174,6 +174,12 @@ fn folders(v: &Value) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The Claude Code session a command's argument names (`{"session": ID}`, id or pid).
+fn session(a: &Value) -> Option<String> {
+    let s = &a["session"];
+    (!s.is_null()).then(|| s.to_string().replace('"', ""))
+}
+
 fn text_of(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
@@ -1232,7 +1238,9 @@ impl Dialogue {
             "ccide.select" => {
                 self.pending = None;
                 let followed = std::mem::take(&mut self.followed);
-                self.select(&uri, &range, !followed)?;
+                if let Some(r) = self.select(&uri, &range, !followed, session(a))? {
+                    self.told(&r, "selected");
+                }
                 return Ok(Value::Null);
             }
             "ccide.mention" => {
@@ -1241,8 +1249,10 @@ impl Dialogue {
                     path: text_of(&path),
                     start: lines.map(|l| l.0),
                     end: lines.map(|l| l.1),
+                    session: session(a),
                 };
-                self.ask(link, &req)?;
+                let r = self.ask(link, &req)?;
+                self.told(&r, "mentioned");
                 return Ok(Value::Null);
             }
             _ => {}
@@ -1290,24 +1300,43 @@ impl Dialogue {
 
     /// Sends the selection a range makes in a document: text from the editor's buffer,
     /// positions in UTF-16 code units as VS Code sends them. Unless `always`, repeating the
-    /// last selection sends nothing. Whether it was sent.
-    fn select(&mut self, uri: &str, range: &Value, always: bool) -> Result<bool, String> {
+    /// last selection sends nothing. The server's answer when it was sent.
+    fn select(
+        &mut self,
+        uri: &str,
+        range: &Value,
+        always: bool,
+        session: Option<String>,
+    ) -> Result<Option<Value>, String> {
         let Some(d) = self.doc(uri) else {
-            return Ok(false);
+            return Ok(None);
         };
         let (a, b, text) = d.selection(range, self.editor.enc);
         let req = Request::Select {
             path: text_of(&d.path),
             span: Span::Exact(a, b),
             text: Some(text),
+            session,
         };
         if !always && self.last.as_ref() == Some(&req) {
-            return Ok(false);
+            return Ok(None);
         }
         let link = d.link;
-        let sent = self.ask(link, &req).map(|_| true);
+        let sent = self.ask(link, &req).map(Some);
         self.last = Some(req);
         sent
+    }
+
+    /// Says which Claude Code sessions a selection or mention the user asked for reached
+    /// (ccide-protocol(7) §6.4).
+    fn told(&self, r: &Value, what: &str) {
+        if r["sessions"].is_null() {
+            return;
+        }
+        self.show(
+            3,
+            format!("ccide: {what} ({})", crate::commands::client::delivered(r)),
+        );
     }
 
     /// Opens the proposal in the editor (window/showDocument) where it can, else names it.
@@ -1398,8 +1427,8 @@ impl Dialogue {
             // Only the focused document's cursor is followed.
             if self.focus.as_deref() == Some(&uri) {
                 let range = self.doc(&uri).map(|d| d.range.clone()).unwrap_or_default();
-                match self.select(&uri, &range, false) {
-                    Ok(sent) => self.followed = sent,
+                match self.select(&uri, &range, false, None) {
+                    Ok(sent) => self.followed = sent.is_some(),
                     Err(e) => self.show(0, format!("ccide: {e}")),
                 }
             }

@@ -1474,3 +1474,35 @@ fn navigation_positions_follow_the_editors_count_by_the_file_they_are_in() {
         ])
     );
 }
+
+/// With two Claude Code sessions that gave their folders, the code action reaches the one
+/// whose folder holds the file and says so; `{"session": ID}` picks the other
+/// (ccide-protocol(7) §6.4).
+#[test]
+fn a_mention_goes_to_the_session_whose_folder_holds_the_file_and_the_editor_is_told() {
+    let ts = state();
+    let f = ts.write("a/x.py", WIDE);
+    let (world, k, mut ed) = editor_on(ts, options(), json!({}));
+    let ws = world.ws(k);
+    let mut a = world.claude(k);
+    let mut b = world.claude(k);
+    for (c, root) in [(&a, "a"), (&b, "b")] {
+        c.client.state.lock().unwrap().roots = Some(vec![ws.join(root)]);
+    }
+    ed.open(&f, WIDE);
+    ed.run_action(&f, range(1, 0, 2, 0), "Claude: @-mention");
+    let want = json!({"filePath": f, "lineStart": 1, "lineEnd": 1});
+    assert_eq!(a.notification("at_mentioned"), want);
+    assert_eq!(
+        ed.incoming("window/showMessage"),
+        json!({"type": 3, "message": format!("ccide: mentioned (sent to session 1 (pid 0, {}))", ws.join("a").display())})
+    );
+    let uri = crate::files::file_uri(&f);
+    let r = ed.request(
+        "workspace/executeCommand",
+        json!({"command": "ccide.mention", "arguments": [{"uri": uri, "session": 2}]}),
+    );
+    assert_eq!(r["result"], Value::Null, "{r}");
+    assert_eq!(b.notification("at_mentioned")["filePath"], json!(f));
+    assert_eq!(a.count("at_mentioned"), 0);
+}
