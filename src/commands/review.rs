@@ -15,8 +15,10 @@ use super::client::{self, connect, cwd_string, file_of, find_diff, read_diff};
 use crate::cli::{Args, EXIT_FAILURE, EXIT_OK, Fail, Outcome};
 use crate::control::Control;
 use crate::control::protocol::Request;
+use crate::json::obj;
 use crate::review::{Answer, Decision, Review};
 use crate::sys::TerminalMode;
+use crate::text::visible;
 
 /// `ccide diff`: `review` here, every other action in `client`.
 pub fn diff(args: &Args) -> Outcome {
@@ -598,5 +600,264 @@ impl Terminal {
 impl Drop for Terminal {
     fn drop(&mut self) {
         let _ = crate::sys::set_terminal_mode(self.tty.as_raw_fd(), &self.saved);
+    }
+}
+
+/// `ccide review [list | keep | undo]`: what Claude's tools changed, reviewed after the fact
+/// (ccide-protocol(7) §15). Hunks are numbered across the changes listed, oldest first.
+pub fn changes(args: &Args) -> Outcome {
+    let action = args.operands.first().map(String::as_str);
+    if let Some(extra) = args.operands.get(1) {
+        return Err(Fail::Usage(format!("unexpected argument '{extra}'")));
+    }
+    let json_out = args.switch("--json")?;
+    let decide = matches!(action, Some("keep" | "undo"));
+    if (args.value("--hunks").is_some() || args.value("--why").is_some()) && !decide {
+        return Err(Fail::Usage(
+            "--hunks and --why go with keep or undo: ccide review undo --hunks 2 --why TEXT".into(),
+        ));
+    }
+    let turn = args.parsed::<usize>("--turn", "a turn number")?;
+    let mut ctl = connect(args)?;
+    let r = ctl.request(&Request::Changes {
+        session: args.value("--session"),
+        turn,
+        all: args.switch("--all")?,
+        content: false,
+    })?;
+    let list = r["changes"].as_array().cloned().unwrap_or_default();
+    // Each hunk as (change, its hunk number, its number in the listing).
+    let mut all = Vec::new();
+    for c in &list {
+        for h in c["hunks"].as_array().into_iter().flatten() {
+            all.push((c, h, all.len() + 1));
+        }
+    }
+    match action {
+        None if !json_out => review_changes(&mut ctl, &all, args.value("--why").as_deref()),
+        None | Some("list" | "ls") => {
+            if json_out {
+                println!("{}", obj! {"changes": list});
+            } else if all.is_empty() {
+                println!("no changes recorded for that turn (ccide review --all lists every one)");
+            } else {
+                let mut last = None;
+                for (c, h, n) in &all {
+                    if last != Some(&c["id"]) {
+                        println!("{}", change_head(c));
+                        last = Some(&c["id"]);
+                    }
+                    print!("{}", hunk_head(h, *n, all.len()));
+                    for l in h["text"].as_str().unwrap_or("").lines().skip(1) {
+                        println!("{}", visible(l));
+                    }
+                }
+            }
+            Ok(EXIT_OK)
+        }
+        Some("keep" | "undo") => {
+            let undo = action == Some("undo");
+            let picked = match args.value("--hunks") {
+                Some(spec) => {
+                    crate::review::parse_hunk_list(&spec, all.len()).map_err(Fail::Usage)?
+                }
+                None => (1..=all.len()).collect(),
+            };
+            let why = args.value("--why");
+            let mut out = Vec::new();
+            for (c, group) in grouped(&all, &picked) {
+                let r = ctl.request(&Request::ChangeDecide {
+                    id: c["id"].as_u64().unwrap_or(0) as usize,
+                    hunks: group.iter().map(|g| g.0).collect(),
+                    undo,
+                    why: why.clone(),
+                })?;
+                if !json_out {
+                    for (_, n) in group {
+                        println!(
+                            "{} hunk {n} ({})",
+                            if undo { "undid" } else { "kept" },
+                            file_of(c)
+                        );
+                    }
+                }
+                out.push(r["change"].clone());
+            }
+            if json_out {
+                println!("{}", obj! {"changes": out});
+            }
+            Ok(EXIT_OK)
+        }
+        Some(other) => Err(Fail::Usage(format!(
+            "unknown action '{other}': expected list, keep or undo"
+        ))),
+    }
+}
+
+/// The picked listing numbers grouped by change: each change with its hunks' own numbers and
+/// their listing numbers.
+fn grouped<'a>(
+    all: &[(&'a Value, &Value, usize)],
+    picked: &[usize],
+) -> Vec<(&'a Value, Vec<(usize, usize)>)> {
+    let mut out: Vec<(&Value, Vec<(usize, usize)>)> = Vec::new();
+    for &(c, h, n) in all.iter().filter(|x| picked.contains(&x.2)) {
+        let own = (h["hunk"].as_u64().unwrap_or(0) as usize, n);
+        match out.last_mut() {
+            Some((last, g)) if last["id"] == c["id"] => g.push(own),
+            _ => out.push((c, vec![own])),
+        }
+    }
+    out
+}
+
+fn change_head(c: &Value) -> String {
+    let session = c["session"].as_str().unwrap_or("");
+    format!(
+        "change {}: {}{} ({}, session {}, turn {})",
+        c["id"],
+        file_of(c),
+        if c["new_file"] == true {
+            " (new file)"
+        } else {
+            ""
+        },
+        c["tool"].as_str().unwrap_or(""),
+        &session[..session.len().min(8)],
+        c["turn"]
+    )
+}
+
+fn hunk_head(h: &Value, n: usize, of: usize) -> String {
+    let header = h["text"]
+        .as_str()
+        .unwrap_or("")
+        .lines()
+        .next()
+        .unwrap_or("");
+    let state = match (h["state"].as_str(), h["why"].as_str()) {
+        (Some(s), Some(w)) => format!(" ({s}: {})", visible(w)),
+        (Some(s), None) => format!(" ({s})"),
+        _ => String::new(),
+    };
+    format!("{header} hunk {n}/{of}{state}\n")
+}
+
+const CHANGE_HELP: &str = "\
+y - keep this hunk
+n - undo this hunk in the file (you may say why)
+q - quit: the hunks left undecided stay so
+a - keep this hunk and all later hunks in the file
+d - undo this hunk and all later hunks in the file
+j - leave this hunk undecided, see next undecided hunk
+J - leave this hunk undecided, see next hunk
+k - leave this hunk undecided, see previous undecided hunk
+K - leave this hunk undecided, see previous hunk
+? - print help
+";
+
+/// `ccide review` on the terminal: each undecided hunk with `git add -p`'s keys, each decision
+/// applied at once.
+fn review_changes(
+    ctl: &mut Control,
+    all: &[(&Value, &Value, usize)],
+    why: Option<&str>,
+) -> Outcome {
+    let mut t = Terminal::open()?;
+    let n = all.len();
+    let mut decided: Vec<bool> = all.iter().map(|x| !x.1["state"].is_null()).collect();
+    let Some(mut at) = decided.iter().position(|d| !d) else {
+        t.say("nothing to review: every hunk of that turn is decided (ccide review list shows them)\n");
+        return Ok(EXIT_OK);
+    };
+    let mut shown = None;
+    loop {
+        let (c, h, _) = all[at];
+        if shown != Some(&c["id"]) {
+            t.say(&t.paint_header(&change_head(c)));
+            shown = Some(&c["id"]);
+        }
+        let text = h["text"].as_str().unwrap_or("");
+        t.say(&t.paint_hunk(text.as_bytes()));
+        let next = (at + 1..n).find(|&k| !decided[k]);
+        let prev = (0..at).rev().find(|&k| !decided[k]);
+        let mut keys = String::from("y,n,q,a,d");
+        for (k, on) in [
+            ("k", prev.is_some()),
+            ("K", at > 0),
+            ("j", next.is_some()),
+            ("J", at + 1 < n),
+        ] {
+            if on {
+                keys = keys + "," + k;
+            }
+        }
+        t.say(&t.paint_prompt(&format!("({}/{n}) Keep this hunk [{keys},?]? ", at + 1)));
+        let key = t.key()?;
+        t.say(&format!(
+            "{}\n",
+            if key.is_ascii_graphic() {
+                (key as char).to_string()
+            } else {
+                String::new()
+            }
+        ));
+        let target = match key {
+            b'j' => next,
+            b'k' => prev,
+            b'J' => (at + 1 < n).then_some(at + 1),
+            b'K' => at.checked_sub(1),
+            b'q' | CTRL_C | CTRL_D => return Ok(EXIT_OK),
+            b'y' | b'n' | b'a' | b'd' => {
+                let undo = matches!(key, b'n' | b'd');
+                let reason = if undo {
+                    t.reason()?.or(why.map(String::from))
+                } else {
+                    None
+                };
+                let range: Vec<usize> = match key {
+                    b'y' | b'n' => vec![at],
+                    _ => (at..n)
+                        .filter(|&k| k == at || !decided[k] && all[k].0["id"] == c["id"])
+                        .collect(),
+                };
+                let picked: Vec<usize> = range.iter().map(|&k| all[k].2).collect();
+                for (c, group) in grouped(all, &picked) {
+                    let r = ctl.call(&Request::ChangeDecide {
+                        id: c["id"].as_u64().unwrap_or(0) as usize,
+                        hunks: group.iter().map(|g| g.0).collect(),
+                        undo,
+                        why: reason.clone(),
+                    })?;
+                    for (_, k) in &group {
+                        decided[k - 1] = true;
+                    }
+                    if r["ok"] == true {
+                        let word = if undo { "undid" } else { "kept" };
+                        let ns: Vec<String> = group.iter().map(|g| g.1.to_string()).collect();
+                        t.say(&format!("{word} hunk {} ({})\n", ns.join(","), file_of(c)));
+                    } else {
+                        t.say(&format!("{}\n", r["error"].as_str().unwrap_or("refused")));
+                    }
+                }
+                match (at..n).chain(0..at).find(|&k| !decided[k]) {
+                    Some(k) => Some(k),
+                    None => return Ok(EXIT_OK),
+                }
+            }
+            _ => {
+                t.say(CHANGE_HELP);
+                Some(at)
+            }
+        };
+        match target {
+            Some(k) => at = k,
+            None => t.say(match key {
+                b'j' => "No next undecided hunk\n",
+                b'k' => "No previous undecided hunk\n",
+                b'J' => "No next hunk\n",
+                _ => "No previous hunk\n",
+            }),
+        }
     }
 }
