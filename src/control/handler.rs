@@ -198,7 +198,11 @@ fn record(
             if let Some(Err(e)) = file {
                 return failure(&e);
             }
-            let tabs: Vec<PathBuf> = state.editor.tabs().into_iter().map(|t| t.path).collect();
+            // A command may change any file: the open tabs are known too.
+            let tabs: Vec<PathBuf> = match file {
+                None => state.editor.tabs().into_iter().map(|t| t.path).collect(),
+                Some(_) => Vec::new(),
+            };
             c.before(ws, &call, file.and_then(Result::ok), &tabs);
             Vec::new()
         }

@@ -25,6 +25,8 @@ use crate::workspaces::Workspaces;
 const MAX_FILE: u64 = 16 << 20;
 /// Tool calls begun and not yet ended that are remembered (a call that failed never ends).
 const MAX_PENDING: usize = 64;
+/// The most deltas an image is stored behind: reading it reads that many blobs.
+const MAX_CHAIN: u32 = 16;
 
 pub struct Settings {
     /// `--review-store`: the most the images may take, in bytes.
@@ -59,8 +61,9 @@ struct Inner {
     list: Vec<Value>,
     /// What the blobs take on disk.
     bytes: u64,
-    /// Tool calls begun: their id and the files' stamps and images before the tool ran.
-    pending: Vec<(String, Vec<(PathBuf, Option<Stamp>, Image)>)>,
+    /// Tool calls begun: their id and, for an edit, its file and image before the tool ran
+    /// (a command's files are `known`'s).
+    pending: Vec<(String, Option<(PathBuf, Image)>)>,
     /// Each recorded file's latest image and its stamp then.
     known: HashMap<PathBuf, (Option<Stamp>, Image)>,
 }
@@ -104,52 +107,47 @@ impl Changes {
         told
     }
 
-    /// Before a tool runs: the images of the files it may change (`files`: the file an edit
-    /// names; for a command, every file already known and `extra`, by stamp).
-    pub fn before(&self, ws: &Workspaces, call: &str, files: Option<PathBuf>, extra: &[PathBuf]) {
+    /// Before a tool runs: the image of the file an edit names; for a command (`file` None),
+    /// of each file known (recorded, or in `extra`) whose stamp moved since its latest image.
+    pub fn before(&self, ws: &Workspaces, call: &str, file: Option<PathBuf>, extra: &[PathBuf]) {
         let mut i = lock(&self.inner);
-        let mut taken = Vec::new();
-        match files {
-            Some(f) => {
-                let image = self.image(&mut i, ws, &f);
-                if let Ok(image) = image {
-                    taken.push((f, None, image));
-                }
-            }
+        let taken = match file {
+            Some(f) => self.image(&mut i, ws, &f).ok().map(|image| (f, image)),
             None => {
-                let mut all: Vec<PathBuf> = i.known.keys().cloned().collect();
-                all.extend(extra.iter().filter(|p| !i.known.contains_key(*p)).cloned());
-                for f in all {
-                    let now = stamp(&f);
-                    let image = match i.known.get(&f) {
-                        Some((s, image)) if *s == now => Ok(image.clone()),
-                        _ => self.image(&mut i, ws, &f),
-                    };
-                    if let Ok(image) = image {
-                        taken.push((f, now, image));
-                    }
+                let moved: Vec<PathBuf> = extra
+                    .iter()
+                    .filter(|f| !i.known.contains_key(*f))
+                    .chain(i.known.iter().filter(|(f, k)| stamp(f) != k.0).map(|k| k.0))
+                    .cloned()
+                    .collect();
+                for f in moved {
+                    let _ = self.image(&mut i, ws, &f);
                 }
+                None
             }
-        }
+        };
         if i.pending.len() >= MAX_PENDING {
             i.pending.remove(0);
         }
         i.pending.push((call.into(), taken));
     }
 
-    /// After a tool ran: a change for each file whose content it changed. Returns what the
-    /// model is to be told.
+    /// After a tool ran: a change for each file whose content it changed (for a command, each
+    /// known file whose stamp moved). Returns what the model is to be told.
     pub fn after(&self, ws: &Workspaces, session: &str, call: &str, tool: &str) -> Vec<String> {
         let mut i = lock(&self.inner);
         let Some(k) = i.pending.iter().position(|p| p.0 == call) else {
             return self.notices(&mut i, ws, session);
         };
-        let (_, taken) = i.pending.remove(k);
-        let turn = i.turns.get(session).and_then(Value::as_u64).unwrap_or(0);
-        for (file, was, before) in taken {
-            if was.is_some() && stamp(&file) == was {
-                continue;
+        let taken = match i.pending.remove(k).1 {
+            Some(edit) => vec![edit],
+            None => {
+                let known = i.known.iter().filter(|(f, k)| stamp(f) != k.0);
+                known.map(|(f, k)| (f.clone(), k.1.clone())).collect()
             }
+        };
+        let turn = i.turns.get(session).and_then(Value::as_u64).unwrap_or(0);
+        for (file, before) in taken {
             let Ok(after) = self.image(&mut i, ws, &file) else {
                 continue;
             };
@@ -171,9 +169,16 @@ impl Changes {
     }
 
     /// The file's image now, stored; Err when it cannot be read (outside the workspace, too
-    /// large): it is not recorded.
+    /// large): it is not recorded. A file whose stamp has not moved since its latest image is
+    /// not read again.
     fn image(&self, i: &mut Inner, ws: &Workspaces, file: &Path) -> Result<Image, ()> {
         let now = stamp(file);
+        let last = i.known.get(file).cloned();
+        if let Some((Some(s), image)) = &last
+            && now == Some(*s)
+        {
+            return Ok(image.clone());
+        }
         let bytes = match ws.read(file, MAX_FILE) {
             Ok(b) => b,
             Err(e) if e.kind() == ErrorKind::NotFound => {
@@ -182,42 +187,98 @@ impl Changes {
             }
             Err(_) => return Err(()),
         };
-        let name = self.put(i, &bytes).map_err(|_| ())?;
+        let base = last.and_then(|l| l.1);
+        let name = self.put(i, &bytes, base.as_deref()).map_err(|_| ())?;
         i.known.insert(file.into(), (now, Some(name.clone())));
         Ok(Some(name))
     }
 
-    /// Stores `bytes` once: the blob named by their hash, or beside it on a collision.
-    fn put(&self, i: &mut Inner, bytes: &[u8]) -> io::Result<String> {
+    /// Stores `bytes` once, as the blob named by their hash (or beside it on a collision):
+    /// whole, or as the lines that differ from the image `base` (`NAME.d`) when that is less
+    /// than half, up to `MAX_CHAIN` deltas deep.
+    fn put(&self, i: &mut Inner, bytes: &[u8], base: Option<&str>) -> io::Result<String> {
         crate::files::private_dir(&self.dir, "review store").map_err(io::Error::other)?;
         let hash = crate::text::hash(bytes);
-        for k in 0.. {
-            let name = format!(
-                "{hash:016x}{}",
-                if k == 0 {
-                    String::new()
-                } else {
-                    format!("-{k}")
+        let mut k = 0;
+        let name = loop {
+            let name = format!("{hash:016x}-{k}");
+            match self.read(&name, 0) {
+                Some(old) if old == bytes => return Ok(name),
+                Some(_) => k += 1,
+                None => break name,
+            }
+        };
+        let depth = |b| self.base(b).map_or(0, |d| d.1);
+        let delta = base.and_then(|b| Some((b, self.read(b, 0)?, depth(b))));
+        let (path, body) = match delta {
+            Some((b, old, depth)) if depth < MAX_CHAIN => {
+                let mut d = format!("{b} {}\n", depth + 1).into_bytes();
+                let (o, n) = (lines(&old), lines(bytes));
+                for op in diff_lines(&o, &n) {
+                    match op {
+                        Op::Equal { old, len, .. } => d.extend(format!("={old} {len}\n").bytes()),
+                        Op::Insert { new, len } => {
+                            let text = n[new..new + len].concat();
+                            d.extend(format!("+{}\n", text.len()).bytes());
+                            d.extend(text);
+                        }
+                        Op::Delete { .. } => {}
+                    }
                 }
-            );
-            let path = self.dir.join(&name);
-            match std::fs::read(&path) {
-                Ok(old) if old == bytes => return Ok(name),
-                Ok(_) => continue,
-                Err(_) => {
-                    crate::files::write_volatile(&path, bytes, 0o600)?;
-                    i.bytes += bytes.len() as u64;
-                    return Ok(name);
+                match d.len() < bytes.len() / 2 {
+                    true => (format!("{name}.d"), d),
+                    false => (name.clone(), bytes.to_vec()),
                 }
             }
+            _ => (name.clone(), bytes.to_vec()),
+        };
+        crate::files::write_volatile(&self.dir.join(path), &body, 0o600)?;
+        i.bytes += body.len() as u64;
+        Ok(name)
+    }
+
+    /// The image a delta `name` is stored against, and how many deltas deep it is; None for
+    /// an image stored whole.
+    fn base(&self, name: &str) -> Option<(String, u32)> {
+        let d = std::fs::read(self.dir.join(format!("{name}.d"))).ok()?;
+        let head = String::from_utf8_lossy(lines(&d).first()?).into_owned();
+        let (base, depth) = head.trim_end().split_once(' ')?;
+        Some((base.into(), depth.parse().ok()?))
+    }
+
+    /// Image `name`'s content: its blob, or its delta applied to its base.
+    fn read(&self, name: &str, depth: u32) -> Option<Vec<u8>> {
+        if let Ok(b) = std::fs::read(self.dir.join(name)) {
+            return Some(b);
         }
-        unreachable!()
+        let d = std::fs::read(self.dir.join(format!("{name}.d"))).ok()?;
+        let nl = d.iter().position(|&b| b == b'\n')?;
+        let head = std::str::from_utf8(&d[..nl]).ok()?;
+        let base =
+            (depth <= MAX_CHAIN).then(|| self.read(head.split(' ').next()?, depth + 1))??;
+        let old = lines(&base);
+        let (mut out, mut at) = (Vec::new(), nl + 1);
+        while at < d.len() {
+            let end = at + d[at..].iter().position(|&b| b == b'\n')?;
+            let op = std::str::from_utf8(&d[at + 1..end]).ok()?;
+            at = end + 1;
+            if d[end - op.len() - 1] == b'+' {
+                let n: usize = op.parse().ok()?;
+                out.extend_from_slice(d.get(at..at + n)?);
+                at += n;
+            } else {
+                let (o, n) = op.split_once(' ')?;
+                let (o, n): (usize, usize) = (o.parse().ok()?, n.parse().ok()?);
+                out.extend(old.get(o..o + n)?.concat());
+            }
+        }
+        Some(out)
     }
 
     fn blob(&self, image: &Value) -> Vec<u8> {
         image
             .as_str()
-            .and_then(|n| std::fs::read(self.dir.join(n)).ok())
+            .and_then(|n| self.read(n, 0))
             .unwrap_or_default()
     }
 
@@ -233,18 +294,27 @@ impl Changes {
                 sizes.insert(name, e.metadata().map_or(0, |m| m.len()));
             }
         }
+        // The images changes and calls begun need, and the bases of those stored as deltas.
         let used = |i: &Inner| -> HashSet<String> {
             let images = i.list.iter().flat_map(|c| [&c["before"], &c["after"]]);
-            let pending = i.pending.iter().flat_map(|p| p.1.iter().map(|t| &t.2));
+            let pending = i.pending.iter().flat_map(|p| p.1.iter().map(|t| &t.1));
             let known = i.known.values().map(|k| &k.1);
-            images
+            let mut todo: Vec<String> = images
                 .filter_map(|v| v.as_str().map(String::from))
                 .chain(pending.chain(known).flatten().cloned())
-                .collect()
+                .collect();
+            let mut keep = HashSet::new();
+            while let Some(n) = todo.pop() {
+                if let (Some((b, _)), true) = (self.base(&n), keep.insert(n)) {
+                    todo.push(b);
+                }
+            }
+            keep
         };
+        let size = |n: &String| sizes.get(n).or(sizes.get(&format!("{n}.d"))).copied();
         loop {
             let keep = used(i);
-            let total: u64 = keep.iter().filter_map(|n| sizes.get(n)).sum();
+            let total: u64 = keep.iter().filter_map(size).sum();
             if total <= self.settings.max_bytes || i.list.is_empty() {
                 break;
             }
@@ -258,7 +328,8 @@ impl Changes {
         }
         let keep = used(i);
         for (name, size) in sizes {
-            if !keep.contains(&name) && std::fs::remove_file(self.dir.join(&name)).is_ok() {
+            let image = name.strip_suffix(".d").unwrap_or(&name);
+            if !keep.contains(image) && std::fs::remove_file(self.dir.join(&name)).is_ok() {
                 i.bytes = i.bytes.saturating_sub(size);
             }
         }
@@ -499,4 +570,38 @@ fn swap(image: &[u8], lo: usize, from: &[&[u8]], to: &[&[u8]], cur: &[u8]) -> Op
         out.extend_from_slice(l);
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Images stored as deltas read back byte for byte, whatever their line endings, and a
+    /// chain is cut at `MAX_CHAIN`.
+    #[test]
+    fn a_delta_reads_back_exactly_and_chains_stay_short() {
+        let dir = std::env::temp_dir().join(format!("ccide-changes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let c = Changes::open(&dir, Settings::default());
+        let mut i = Inner::default();
+        let mut text: Vec<u8> = (0..200)
+            .flat_map(|l| format!("line {l}\r\n").into_bytes())
+            .collect();
+        text.extend_from_slice(b"\xEF\xBB\xBFno newline");
+        let mut base = c.put(&mut i, &text, None).unwrap();
+        for edit in 0..40 {
+            let at = 9 * (edit % 20) + 3;
+            text.splice(at..at + 1, format!("{edit}\n").into_bytes());
+            let name = c.put(&mut i, &text, Some(&base)).unwrap();
+            assert_eq!(c.read(&name, 0).as_deref(), Some(&text[..]), "edit {edit}");
+            let depth = c.base(&name).map_or(0, |b| b.1);
+            assert!(depth <= MAX_CHAIN, "{depth}");
+            base = name;
+        }
+        // Mostly deltas: far less than 41 whole copies.
+        assert!(i.bytes < 4 * text.len() as u64, "{} bytes", i.bytes);
+        // The same content again is the same image.
+        assert_eq!(c.put(&mut i, &text, None).unwrap(), base);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
