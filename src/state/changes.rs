@@ -48,6 +48,9 @@ pub struct Changes {
     inner: Mutex<Inner>,
 }
 
+/// How an undo writes a workspace file: its new content, or None to remove it.
+pub type WriteFile<'a> = dyn Fn(&Path, Option<&[u8]>) -> io::Result<()> + 'a;
+
 /// A file's image: the name of its blob, None when the file did not exist.
 type Image = Option<String>;
 
@@ -399,7 +402,7 @@ impl Changes {
     pub fn decide(
         &self,
         ws: &Workspaces,
-        write: &dyn Fn(&Path, Option<&[u8]>) -> io::Result<()>,
+        write: &WriteFile<'_>,
         id: u64,
         hunks: &[usize],
         undo: bool,
