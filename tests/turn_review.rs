@@ -443,7 +443,7 @@ fn on_the_terminal_each_key_decides_a_hunk_at_once() {
     let keys = crate::hunk_review::steps(&[
         ("(1/3) Keep this hunk [y,n,q,a,d,j,J,?]? ", "y"),
         ("(2/3) Keep this hunk [y,n,q,a,d,K,j,J,?]? ", "n"),
-        ("Why drop it? (optional, Enter skips): ", "LAST shouts\n"),
+        ("Why undo it? (optional, Enter skips): ", "LAST shouts\n"),
         ("(3/3) Keep this hunk [y,n,q,a,d,K,?]? ", "q"),
     ]);
     let screen = crate::hunk_review::in_terminal(&sb, &["review"], &[("NO_COLOR", "1")], &keys);

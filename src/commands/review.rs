@@ -38,7 +38,7 @@ pub fn diff(args: &Args) -> Outcome {
     }
     let why = args.value("--why");
     let mut ctl = connect(args)?;
-    let mut t = Terminal::open()?;
+    let mut t = Terminal::open("ccide diff accept --hunks LIST or ccide diff reject --why TEXT")?;
     if let Some(target) = args.operands.get(1) {
         let d = find_diff(&mut ctl, Some(target))?;
         return match review_one(&mut t, &mut ctl, &d, why.as_deref())? {
@@ -278,7 +278,7 @@ fn ask_hunk(t: &mut Terminal, s: &mut Session) -> Result<bool, Fail> {
 fn decide_key(t: &mut Terminal, s: &mut Session, key: u8) -> Result<(), Fail> {
     let (i, n) = (s.at, s.decisions.len());
     let why = match key {
-        b'n' | b'd' => t.reason()?,
+        b'n' | b'd' => t.reason("drop")?,
         _ => None,
     };
     let decision = match key {
@@ -465,10 +465,11 @@ const BLUE: &str = "\x1b[1;34m";
 const RESET: &str = "\x1b[0m";
 
 impl Terminal {
-    fn open() -> Result<Terminal, Fail> {
+    /// `without`: what to use instead when there is no terminal.
+    fn open(without: &str) -> Result<Terminal, Fail> {
         let no_terminal = |e: std::io::Error| {
             Fail::Failed(format!(
-                "ccide diff review needs a terminal (/dev/tty: {e}); without one, use ccide diff accept --hunks LIST or ccide diff reject --why TEXT"
+                "this needs a terminal (/dev/tty: {e}); without one, use {without}"
             ))
         };
         let tty = std::fs::OpenOptions::new()
@@ -547,7 +548,8 @@ impl Terminal {
     }
 
     /// The optional reason for dropping: one line, Enter alone for none.
-    fn reason(&mut self) -> Result<Option<String>, Fail> {
+    /// `verb`: what the user does with the hunk ("drop", "undo").
+    fn reason(&mut self, verb: &str) -> Result<Option<String>, Fail> {
         let mut tty = self
             .tty
             .try_clone()
@@ -555,7 +557,7 @@ impl Terminal {
         // The terminal echoes the line from before the prompt shows, so a line typed as soon
         // as it shows is echoed too.
         let line = self.cooked(|| {
-            let _ = tty.write_all(b"Why drop it? (optional, Enter skips): ");
+            let _ = write!(tty, "Why {verb} it? (optional, Enter skips): ");
             let mut line = Vec::new();
             let mut b = [0u8];
             while let Ok(1) = tty.read(&mut b) {
@@ -768,7 +770,7 @@ K - leave this hunk undecided, see previous hunk
 /// `ccide review` on the terminal: each undecided hunk with `git add -p`'s keys, each decision
 /// applied at once.
 fn review_changes(ctl: &mut Control, all: &[Listed]) -> Outcome {
-    let mut t = Terminal::open()?;
+    let mut t = Terminal::open("ccide review list, then ccide review keep|undo --hunks LIST")?;
     let n = all.len();
     let mut decided: Vec<bool> = all.iter().map(|x| !x.1["state"].is_null()).collect();
     let mut at = decided.iter().position(|d| !d);
@@ -809,7 +811,7 @@ fn review_changes(ctl: &mut Control, all: &[Listed]) -> Outcome {
             b'q' | CTRL_C | CTRL_D => return Ok(EXIT_OK),
             b'y' | b'n' | b'a' | b'd' => {
                 let undo = matches!(key, b'n' | b'd');
-                let why = if undo { t.reason()? } else { None };
+                let why = if undo { t.reason("undo")? } else { None };
                 // `a` and `d`: this hunk and the later undecided ones of the file.
                 let same = |k: usize| k == i || !decided[k] && all[k].0["file"] == c["file"];
                 let range: Vec<usize> = match key {
