@@ -479,3 +479,35 @@ fn on_the_terminal_each_key_decides_a_hunk_at_once() {
         "LAST shouts"
     );
 }
+
+#[test]
+fn an_edit_of_a_file_that_cannot_be_recorded_records_nothing_of_any_file() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.txt", "a\n");
+    let _s = sb.serve(&[]);
+    prompt(&sb, ONE);
+    edit(&sb, ONE, &a, b"A\n");
+    // Outside the workspace, and a directory: neither is read, and what changes meanwhile
+    // (the user's edit of a.txt) is not taken for their edit.
+    let outside = sb.home().join("elsewhere.txt");
+    std::fs::create_dir_all(sb.home()).unwrap();
+    std::fs::write(&outside, "x\n").unwrap();
+    let dir = sb.ws().join("d");
+    std::fs::create_dir(&dir).unwrap();
+    for (n, file) in [&outside, &dir].into_iter().enumerate() {
+        let args = json!({"file_path": file, "old_string": "y", "new_string": "z"});
+        tool(&sb, ONE, "Edit", args, || {
+            std::fs::write(&a, format!("A\nuser {n}\n")).unwrap()
+        });
+    }
+    assert_eq!(
+        hunks(&review(&sb, &[])),
+        vec![h("a.txt", "Edit", ONE, 1, &["@@ -1 +1 @@\n-a\n+A\n"])]
+    );
+    let stored = sb.state().join("changes").read_dir().unwrap();
+    assert!(
+        !stored
+            .into_iter()
+            .any(|e| std::fs::read(e.unwrap().path()).unwrap() == b"x\n")
+    );
+}

@@ -113,7 +113,11 @@ impl Changes {
     pub fn before(&self, ws: &Workspaces, call: &str, file: Option<PathBuf>, extra: &[PathBuf]) {
         let mut i = lock(&self.inner);
         let taken = match file {
-            Some(f) => self.image(&mut i, ws, &f).ok().map(|image| (f, image)),
+            Some(f) => match self.image(&mut i, ws, &f) {
+                Ok(image) => Some((f, image)),
+                // Not recorded (outside the workspace, too large): the call is not watched.
+                Err(()) => return,
+            },
             None => {
                 let moved: Vec<PathBuf> = extra
                     .iter()
