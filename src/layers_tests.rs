@@ -56,7 +56,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("diagnostics", &["parse", "lsp", "checkers", "mod"]),
-    ("state", &["events", "editor|diffs|exec|diagnostics", "mod"]),
+    (
+        "state",
+        &["events", "editor|diffs|exec|diagnostics|changes", "mod"],
+    ),
     (
         "tools",
         &["editor|workspace|diffs|diagnostics|exec|format", "mod"],

@@ -56,6 +56,138 @@ mod textdiff;
 const SERVE: &[&str] = &["--ping-interval", "3600", "--max-connections", "512"];
 
 // ---------------------------------------------------------------------------------------------
+// Review after the fact: the plugin's hooks and the store of file images
+
+/// What the review hooks cost and store.
+struct Recording {
+    /// Per edit of a 1 MiB file: `ccide hook pre-tool-use` and `post-tool-use`, and two runs
+    /// of `true` fed the same input.
+    hooks: Vec<Duration>,
+    floor: Vec<Duration>,
+    /// `record pre` and `record post` of a Bash call on the control socket, 10,000 known files.
+    scan: Vec<Duration>,
+    /// The images of 1,000 edits to 100 files in 100 turns, and the files' own size.
+    stored: u64,
+    files: u64,
+}
+
+/// Runs `program ARGS` with `input` on standard input, to its end.
+fn run_fed(program: &str, args: &[&str], env: &[(&str, &Path)], input: &[u8]) {
+    let mut c = Command::new(program);
+    c.args(args).stdin(Stdio::piped()).stdout(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let mut child = c.spawn().unwrap();
+    // `true` may exit before it reads: a broken pipe then.
+    let _ = child.stdin.take().unwrap().write_all(input);
+    child.wait().unwrap();
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+fn measure_recording() -> Recording {
+    let sb = Sandbox::new();
+    let s = sb.serve(SERVE);
+    let f = sb.write("big.txt", "");
+    let line = "x".repeat(99) + "\n";
+    let (mut hooks, mut floor) = (Vec::new(), Vec::new());
+    let (config, home) = (sb.config(), sb.home());
+    let env = [
+        ("CLAUDE_CONFIG_DIR", config.as_path()),
+        ("HOME", home.as_path()),
+    ];
+    for i in 0..40 {
+        let mut text = line.repeat(10 * 1024 - 1).into_bytes();
+        text.extend_from_slice(format!("{i:099}\n").as_bytes());
+        let input = json!({"session_id": "s", "cwd": sb.ws(), "tool_name": "Write",
+            "tool_use_id": format!("t{i}"), "tool_input": {"file_path": f}})
+        .to_string();
+        let t = Instant::now();
+        run_fed(BIN, &["hook", "pre-tool-use"], &env, input.as_bytes());
+        std::fs::write(&f, &text).unwrap();
+        run_fed(BIN, &["hook", "post-tool-use"], &env, input.as_bytes());
+        hooks.push(t.elapsed());
+        let t = Instant::now();
+        run_fed("/bin/true", &[], &env, input.as_bytes());
+        run_fed("/bin/true", &[], &env, input.as_bytes());
+        floor.push(t.elapsed());
+    }
+    drop(s);
+    // 10,000 open tabs, as a previous run left them (opening them one request at a time is
+    // slow in its own right).
+    let paths: Vec<PathBuf> = (0..10_000)
+        .map(|i| sb.write(&format!("k/{i}.txt"), format!("{i}\n")))
+        .collect();
+    let tabs: Vec<Value> = paths.iter().map(|p| json!({"path": p})).collect();
+    std::fs::write(
+        sb.state().join("editor.json"),
+        json!({"tabs": tabs}).to_string(),
+    )
+    .unwrap();
+    let s = sb.serve(SERVE);
+    let mut c = Control::connect(&control_path(&s));
+    let mut scan = Vec::new();
+    for i in 0..21 {
+        let call = format!("b{i}");
+        let t = Instant::now();
+        c.request(
+            &json!({"cmd": "record", "event": "pre", "session": "s", "call": call, "tool": "Bash"}),
+        );
+        c.request(&json!({"cmd": "record", "event": "post", "session": "s", "call": call, "tool": "Bash"}));
+        // The first call reads the files it never saw.
+        if i > 0 {
+            scan.push(t.elapsed());
+        }
+    }
+    drop(s);
+    // 1,000 edits to 100 files of 20 kB in 100 turns, each changing one line.
+    let sb = Sandbox::new();
+    let s = sb.serve(SERVE);
+    let mut c = Control::connect(&control_path(&s));
+    let lines = |file: usize, edit: usize| -> String {
+        (0..200)
+            .map(|l| {
+                if l == edit % 200 {
+                    format!("{file} {l} edited {edit}\n")
+                } else {
+                    format!("{file} line {l} {}\n", "y".repeat(80))
+                }
+            })
+            .collect()
+    };
+    let files: Vec<PathBuf> = (0..100)
+        .map(|k| sb.write(&format!("f/{k}.txt"), lines(k, 999)))
+        .collect();
+    let original: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    for edit in 0..1000 {
+        if edit % 10 == 0 {
+            c.request(&json!({"cmd": "record", "event": "prompt", "session": "s"}));
+        }
+        let k = (edit * 37) % 100;
+        let call = format!("e{edit}");
+        c.request(&json!({"cmd": "record", "event": "pre", "session": "s", "call": call, "tool": "Edit", "path": files[k]}));
+        std::fs::write(&files[k], lines(k, edit)).unwrap();
+        c.request(&json!({"cmd": "record", "event": "post", "session": "s", "call": call, "tool": "Edit"}));
+    }
+    Recording {
+        hooks,
+        floor,
+        scan,
+        stored: dir_size(&sb.state().join("changes")),
+        files: original,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Statistics and formatting
 
 /// Nearest-rank percentile of a sorted slice.
@@ -2611,7 +2743,7 @@ fn navigation_rows(rows: &mut Vec<Row>) {
 }
 
 /// The sections `CCIDE_BENCH_ONLY` names (comma-separated: size, start-up, memory,
-/// round-trips, throughput, notifications, editor, big-diff, hunks, diagnostics, churn,
+/// round-trips, throughput, notifications, editor, big-diff, hunks, review, diagnostics, churn,
 /// languages, navigation),
 /// or all of them when it is unset: one row alone while iterating on it.
 fn wanted(section: &str) -> bool {
@@ -2929,6 +3061,33 @@ fn bench() {
             ),
             "≤ ×5 each (linear: ×4)",
             Some(ratio(small_split, split) < 5.0 && ratio(small_compose, compose) < 5.0),
+        ));
+    }
+
+    if wanted("review") {
+        eprintln!("bench: review after the fact: hooks, Bash scan, storage");
+        let r = measure_recording();
+        let (hooks, floor) = (median_d(&r.hooks), median_d(&r.floor));
+        let over = hooks.saturating_sub(floor);
+        rows.push(row(
+            "review: `ccide hook pre-tool-use` + `post-tool-use` around a Write of a 1 MiB file (process start, round trip, both snapshots), over two runs of `true` fed the same input",
+            format!("{} over ({} hooks, {} `true`)", fmt_d(over), fmt_d(hooks), fmt_d(floor)),
+            "≤ 5 ms over",
+            Some(over <= ms(5.0)),
+        ));
+        let scan = median_d(&r.scan);
+        rows.push(row(
+            "review: a Bash call's `record pre` + `record post` on the control socket, 10,000 known files (open tabs), none changed",
+            fmt_d(scan),
+            "≤ 20 ms",
+            Some(scan <= ms(20.0)),
+        ));
+        let ratio = r.stored as f64 / r.files as f64;
+        rows.push(row(
+            "review: images stored for 1,000 one-line edits to 100 files of 20 kB in 100 turns, against the files' own size",
+            format!("{} KiB for {} KiB of files (×{ratio:.1})", r.stored / 1024, r.files / 1024),
+            "≤ ×4",
+            Some(ratio <= 4.0),
         ));
     }
 

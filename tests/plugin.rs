@@ -386,10 +386,13 @@ fn go_entry(version: &str, diagnostics: bool) -> Value {
 
 /// The manifest's hooks (ccide-protocol(7) §13.6): exec form, `ccide hook` with no shell.
 fn hooks() -> Value {
-    let hook = |event: &str| json!({"type": "command", "command": BIN, "args": ["hook", event], "timeout": 5});
+    let hook = |event: &str, timeout: u32| json!({"type": "command", "command": BIN, "args": ["hook", event], "timeout": timeout});
+    let tools = "Edit|Write|MultiEdit|NotebookEdit|Bash";
     json!({
-        "PostToolUse": [{"matcher": "Edit|Write|MultiEdit", "hooks": [hook("post-tool-use")]}],
-        "UserPromptSubmit": [{"hooks": [hook("user-prompt-submit")]}],
+        "PreToolUse": [{"matcher": tools, "hooks": [hook("pre-tool-use", 5)]}],
+        "PostToolUse": [{"matcher": tools, "hooks": [hook("post-tool-use", 5)]}],
+        "UserPromptSubmit": [{"hooks": [hook("user-prompt-submit", 5)]}],
+        "Stop": [{"hooks": [hook("stop", 86400)]}],
     })
 }
 

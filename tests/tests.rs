@@ -79,6 +79,9 @@ mod sessions;
 mod state_dir;
 // Under systemd: readiness, watchdog, reload, journald levels, folders changed at run time.
 mod systemd;
+// Review after the fact: the plugin's hooks record Claude's changes per turn; `ccide review`
+// keeps or undoes hunks, and the model hears what was undone.
+mod turn_review;
 // The trust boundary: a workspace's own programs run only with --trust-workspace.
 mod trust;
 // Text from outside never forges a log record and reaches a terminal made visible.

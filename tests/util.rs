@@ -257,6 +257,27 @@ impl Sandbox {
         o
     }
 
+    /// Runs `ccide hook EVENT` as the CLI runs its plugin's hook: the event's JSON on standard
+    /// input, in the project, with the variables the CLI sets for a plugin's process.
+    pub fn hook_child(&self, event: &str, input: &Value) -> Child {
+        let mut child = self
+            .command(&["hook", event])
+            .env("CLAUDE_PROJECT_DIR", self.ws())
+            .env(
+                "CLAUDE_PLUGIN_ROOT",
+                self.state().join("claude-plugin-2.1.332"),
+            )
+            .env("CLAUDE_CODE_ENTRYPOINT", "cli")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.to_string().as_bytes()).unwrap();
+        child
+    }
+
     /// `ccide status --json`, parsed.
     pub fn status(&self) -> Value {
         serde_json::from_slice(&self.run_ok(&["status", "--json"]).stdout).unwrap()
@@ -1155,4 +1176,19 @@ impl Drop for LspProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Waits for a hook to end, at most `limit`.
+pub fn finished(child: Child, limit: Duration) -> Output {
+    let mut child = child;
+    wait_for("the hook to exit", limit, || child.try_wait().unwrap());
+    child.wait_with_output().unwrap()
+}
+
+/// Runs a hook to its end: it exits 0 and says nothing on standard error, whatever happens.
+pub fn hook(sb: &Sandbox, event: &str, input: &Value) -> Output {
+    let o = finished(sb.hook_child(event, input), DEADLINE);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "");
+    o
 }

@@ -3,50 +3,14 @@
 //! kept by serve (`verdicts`, §9.2) until `ccide hook`, run by the CLI as its plugin's hook,
 //! hands them to the model once; a hook never holds up or fails the CLI.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Child, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use crate::util::*;
 use serde_json::{Value, json};
 
 const TAB: &str = "✻ [Claude Code] app.py (9c7eda) ⧉";
-
-/// Runs `ccide hook EVENT` as the CLI runs its plugin's hook: the event's JSON on standard
-/// input, in the project, with the variables the CLI sets for a plugin's process.
-fn hook_child(sb: &Sandbox, event: &str, input: &Value) -> Child {
-    let mut child = sb
-        .command(&["hook", event])
-        .env("CLAUDE_PROJECT_DIR", sb.ws())
-        .env(
-            "CLAUDE_PLUGIN_ROOT",
-            sb.state().join("claude-plugin-2.1.332"),
-        )
-        .env("CLAUDE_CODE_ENTRYPOINT", "cli")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.to_string().as_bytes()).unwrap();
-    child
-}
-
-/// Waits for a hook to end, at most `limit`.
-fn finished(child: Child, limit: Duration) -> Output {
-    let mut child = child;
-    wait_for("the hook to exit", limit, || child.try_wait().unwrap());
-    child.wait_with_output().unwrap()
-}
-
-fn hook(sb: &Sandbox, event: &str, input: &Value) -> Output {
-    let o = finished(hook_child(sb, event, input), DEADLINE);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(stderr(&o), "");
-    o
-}
 
 fn prompt_input(sb: &Sandbox) -> Value {
     json!({"session_id": "5f1c2a0e-0000-4000-8000-000000000001",
@@ -255,7 +219,7 @@ fn a_stopped_server_or_an_input_never_closed_does_not_hold_up_the_cli() {
     s.signal("STOP");
     let stopped = Continue(&s);
     let o = finished(
-        hook_child(&sb, "user-prompt-submit", &prompt_input(&sb)),
+        sb.hook_child("user-prompt-submit", &prompt_input(&sb)),
         HOOK_LIMIT,
     );
     drop(stopped);

@@ -21,9 +21,9 @@ use crate::json::obj;
 
 pub const COMMAND: Command = Command {
     name: "hook",
-    usage: "ccide hook post-tool-use|user-prompt-submit [OPTIONS]",
+    usage: "ccide hook pre-tool-use|post-tool-use|user-prompt-submit|stop [OPTIONS]",
     about: "A hook of ccide's plugin for Claude Code: tells Claude what you changed of its edits, and why.",
-    details: "Claude Code runs it with the hook's JSON on standard input. post-tool-use (after Edit,\nWrite, MultiEdit) and user-prompt-submit (for edits rejected, whose turn ended) print the\nreasons given with ccide diff accept|reject --why, and what was changed of the proposal,\nas additionalContext. Without a server, or with one that does not answer within a second,\nit prints nothing; it always exits 0.",
+    details: "Claude Code runs it with the hook's JSON on standard input. pre-tool-use and post-tool-use\n(around Edit, Write, MultiEdit, NotebookEdit and Bash) record what the tool changed for\nccide review; user-prompt-submit begins a turn. post-tool-use and user-prompt-submit print\nthe reasons given with ccide diff accept|reject --why, what was changed of a proposal, and\nthe hunks undone with ccide review, as additionalContext. stop ends the turn; with serve\n--review-gate it waits until the turn is reviewed and hands Claude what was undone.\nWithout a server, or with one that does not answer within a second, it prints nothing;\nit always exits 0.",
     flags: &[CONFIG_DIR],
     run,
     passthrough: false,
@@ -38,33 +38,26 @@ const MAX_INPUT: u64 = 64 << 20;
 
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Event {
+    PreToolUse,
     PostToolUse,
     UserPromptSubmit,
+    Stop,
 }
 
-impl Event {
-    fn name(self) -> &'static str {
-        match self {
-            Event::PostToolUse => "PostToolUse",
-            Event::UserPromptSubmit => "UserPromptSubmit",
-        }
-    }
-}
+/// The hooks by their command-line name, their event, and what `record` calls it.
+const EVENTS: [(&str, Event, &str); 4] = [
+    ("pre-tool-use", Event::PreToolUse, "pre"),
+    ("post-tool-use", Event::PostToolUse, "post"),
+    ("user-prompt-submit", Event::UserPromptSubmit, "prompt"),
+    ("stop", Event::Stop, "stop"),
+];
 
 pub fn run(args: &Args) -> Outcome {
-    let event = match args.operands.first().map(String::as_str) {
-        Some("post-tool-use") => Event::PostToolUse,
-        Some("user-prompt-submit") => Event::UserPromptSubmit,
-        Some(other) => {
-            return Err(Fail::Usage(format!(
-                "unknown hook '{other}': expected post-tool-use or user-prompt-submit"
-            )));
-        }
-        None => {
-            return Err(Fail::Usage(
-                "name the hook: post-tool-use or user-prompt-submit".into(),
-            ));
-        }
+    let name = args.operands.first().map(String::as_str).unwrap_or("");
+    let Some(&(_, event, _)) = EVENTS.iter().find(|e| e.0 == name) else {
+        return Err(Fail::Usage(format!(
+            "unknown hook '{name}': expected pre-tool-use, post-tool-use, user-prompt-submit or stop"
+        )));
     };
     let config = args.value("--config-dir");
     let start = Instant::now();
@@ -80,15 +73,36 @@ pub fn run(args: &Args) -> Outcome {
         Ok(_) => rx.pop(Some(Instant::now() + DEADLINE)).flatten(),
         Err(_) => None,
     };
-    let Some(Told { text, ids, mut ctl }) = said else {
+    let Some(Told {
+        mut text,
+        ids,
+        mut ctl,
+        held,
+    }) = said
+    else {
         return Ok(EXIT_OK);
     };
-    let specific = obj! {"hookEventName": event.name(), "additionalContext": text};
-    let out = obj! {"hookSpecificOutput": specific};
+    if let Some(record) = held {
+        // --review-gate: the turn ends when the user has decided every hunk of it, then
+        // Claude goes on with what they undid.
+        let _ = ctl.set_timeout(None);
+        text = hold(&mut ctl, &record);
+        if text.is_empty() {
+            return Ok(EXIT_OK);
+        }
+    }
+    let out = match event {
+        Event::Stop => obj! {"decision": "block", "reason": text},
+        _ => {
+            let name = ["PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop"][event as usize];
+            obj! {"hookSpecificOutput": obj! {"hookEventName": name, "additionalContext": text}}
+        }
+    };
     let mut stdout = std::io::stdout().lock();
     if writeln!(stdout, "{out}")
         .and_then(|_| stdout.flush())
         .is_ok()
+        && !ids.is_empty()
     {
         // Written: serve forgets them. Had the hook given up before, they would stay for the
         // next one; an acknowledgement lost here only tells them twice.
@@ -109,6 +123,31 @@ struct Told {
     text: String,
     ids: Vec<String>,
     ctl: Control,
+    /// A turn held for review: the request to ask again.
+    held: Option<Request>,
+}
+
+/// Asks `record` again until nothing of the turn is undecided: what the model is to be told
+/// then (nothing when the server went away).
+fn hold(ctl: &mut Control, record: &Request) -> String {
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let Ok(r) = ctl.request(record) else {
+            return String::new();
+        };
+        if r["undecided"] == 0 {
+            return told(&r).join("\n\n");
+        }
+    }
+}
+
+fn told(r: &Value) -> Vec<String> {
+    r["told"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.as_str().map(String::from))
+        .collect()
 }
 
 /// What the model is to be told, if anything.
@@ -123,15 +162,49 @@ fn context(event: Event, config: Option<&str>) -> Option<Told> {
         .as_str()
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("CLAUDE_PROJECT_DIR").map(PathBuf::from))?;
-    let path = match event {
-        Event::PostToolUse => Some(edited_file(&input)?),
-        Event::UserPromptSubmit => None,
-    };
     let config = crate::lockfile::config_dir(config).ok()?;
     let root = crate::files::canonical_dir(&cwd).ok()?;
     let lock = crate::control::find_server(&config, None, &root).ok()?;
     let mut ctl = Control::connect(lock).ok()?;
     ctl.set_timeout(Some(DEADLINE)).ok()?;
+    let tool = input["tool_name"].as_str();
+    let text = |k: &str| input[k].as_str().map(String::from);
+    let watched = matches!(
+        tool,
+        None | Some("Edit" | "Write" | "MultiEdit" | "NotebookEdit" | "Bash")
+    );
+    let mut told = Vec::new();
+    let mut held = None;
+    if let (Some(session), true) = (text("session_id"), watched) {
+        let record = Request::Record {
+            event: EVENTS[event as usize].2.into(),
+            session,
+            call: text("tool_use_id"),
+            tool: tool.map(String::from),
+            path: edited_file(&input),
+        };
+        let r = ctl.request(&record).ok()?;
+        told = self::told(&r);
+        if event == Event::Stop && r["gate"] == true && r["undecided"] != 0 {
+            held = Some(record);
+        }
+    }
+    let path = match event {
+        Event::PostToolUse => edited_file(&input),
+        Event::UserPromptSubmit => None,
+        _ if held.is_some() || !told.is_empty() => {
+            return Some(Told {
+                text: told.join("\n\n"),
+                ids: Vec::new(),
+                ctl,
+                held,
+            });
+        }
+        _ => return None,
+    };
+    if event == Event::PostToolUse && path.is_none() && told.is_empty() {
+        return None;
+    }
     let r = ctl
         .request(&Request::Verdicts {
             path,
@@ -140,10 +213,10 @@ fn context(event: Event, config: Option<&str>) -> Option<Told> {
         })
         .ok()?;
     let verdicts = r["verdicts"].as_array()?;
-    if verdicts.is_empty() {
+    told.extend(verdicts.iter().map(|v| describe(v, &root)));
+    if told.is_empty() {
         return None;
     }
-    let told: Vec<String> = verdicts.iter().map(|v| describe(v, &root)).collect();
     let ids = verdicts
         .iter()
         .filter_map(|v| v["id"].as_str().map(String::from))
@@ -152,13 +225,20 @@ fn context(event: Event, config: Option<&str>) -> Option<Told> {
         text: told.join("\n\n"),
         ids,
         ctl,
+        held: None,
     })
 }
 
-/// The file a PostToolUse's tool changed: Edit, Write and MultiEdit name it `file_path`.
+/// The file a tool edits: Edit, Write and MultiEdit name it `file_path`, NotebookEdit
+/// `notebook_path`.
 fn edited_file(input: &Value) -> Option<String> {
-    matches!(input["tool_name"].as_str()?, "Edit" | "Write" | "MultiEdit")
-        .then(|| input["tool_input"]["file_path"].as_str().map(String::from))?
+    let i = &input["tool_input"];
+    matches!(
+        input["tool_name"].as_str()?,
+        "Edit" | "Write" | "MultiEdit" | "NotebookEdit"
+    )
+    .then(|| i["file_path"].as_str().or(i["notebook_path"].as_str()))?
+    .map(String::from)
 }
 
 /// This process's ancestors, nearest first: the CLI that runs the hook is among them (its

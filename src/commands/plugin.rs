@@ -180,18 +180,22 @@ pub fn manifest(ccide: &str, entries: &[Entry], cli: Version) -> String {
     )
 }
 
-/// The manifest's `hooks`: `ccide hook` after the tools that edit files and at each prompt,
-/// in exec form (no shell between the CLI and ccide). `ccide` is quoted as JSON.
+/// The manifest's `hooks`: `ccide hook` around the tools that change files, at each prompt
+/// and at the end of each turn, in exec form (no shell between the CLI and ccide). `ccide`
+/// is quoted as JSON. Stop may wait for a review (serve --review-gate): a day.
 fn hooks(ccide: &str) -> String {
-    let hook = |event: &str| {
+    let hook = |event: &str, timeout: u32| {
         format!(
-            "{{\"type\": \"command\", \"command\": {ccide}, \"args\": [\"hook\", \"{event}\"], \"timeout\": 5}}"
+            "{{\"type\": \"command\", \"command\": {ccide}, \"args\": [\"hook\", \"{event}\"], \"timeout\": {timeout}}}"
         )
     };
+    let tools = "\"matcher\": \"Edit|Write|MultiEdit|NotebookEdit|Bash\"";
     format!(
-        "  \"hooks\": {{\n    \"PostToolUse\": [{{\"matcher\": \"Edit|Write|MultiEdit\", \"hooks\": [{}]}}],\n    \"UserPromptSubmit\": [{{\"hooks\": [{}]}}]\n  }}",
-        hook("post-tool-use"),
-        hook("user-prompt-submit")
+        "  \"hooks\": {{\n    \"PreToolUse\": [{{{tools}, \"hooks\": [{}]}}],\n    \"PostToolUse\": [{{{tools}, \"hooks\": [{}]}}],\n    \"UserPromptSubmit\": [{{\"hooks\": [{}]}}],\n    \"Stop\": [{{\"hooks\": [{}]}}]\n  }}",
+        hook("pre-tool-use", 5),
+        hook("post-tool-use", 5),
+        hook("user-prompt-submit", 5),
+        hook("stop", 86400)
     )
 }
 
@@ -530,13 +534,16 @@ mod tests {
     #[test]
     fn the_manifest_has_hooks_in_exec_form_only_for_clis_that_run_them() {
         let e = entries(vec![vec!["*.py"]]);
-        let hook = |event: &str| serde_json::json!({"type": "command", "command": "/opt/cc ide", "args": ["hook", event], "timeout": 5});
+        let hook = |event: &str, t: u32| serde_json::json!({"type": "command", "command": "/opt/cc ide", "args": ["hook", event], "timeout": t});
         let m: Value = serde_json::from_str(&manifest("/opt/cc ide", &e, [2, 1, 332])).unwrap();
+        let tools = "Edit|Write|MultiEdit|NotebookEdit|Bash";
         assert_eq!(
             m["hooks"],
             serde_json::json!({
-                "PostToolUse": [{"matcher": "Edit|Write|MultiEdit", "hooks": [hook("post-tool-use")]}],
-                "UserPromptSubmit": [{"hooks": [hook("user-prompt-submit")]}],
+                "PreToolUse": [{"matcher": tools, "hooks": [hook("pre-tool-use", 5)]}],
+                "PostToolUse": [{"matcher": tools, "hooks": [hook("post-tool-use", 5)]}],
+                "UserPromptSubmit": [{"hooks": [hook("user-prompt-submit", 5)]}],
+                "Stop": [{"hooks": [hook("stop", 86400)]}],
             })
         );
         assert!(m["lspServers"]["python"].is_object());

@@ -14,8 +14,10 @@ use super::client::{self, connect, cwd_string, file_of, find_diff, read_diff};
 use crate::cli::{Args, EXIT_FAILURE, EXIT_OK, Fail, Outcome};
 use crate::control::Control;
 use crate::control::protocol::Request;
+use crate::json::obj;
 use crate::review::{Answer, Decision, Review};
 use crate::sys::TerminalMode;
+use crate::text::visible;
 
 /// `ccide diff`: `review` here, every other action in `client`.
 pub fn diff(args: &Args) -> Outcome {
@@ -35,7 +37,7 @@ pub fn diff(args: &Args) -> Outcome {
     }
     let why = args.value("--why");
     let mut ctl = connect(args)?;
-    let mut t = Terminal::open()?;
+    let mut t = Terminal::open("ccide diff accept --hunks LIST or ccide diff reject --why TEXT")?;
     if let Some(target) = args.operands.get(1) {
         let d = find_diff(&mut ctl, Some(target))?;
         return match review_one(&mut t, &mut ctl, &d, why.as_deref())? {
@@ -282,7 +284,7 @@ fn ask_hunk(t: &mut Terminal, s: &mut Session) -> Result<bool, Fail> {
 fn decide_key(t: &mut Terminal, s: &mut Session, key: u8) -> Result<(), Fail> {
     let (i, n) = (s.at, s.decisions.len());
     let why = match key {
-        b'n' | b'd' => t.reason()?,
+        b'n' | b'd' => t.reason("drop")?,
         _ => None,
     };
     let decision = match key {
@@ -469,10 +471,11 @@ const BLUE: &str = "\x1b[1;34m";
 const RESET: &str = "\x1b[0m";
 
 impl Terminal {
-    fn open() -> Result<Terminal, Fail> {
+    /// `without`: what to use instead when there is no terminal.
+    fn open(without: &str) -> Result<Terminal, Fail> {
         let no_terminal = |e: std::io::Error| {
             Fail::Failed(format!(
-                "ccide diff review needs a terminal (/dev/tty: {e}); without one, use ccide diff accept --hunks LIST or ccide diff reject --why TEXT"
+                "this needs a terminal (/dev/tty: {e}); without one, use {without}"
             ))
         };
         let tty = std::fs::OpenOptions::new()
@@ -551,7 +554,8 @@ impl Terminal {
     }
 
     /// The optional reason for dropping: one line, Enter alone for none.
-    fn reason(&mut self) -> Result<Option<String>, Fail> {
+    /// `verb`: what the user does with the hunk ("drop", "undo").
+    fn reason(&mut self, verb: &str) -> Result<Option<String>, Fail> {
         let mut tty = self
             .tty
             .try_clone()
@@ -559,7 +563,7 @@ impl Terminal {
         // The terminal echoes the line from before the prompt shows, so a line typed as soon
         // as it shows is echoed too.
         let line = self.cooked(|| {
-            let _ = tty.write_all(b"Why drop it? (optional, Enter skips): ");
+            let _ = write!(tty, "Why {verb} it? (optional, Enter skips): ");
             let mut line = Vec::new();
             let mut b = [0u8];
             while let Ok(1) = tty.read(&mut b) {
@@ -605,4 +609,238 @@ impl Drop for Terminal {
     fn drop(&mut self) {
         let _ = crate::sys::set_terminal_mode(self.tty.as_raw_fd(), &self.saved);
     }
+}
+
+/// `ccide review [list | keep | undo]`: what Claude's tools changed, reviewed after the fact
+/// (ccide-protocol(7) §15). Hunks are numbered across the changes listed, oldest first.
+pub fn changes(args: &Args) -> Outcome {
+    let action = args.operands.first().map(String::as_str);
+    if let Some(extra) = args.operands.get(1) {
+        return Err(Fail::Usage(format!("unexpected argument '{extra}'")));
+    }
+    let json_out = args.switch("--json")?;
+    let decide = matches!(action, Some("keep" | "undo"));
+    if (args.value("--hunks").is_some() || args.value("--why").is_some()) && !decide {
+        return Err(Fail::Usage(
+            "--hunks and --why go with keep or undo: ccide review undo --hunks 2 --why TEXT".into(),
+        ));
+    }
+    let turn = args.parsed::<usize>("--turn", "a turn number")?;
+    let mut ctl = connect(args)?;
+    let r = ctl.request(&Request::Changes {
+        session: args.value("--session"),
+        turn,
+        all: args.switch("--all")?,
+        content: false,
+    })?;
+    let list = r["changes"].as_array().cloned().unwrap_or_default();
+    // Each hunk as (its change, the hunk, its number in the listing).
+    let mut all = Vec::new();
+    for c in &list {
+        for h in c["hunks"].as_array().into_iter().flatten() {
+            all.push((c, h, all.len() + 1));
+        }
+    }
+    match action {
+        None if !json_out => review_changes(&mut ctl, &all),
+        None | Some("list" | "ls") if json_out => {
+            println!("{}", obj! {"changes": list});
+            Ok(EXIT_OK)
+        }
+        None | Some("list" | "ls") => {
+            print_changes(&all);
+            Ok(EXIT_OK)
+        }
+        Some("keep" | "undo") => {
+            let picked = match args.value("--hunks") {
+                Some(spec) => {
+                    crate::review::parse_hunk_list(&spec, all.len()).map_err(Fail::Usage)?
+                }
+                None => (1..=all.len()).collect(),
+            };
+            let why = args.value("--why");
+            let (said, out) = decide_hunks(&mut ctl, &all, &picked, action == Some("undo"), why)?;
+            match json_out {
+                true => println!("{}", obj! {"changes": out}),
+                false => print!("{said}"),
+            }
+            Ok(EXIT_OK)
+        }
+        Some(other) => Err(Fail::Usage(format!(
+            "unknown action '{other}': expected list, keep or undo"
+        ))),
+    }
+}
+
+/// A change's hunk as listed: the change, the hunk, its number in the listing.
+type Listed<'a> = (&'a Value, &'a Value, usize);
+
+fn print_changes(all: &[Listed]) {
+    if all.is_empty() {
+        println!("no changes recorded for that turn (ccide review --all lists every one)");
+    }
+    let mut last = None;
+    for (c, h, n) in all {
+        if last != Some(&c["id"]) {
+            println!("{}", change_head(c));
+            last = Some(&c["id"]);
+        }
+        print!("{}", hunk_head(h, *n, all.len()));
+        for l in h["text"].as_str().unwrap_or("").lines().skip(1) {
+            println!("{}", visible(l));
+        }
+    }
+}
+
+/// Keeps or undoes the hunks listed as `picked`, one request per change: what to tell the
+/// user, and the changes as they now are. A refusal stops there, the hunks before it done.
+fn decide_hunks(
+    ctl: &mut Control,
+    all: &[Listed],
+    picked: &[usize],
+    undo: bool,
+    why: Option<String>,
+) -> Result<(String, Vec<Value>), Fail> {
+    let (mut said, mut out) = (String::new(), Vec::new());
+    let mut groups: Vec<(&Value, Vec<&Listed>)> = Vec::new();
+    for x in all.iter().filter(|x| picked.contains(&x.2)) {
+        match groups.last_mut() {
+            Some((c, g)) if c["id"] == x.0["id"] => g.push(x),
+            _ => groups.push((x.0, vec![x])),
+        }
+    }
+    for (c, group) in groups {
+        let r = ctl.request(&Request::ChangeDecide {
+            id: c["id"].as_u64().unwrap_or(0) as usize,
+            hunks: group
+                .iter()
+                .map(|x| x.1["hunk"].as_u64().unwrap_or(0) as usize)
+                .collect(),
+            undo,
+            why: why.clone(),
+        })?;
+        let word = if undo { "undid" } else { "kept" };
+        for x in group {
+            said += &format!("{word} hunk {} ({})\n", x.2, file_of(c));
+        }
+        out.push(r["change"].clone());
+    }
+    Ok((said, out))
+}
+
+fn change_head(c: &Value) -> String {
+    let session = c["session"].as_str().unwrap_or("");
+    format!(
+        "change {}: {}{} ({}, session {}, turn {})",
+        c["id"],
+        file_of(c),
+        if c["new_file"] == true {
+            " (new file)"
+        } else {
+            ""
+        },
+        c["tool"].as_str().unwrap_or(""),
+        &session[..session.len().min(8)],
+        c["turn"]
+    )
+}
+
+fn hunk_head(h: &Value, n: usize, of: usize) -> String {
+    let header = h["text"]
+        .as_str()
+        .unwrap_or("")
+        .lines()
+        .next()
+        .unwrap_or("");
+    let state = match (h["state"].as_str(), h["why"].as_str()) {
+        (Some(s), Some(w)) => format!(" ({s}: {})", visible(w)),
+        (Some(s), None) => format!(" ({s})"),
+        _ => String::new(),
+    };
+    format!("{header} hunk {n}/{of}{state}\n")
+}
+
+const CHANGE_HELP: &str = "\
+y - keep this hunk
+n - undo this hunk in the file (you may say why)
+q - quit: the hunks left undecided stay so
+a - keep this hunk and all later hunks in the file
+d - undo this hunk and all later hunks in the file
+j - leave this hunk undecided, see next undecided hunk
+J - leave this hunk undecided, see next hunk
+k - leave this hunk undecided, see previous undecided hunk
+K - leave this hunk undecided, see previous hunk
+? - print help
+";
+
+/// `ccide review` on the terminal: each undecided hunk with `git add -p`'s keys, each decision
+/// applied at once.
+fn review_changes(ctl: &mut Control, all: &[Listed]) -> Outcome {
+    let mut t = Terminal::open("ccide review list, then ccide review keep|undo --hunks LIST")?;
+    let n = all.len();
+    let mut decided: Vec<bool> = all.iter().map(|x| !x.1["state"].is_null()).collect();
+    let mut at = decided.iter().position(|d| !d);
+    let mut shown = None;
+    while let Some(i) = at {
+        let (c, h, _) = all[i];
+        if shown != Some(&c["id"]) {
+            t.say(&t.paint_header(&change_head(c)));
+            shown = Some(&c["id"]);
+        }
+        t.say(&t.paint_hunk(h["text"].as_str().unwrap_or("").as_bytes()));
+        let next = (i + 1..n).find(|&k| !decided[k]);
+        let prev = (0..i).rev().find(|&k| !decided[k]);
+        let mut keys = String::from("y,n,q,a,d");
+        for (k, on) in [
+            ("k", prev.is_some()),
+            ("K", i > 0),
+            ("j", next.is_some()),
+            ("J", i + 1 < n),
+        ] {
+            if on {
+                keys = keys + "," + k;
+            }
+        }
+        t.say(&t.paint_prompt(&format!("({}/{n}) Keep this hunk [{keys},?]? ", i + 1)));
+        let key = t.key()?;
+        let echo = if key.is_ascii_graphic() {
+            key as char
+        } else {
+            ' '
+        };
+        t.say(&format!("{echo}\n"));
+        let moved = match key {
+            b'j' => next.ok_or("No next undecided hunk\n"),
+            b'k' => prev.ok_or("No previous undecided hunk\n"),
+            b'J' => (i + 1 < n).then_some(i + 1).ok_or("No next hunk\n"),
+            b'K' => i.checked_sub(1).ok_or("No previous hunk\n"),
+            b'q' | CTRL_C | CTRL_D => return Ok(EXIT_OK),
+            b'y' | b'n' | b'a' | b'd' => {
+                let undo = matches!(key, b'n' | b'd');
+                let why = if undo { t.reason("undo")? } else { None };
+                // `a` and `d`: this hunk and the later undecided ones of the file.
+                let same = |k: usize| k == i || !decided[k] && all[k].0["file"] == c["file"];
+                let range: Vec<usize> = match key {
+                    b'y' | b'n' => vec![i],
+                    _ => (i..n).filter(|&k| same(k)).collect(),
+                };
+                let picked: Vec<usize> = range.iter().map(|&k| all[k].2).collect();
+                match decide_hunks(ctl, all, &picked, undo, why) {
+                    Ok((said, _)) => t.say(&said),
+                    Err(Fail::Failed(e) | Fail::Usage(e)) => t.say(&format!("{e}\n")),
+                }
+                for k in range {
+                    decided[k] = true;
+                }
+                at = (i..n).chain(0..i).find(|&k| !decided[k]);
+                continue;
+            }
+            _ => Err(CHANGE_HELP),
+        };
+        match moved {
+            Ok(k) => at = Some(k),
+            Err(e) => t.say(e),
+        }
+    }
+    Ok(EXIT_OK)
 }

@@ -203,6 +203,19 @@ pub const FLAGS: &[Flag] = &[
     )
     .default("300"),
     flag(
+        "--review-gate",
+        None,
+        Some("CCIDE_REVIEW_GATE"),
+        "Hold the end of each of Claude's turns (its Stop hook) until ccide review has decided every hunk it changed; Claude goes on with what was undone.",
+    ),
+    flag(
+        "--review-store",
+        Some("MIB"),
+        Some("CCIDE_REVIEW_STORE"),
+        "The most the recorded file images of ccide review may take; the oldest turns go first.",
+    )
+    .default("256"),
+    flag(
         "--log-level",
         Some("LEVEL"),
         Some("CCIDE_LOG_LEVEL"),
@@ -236,6 +249,7 @@ struct Options {
     trusted: bool,
     /// `--on-review`, split into words.
     on_review: Option<Vec<String>>,
+    review: state::changes::Settings,
 }
 
 /// A number of seconds as the flags take it, `DIGITS[.DIGITS]`, read exactly to the
@@ -337,6 +351,13 @@ fn options(args: &Args) -> Result<Options, Fail> {
         lsp_warm: args.switch("--lsp-warm")?,
         trusted,
         on_review: on_review(args)?,
+        review: state::changes::Settings {
+            max_bytes: args
+                .parsed::<u64>("--review-store", "a number of MiB")?
+                .unwrap_or(256)
+                .saturating_mul(1 << 20),
+            gate: args.switch("--review-gate")?,
+        },
     })
 }
 
@@ -669,6 +690,7 @@ fn run_threads(
                     ..langservers::Config::default()
                 },
             ),
+            review: o.review,
         },
         clients.clone(),
     )?);

@@ -41,6 +41,9 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
             pids,
             delivered,
         } => verdicts(state, path, pids, &delivered),
+        r @ (Request::Record { .. } | Request::Changes { .. } | Request::ChangeDecide { .. }) => {
+            review(state, r)
+        }
         // A symlink named like the file, beside `proposed`, so the editor picks the file's
         // language for the proposal (and attaches `ccide lsp` to it).
         Request::DiffView { target } => match state.diffs.proposal_view(target.as_deref()) {
@@ -133,6 +136,99 @@ fn verdicts(
     };
     let query = crate::state::diffs::VerdictQuery { path, pids };
     obj! {"ok": true, "verdicts": state.diffs.verdicts(&query)}
+}
+
+/// `record`, `changes` and `change.decide`: review after the fact (ccide-protocol(7) §15).
+fn review(state: &State, req: Request) -> Value {
+    let c = &state.recorded;
+    match req {
+        Request::Record {
+            event,
+            session,
+            call,
+            tool,
+            path,
+        } => record(state, &event, &session, call, tool, path),
+        Request::Changes {
+            session,
+            turn,
+            all,
+            content,
+        } => {
+            let which = crate::state::changes::Which {
+                session,
+                turn: turn.map(|t| t as u64),
+                all,
+            };
+            obj! {"ok": true, "changes": c.list(&which, content)}
+        }
+        Request::ChangeDecide {
+            id,
+            hunks,
+            undo,
+            why,
+        } => {
+            let write = |p: &std::path::Path, b: Option<&[u8]>| match b {
+                Some(b) => state.write_file(p, b),
+                None => std::fs::remove_file(p),
+            };
+            let r = c.decide(
+                &state.workspaces,
+                &write,
+                id as u64,
+                &hunks,
+                undo,
+                why.as_deref(),
+            );
+            r.map_or_else(|e| failure(&e), |c| obj! {"ok": true, "change": c})
+        }
+        _ => Value::Null,
+    }
+}
+
+/// `record`: what a hook of ccide's plugin saw, answered with what the model is to be told,
+/// and for `stop` whether the turn waits for a review.
+fn record(
+    state: &State,
+    event: &str,
+    session: &str,
+    call: Option<String>,
+    tool: Option<String>,
+    path: Option<String>,
+) -> Value {
+    let c = &state.recorded;
+    let ws = &state.workspaces;
+    let call = call.unwrap_or_default();
+    let told = match event {
+        "prompt" => c.prompt(ws, session),
+        "pre" => {
+            let file = path.map(|p| state.resolve(&p));
+            if let Some(Err(e)) = file {
+                return failure(&e);
+            }
+            // A command may change any file: the open tabs are known too.
+            let tabs: Vec<PathBuf> = match file {
+                None => state.editor.tabs().into_iter().map(|t| t.path).collect(),
+                Some(_) => Vec::new(),
+            };
+            c.before(ws, &call, file.and_then(Result::ok), &tabs);
+            Vec::new()
+        }
+        "post" => c.after(ws, session, &call, tool.as_deref().unwrap_or("")),
+        "stop" => Vec::new(),
+        other => return failure(&format!("unknown record event '{other}'")),
+    };
+    let undecided = if event == "stop" {
+        c.undecided(session)
+    } else {
+        0
+    };
+    // A turn held for review ends with what the user undid.
+    let told = match event == "stop" && c.settings.gate && undecided == 0 {
+        true => c.tell(ws, session),
+        false => told,
+    };
+    obj! {"ok": true, "told": told, "gate": c.settings.gate, "undecided": undecided}
 }
 
 /// `open`: opens files in the editor model, held for the session, and runs their checks.

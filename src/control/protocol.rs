@@ -40,6 +40,32 @@ pub enum Request {
         pids: Option<Vec<i64>>,
         delivered: Vec<String>,
     },
+    /// A hook of ccide's plugin saw a Claude Code event (ccide-protocol(7) §15): `prompt`
+    /// (a turn begins), `pre` and `post` (around tool call `call`; `path` the file an edit
+    /// names, none for a command), `stop` (the turn ends).
+    Record {
+        event: String,
+        session: String,
+        call: Option<String>,
+        tool: Option<String>,
+        path: Option<String>,
+    },
+    /// The recorded changes: every session's latest turn, or those of `session` (a prefix of
+    /// its id), turn `turn`, or `all`; with `content`, each one's before and after text.
+    Changes {
+        session: Option<String>,
+        turn: Option<usize>,
+        all: bool,
+        content: bool,
+    },
+    /// Keeps or undoes hunks (numbers from 1) of recorded change `id` (`change` on the wire),
+    /// with a reason.
+    ChangeDecide {
+        id: usize,
+        hunks: Vec<usize>,
+        undo: bool,
+        why: Option<String>,
+    },
     /// The diff's proposal under a name ending like its file's, for an editor to open.
     DiffView {
         target: Option<String>,
@@ -161,6 +187,9 @@ impl Request {
             Request::DiffSettle { .. } => "diff.settle",
             Request::Verdicts { .. } => "verdicts",
             Request::DiffView { .. } => "diff.view",
+            Request::Record { .. } => "record",
+            Request::Changes { .. } => "changes",
+            Request::ChangeDecide { .. } => "change.decide",
             Request::Select { .. } => "select",
             Request::Mention { .. } => "mention",
             Request::Open { .. } => "open",
@@ -205,6 +234,25 @@ impl Request {
                 path: f.string("path"),
                 pids: f.pids("pids"),
                 delivered: f.optional_strings("delivered"),
+            },
+            "record" => Request::Record {
+                event: f.need_string("event"),
+                session: f.need_string("session"),
+                call: f.string("call"),
+                tool: f.string("tool"),
+                path: f.string("path"),
+            },
+            "changes" => Request::Changes {
+                session: f.string("session"),
+                turn: f.count("turn"),
+                all: f.flag("all"),
+                content: f.flag("content"),
+            },
+            "change.decide" => Request::ChangeDecide {
+                id: f.count("change").unwrap_or(usize::MAX),
+                hunks: f.counts("hunks"),
+                undo: f.flag("undo"),
+                why: f.string("why"),
             },
             "diff.view" => Request::DiffView {
                 target: f.string("target"),
@@ -338,6 +386,11 @@ impl Request {
                 }
             }
             Request::DiffView { target } => put("target", opt(target)),
+            Request::Record { .. } | Request::Changes { .. } | Request::ChangeDecide { .. } => {
+                for (k, v) in self.review_fields() {
+                    put(k, v);
+                }
+            }
             Request::Select {
                 path,
                 span,
@@ -414,6 +467,49 @@ impl Request {
             }
         }
         Value::Object(m)
+    }
+
+    /// The fields of `record`, `changes` and `change.decide`.
+    fn review_fields(&self) -> Vec<(&'static str, Value)> {
+        let opt = |s: &Option<String>| s.clone().map_or(Value::Null, Value::String);
+        match self {
+            Request::Record {
+                event,
+                session,
+                call,
+                tool,
+                path,
+            } => vec![
+                ("event", event.as_str().into()),
+                ("session", session.as_str().into()),
+                ("call", opt(call)),
+                ("tool", opt(tool)),
+                ("path", opt(path)),
+            ],
+            Request::Changes {
+                session,
+                turn,
+                all,
+                content,
+            } => vec![
+                ("session", opt(session)),
+                ("turn", turn.map_or(Value::Null, Value::from)),
+                ("all", (*all).into()),
+                ("content", (*content).into()),
+            ],
+            Request::ChangeDecide {
+                id,
+                hunks,
+                undo,
+                why,
+            } => vec![
+                ("change", (*id).into()),
+                ("hunks", hunks.clone().into()),
+                ("undo", (*undo).into()),
+                ("why", opt(why)),
+            ],
+            _ => Vec::new(),
+        }
     }
 
     /// The request's line with `id` first, so that the server can name the request in its
@@ -644,6 +740,18 @@ impl Fields {
             Some(_) => self.refuse(bad(key, "a list of strings")),
         }
         out
+    }
+
+    /// A list of whole numbers.
+    fn counts(&mut self, key: &str) -> Vec<usize> {
+        let v = self.take(key).unwrap_or_default();
+        let n: Option<Vec<usize>> = v
+            .as_array()
+            .and_then(|a| a.iter().map(|n| n.as_u64().map(|n| n as usize)).collect());
+        n.unwrap_or_else(|| {
+            self.refuse(bad(key, "a list of whole numbers"));
+            Vec::new()
+        })
     }
 
     /// A list of process ids, or None when absent.

@@ -4,6 +4,7 @@
 //! nothing of them. It is built from a `Config` without a port or a lock file, so tests build
 //! one in a temporary directory.
 
+pub mod changes;
 pub mod diagnostics;
 pub mod diffs;
 pub mod editor;
@@ -51,6 +52,8 @@ pub struct Config {
     pub checks: Checks,
     /// The language servers (`--lsp` and the built-ins) and how they are run.
     pub langservers: (Vec<crate::langservers::Spec>, crate::langservers::Config),
+    /// `--review-store` and `--review-gate`.
+    pub review: changes::Settings,
 }
 
 pub struct State {
@@ -60,6 +63,8 @@ pub struct State {
     pub langservers: Arc<LangServers>,
     pub editor: Editor,
     pub diffs: Diffs,
+    /// What Claude's tools changed, for review after the fact.
+    pub recorded: changes::Changes,
     pub exec: Arc<Exec>,
     pub diagnostics: Arc<Diagnostics>,
     pub events: Arc<Events>,
@@ -99,6 +104,7 @@ impl State {
         );
         Ok(State {
             diffs: Diffs::open(&c.state_dir, events.clone())?,
+            recorded: changes::Changes::open(&c.state_dir, c.review),
             editor: Editor::open(&c.state_dir, c.mention_max_age),
             exec: Arc::new(Exec::new(c.exec, events.clone())),
             diagnostics: Arc::new(Diagnostics::new(
@@ -631,6 +637,7 @@ pub mod testing {
                 trusted: false,
                 checks: Checks::new(Vec::new(), Duration::from_secs(2), Duration::from_secs(20)),
                 langservers: (specs, cfg),
+                review: Default::default(),
             },
             clients.clone(),
         )

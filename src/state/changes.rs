@@ -1,0 +1,610 @@
+//! Review after the fact (ccide-protocol(7) §15): what Claude's tools changed, recorded by the
+//! plugin's hooks as the file's content before and after each call (its before-image and
+//! after-image), per session and turn; each change is reviewed hunk by hunk, and an undone hunk
+//! is the reverse of Claude's hunk applied to the file as it is now.
+//!
+//! Images are blobs in `changes/` of the state directory, named by a hash of their content
+//! (the same content is stored once); `changes/index.json` lists the changes. When the blobs
+//! pass `Settings::max_bytes`, the oldest turns go first. Only workspace files are read.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{self, ErrorKind};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde_json::{Map, Value};
+
+use crate::files::{Stamp, stamp};
+use crate::json::{self, obj};
+use crate::proc::lock;
+use crate::review::Review;
+use crate::textdiff::{Op, diff_lines, lines};
+use crate::workspaces::Workspaces;
+
+/// The largest file recorded (readFile's limit).
+const MAX_FILE: u64 = 16 << 20;
+/// Tool calls begun and not yet ended that are remembered (a call that failed never ends).
+const MAX_PENDING: usize = 64;
+
+pub struct Settings {
+    /// `--review-store`: the most the images may take, in bytes.
+    pub max_bytes: u64,
+    /// `--review-gate`: the Stop hook holds the end of a turn until its changes are reviewed.
+    pub gate: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            max_bytes: 256 << 20,
+            gate: false,
+        }
+    }
+}
+
+pub struct Changes {
+    dir: PathBuf,
+    pub settings: Settings,
+    inner: Mutex<Inner>,
+}
+
+/// How an undo writes a workspace file: its new content, or None to remove it.
+pub type WriteFile<'a> = dyn Fn(&Path, Option<&[u8]>) -> io::Result<()> + 'a;
+
+/// A file's image: the name of its blob, None when the file did not exist.
+type Image = Option<String>;
+
+#[derive(Default)]
+struct Inner {
+    /// `index.json`: the next change's id, each session's turn, the changes oldest first.
+    next: u64,
+    turns: Map<String, Value>,
+    list: Vec<Value>,
+    /// What the blobs take on disk.
+    bytes: u64,
+    /// Tool calls begun: their id and, for an edit, its file and image before the tool ran
+    /// (a command's files are `known`'s).
+    pending: Vec<(String, Option<(PathBuf, Image)>)>,
+    /// Each recorded file's latest image and its stamp then.
+    known: HashMap<PathBuf, (Option<Stamp>, Image)>,
+}
+
+impl Changes {
+    pub fn open(state_dir: &Path, settings: Settings) -> Changes {
+        let dir = state_dir.join("changes");
+        let mut inner = Inner::default();
+        if let Ok(b) = std::fs::read(dir.join("index.json"))
+            && let Ok(v) = serde_json::from_slice::<Value>(&b)
+        {
+            inner.next = v["next"].as_u64().unwrap_or(0);
+            inner.turns = v["turns"].as_object().cloned().unwrap_or_default();
+            inner.list = v["changes"].as_array().cloned().unwrap_or_default();
+        }
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            inner.bytes += e.metadata().map_or(0, |m| m.len());
+        }
+        Changes {
+            dir,
+            settings,
+            inner: Mutex::new(inner),
+        }
+    }
+
+    /// A session's prompt: its next turn begins. Returns what the model is to be told.
+    pub fn prompt(&self, ws: &Workspaces, session: &str) -> Vec<String> {
+        let mut i = lock(&self.inner);
+        let n = i.turns.get(session).and_then(Value::as_u64).unwrap_or(0) + 1;
+        i.turns.insert(session.into(), n.into());
+        let told = self.notices(&mut i, ws, session);
+        self.save(&i);
+        told
+    }
+
+    /// What the model of `session` is to be told now (the end of a turn held for review).
+    pub fn tell(&self, ws: &Workspaces, session: &str) -> Vec<String> {
+        let mut i = lock(&self.inner);
+        let told = self.notices(&mut i, ws, session);
+        self.save(&i);
+        told
+    }
+
+    /// Before a tool runs: the image of the file an edit names; for a command (`file` None),
+    /// of each file known (recorded, or in `extra`) whose stamp moved since its latest image.
+    pub fn before(&self, ws: &Workspaces, call: &str, file: Option<PathBuf>, extra: &[PathBuf]) {
+        let mut i = lock(&self.inner);
+        let taken = match file {
+            Some(f) => match self.image(&mut i, ws, &f) {
+                Ok(image) => Some((f, image)),
+                // Not recorded (outside the workspace, too large): the call is not watched.
+                Err(()) => return,
+            },
+            None => {
+                let moved: Vec<PathBuf> = extra
+                    .iter()
+                    .filter(|f| !i.known.contains_key(*f))
+                    .chain(i.known.iter().filter(|(f, k)| stamp(f) != k.0).map(|k| k.0))
+                    .cloned()
+                    .collect();
+                for f in moved {
+                    let _ = self.image(&mut i, ws, &f);
+                }
+                None
+            }
+        };
+        if i.pending.len() >= MAX_PENDING {
+            i.pending.remove(0);
+        }
+        i.pending.push((call.into(), taken));
+    }
+
+    /// After a tool ran: a change for each file whose content it changed (for a command, each
+    /// known file whose stamp moved). Returns what the model is to be told.
+    pub fn after(&self, ws: &Workspaces, session: &str, call: &str, tool: &str) -> Vec<String> {
+        let mut i = lock(&self.inner);
+        let Some(k) = i.pending.iter().position(|p| p.0 == call) else {
+            return self.notices(&mut i, ws, session);
+        };
+        let taken = match i.pending.remove(k).1 {
+            Some(edit) => vec![edit],
+            None => {
+                let known = i.known.iter().filter(|(f, k)| stamp(f) != k.0);
+                known.map(|(f, k)| (f.clone(), k.1.clone())).collect()
+            }
+        };
+        let turn = i.turns.get(session).and_then(Value::as_u64).unwrap_or(0);
+        for (file, before) in taken {
+            let Ok(after) = self.image(&mut i, ws, &file) else {
+                continue;
+            };
+            if after == before {
+                continue;
+            }
+            let id = i.next;
+            i.next += 1;
+            i.list.push(
+                obj! {"id": id, "session": session, "turn": turn, "tool": tool,
+                "file": json::path(&file), "before": before, "after": after,
+                "time": crate::text::now_secs(), "hunks": Map::new()},
+            );
+        }
+        self.prune(&mut i);
+        let told = self.notices(&mut i, ws, session);
+        self.save(&i);
+        told
+    }
+
+    /// The file's image now, stored; Err when it cannot be read (outside the workspace, too
+    /// large): it is not recorded. A file whose stamp has not moved since its latest image is
+    /// not read again.
+    fn image(&self, i: &mut Inner, ws: &Workspaces, file: &Path) -> Result<Image, ()> {
+        let now = stamp(file);
+        let last = i.known.get(file).cloned();
+        if let Some((Some(s), image)) = &last
+            && now == Some(*s)
+        {
+            return Ok(image.clone());
+        }
+        let bytes = match ws.read(file, MAX_FILE) {
+            Ok(b) => b,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                i.known.insert(file.into(), (None, None));
+                return Ok(None);
+            }
+            Err(_) => return Err(()),
+        };
+        let base = last.and_then(|l| l.1);
+        let name = self.put(i, &bytes, base.as_deref()).map_err(|_| ())?;
+        i.known.insert(file.into(), (now, Some(name.clone())));
+        Ok(Some(name))
+    }
+
+    /// Stores `bytes` once, as the blob named by their hash (or beside it on a collision):
+    /// whole, or as the lines that differ from the image `base` (`NAME.d`) when that is less
+    /// than half. A delta's base is always stored whole (the base of a delta `base` is taken
+    /// instead), so an image is read from at most two blobs.
+    fn put(&self, i: &mut Inner, bytes: &[u8], base: Option<&str>) -> io::Result<String> {
+        crate::files::private_dir(&self.dir, "review store").map_err(io::Error::other)?;
+        let hash = crate::text::hash(bytes);
+        let mut k = 0;
+        let name = loop {
+            let name = format!("{hash:016x}-{k}");
+            match self.read(&name) {
+                Some(old) if old == bytes => return Ok(name),
+                Some(_) => k += 1,
+                None => break name,
+            }
+        };
+        let base = base.map(|b| self.base(b).unwrap_or_else(|| b.to_string()));
+        let delta = base.and_then(|b| Some((self.read(&b)?, b)));
+        let (path, body) = match delta {
+            Some((old, b)) => {
+                let mut d = format!("{b}\n").into_bytes();
+                let (o, n) = (lines(&old), lines(bytes));
+                for op in diff_lines(&o, &n) {
+                    match op {
+                        Op::Equal { old, len, .. } => d.extend(format!("={old} {len}\n").bytes()),
+                        Op::Insert { new, len } => {
+                            let text = n[new..new + len].concat();
+                            d.extend(format!("+{}\n", text.len()).bytes());
+                            d.extend(text);
+                        }
+                        Op::Delete { .. } => {}
+                    }
+                }
+                match d.len() < bytes.len() / 2 {
+                    true => (format!("{name}.d"), d),
+                    false => (name.clone(), bytes.to_vec()),
+                }
+            }
+            _ => (name.clone(), bytes.to_vec()),
+        };
+        crate::files::write_volatile(&self.dir.join(path), &body, 0o600)?;
+        i.bytes += body.len() as u64;
+        Ok(name)
+    }
+
+    /// The image a delta `name` is stored against; None for an image stored whole.
+    fn base(&self, name: &str) -> Option<String> {
+        let d = std::fs::read(self.dir.join(format!("{name}.d"))).ok()?;
+        let head = lines(&d).first()?.strip_suffix(b"\n")?;
+        Some(String::from_utf8_lossy(head).into_owned())
+    }
+
+    /// Image `name`'s content: its blob, or its delta applied to its base.
+    fn read(&self, name: &str) -> Option<Vec<u8>> {
+        if let Ok(b) = std::fs::read(self.dir.join(name)) {
+            return Some(b);
+        }
+        let d = std::fs::read(self.dir.join(format!("{name}.d"))).ok()?;
+        let nl = d.iter().position(|&b| b == b'\n')?;
+        let base = std::fs::read(self.dir.join(std::str::from_utf8(&d[..nl]).ok()?)).ok()?;
+        let old = lines(&base);
+        let (mut out, mut at) = (Vec::new(), nl + 1);
+        while at < d.len() {
+            let end = at + d[at..].iter().position(|&b| b == b'\n')?;
+            let op = std::str::from_utf8(&d[at + 1..end]).ok()?;
+            at = end + 1;
+            if d[end - op.len() - 1] == b'+' {
+                let n: usize = op.parse().ok()?;
+                out.extend_from_slice(d.get(at..at + n)?);
+                at += n;
+            } else {
+                let (o, n) = op.split_once(' ')?;
+                let (o, n): (usize, usize) = (o.parse().ok()?, n.parse().ok()?);
+                out.extend(old.get(o..o + n)?.concat());
+            }
+        }
+        Some(out)
+    }
+
+    fn blob(&self, image: &Value) -> Vec<u8> {
+        image
+            .as_str()
+            .and_then(|n| self.read(n))
+            .unwrap_or_default()
+    }
+
+    /// The oldest turns go until the blobs fit, then the blobs no change needs.
+    fn prune(&self, i: &mut Inner) {
+        if i.bytes <= self.settings.max_bytes {
+            return;
+        }
+        let mut sizes: HashMap<String, u64> = HashMap::new();
+        for e in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name != "index.json" {
+                sizes.insert(name, e.metadata().map_or(0, |m| m.len()));
+            }
+        }
+        // The images changes and calls begun need, and the bases of those stored as deltas.
+        let used = |i: &Inner| -> HashSet<String> {
+            let images = i.list.iter().flat_map(|c| [&c["before"], &c["after"]]);
+            let pending = i.pending.iter().flat_map(|p| p.1.iter().map(|t| &t.1));
+            let known = i.known.values().map(|k| &k.1);
+            let mut todo: Vec<String> = images
+                .filter_map(|v| v.as_str().map(String::from))
+                .chain(pending.chain(known).flatten().cloned())
+                .collect();
+            let mut keep = HashSet::new();
+            while let Some(n) = todo.pop() {
+                if let (Some(b), true) = (self.base(&n), keep.insert(n)) {
+                    todo.push(b);
+                }
+            }
+            keep
+        };
+        let size = |n: &String| sizes.get(n).or(sizes.get(&format!("{n}.d"))).copied();
+        loop {
+            let keep = used(i);
+            let total: u64 = keep.iter().filter_map(size).sum();
+            if total <= self.settings.max_bytes || i.list.is_empty() {
+                break;
+            }
+            let key = (i.list[0]["session"].clone(), i.list[0]["turn"].clone());
+            i.list
+                .retain(|c| (c["session"].clone(), c["turn"].clone()) != key);
+            // The images of files no change holds any more are not kept for them either.
+            let files: HashSet<&str> = i.list.iter().filter_map(|c| c["file"].as_str()).collect();
+            let files: HashSet<PathBuf> = files.into_iter().map(PathBuf::from).collect();
+            i.known.retain(|f, _| files.contains(f));
+        }
+        let keep = used(i);
+        for (name, size) in sizes {
+            let image = name.strip_suffix(".d").unwrap_or(&name);
+            if !keep.contains(image) && std::fs::remove_file(self.dir.join(&name)).is_ok() {
+                i.bytes = i.bytes.saturating_sub(size);
+            }
+        }
+    }
+
+    fn save(&self, i: &Inner) {
+        let v = obj! {"next": i.next, "turns": i.turns.clone(), "changes": i.list.clone()};
+        if crate::files::private_dir(&self.dir, "review store").is_ok() {
+            let _ = crate::files::write_volatile(
+                &self.dir.join("index.json"),
+                v.to_string().as_bytes(),
+                0o600,
+            );
+        }
+    }
+
+    /// The changes `which` selects, each with its hunks (`hunks`: number, text, state, why)
+    /// and, with `content`, its before and after text.
+    pub fn list(&self, which: &Which, content: bool) -> Vec<Value> {
+        let i = lock(&self.inner);
+        let latest = |s: &Value| {
+            i.list
+                .iter()
+                .rev()
+                .find(|c| c["session"] == *s)
+                .map(|c| c["turn"].clone())
+        };
+        let mut out = Vec::new();
+        for c in &i.list {
+            let s = &c["session"];
+            let picked = which
+                .session
+                .as_ref()
+                .is_none_or(|w| s.as_str().is_some_and(|s| s.starts_with(w.as_str())))
+                && match which.turn {
+                    Some(t) => c["turn"] == t,
+                    None => which.all || latest(s) == Some(c["turn"].clone()),
+                };
+            if !picked {
+                continue;
+            }
+            let (before, after) = (self.blob(&c["before"]), self.blob(&c["after"]));
+            let review = Review::new(before.clone(), after.clone());
+            let hunks: Vec<Value> = review
+                .pieces
+                .iter()
+                .enumerate()
+                .map(|(n, p)| {
+                    let d = &c["hunks"][(n + 1).to_string()];
+                    obj! {"hunk": n + 1, "text": String::from_utf8_lossy(&p.text()).into_owned(),
+                    "state": d["state"].clone(), "why": d["why"].clone()}
+                })
+                .collect();
+            let mut v = c.clone();
+            v["hunks"] = hunks.into();
+            v["new_file"] = c["before"].is_null().into();
+            if content {
+                v["before"] = String::from_utf8_lossy(&before).into_owned().into();
+                v["after"] = String::from_utf8_lossy(&after).into_owned().into();
+            } else if let Some(m) = v.as_object_mut() {
+                m.remove("before");
+                m.remove("after");
+            }
+            out.push(v);
+        }
+        out
+    }
+
+    /// Keeps or undoes hunks of change `id` (numbers from 1), with a reason. Undoing applies
+    /// the reverse of Claude's hunk to the file as it is now; keeping a hunk undone before
+    /// applies it again. Refused whole, the file untouched, when a hunk's lines changed since.
+    pub fn decide(
+        &self,
+        ws: &Workspaces,
+        write: &WriteFile<'_>,
+        id: u64,
+        hunks: &[usize],
+        undo: bool,
+        why: Option<&str>,
+    ) -> Result<Value, String> {
+        let mut i = lock(&self.inner);
+        let Some(k) = i.list.iter().position(|c| c["id"] == id) else {
+            return Err(format!(
+                "no recorded change {id}: ccide review --all lists them"
+            ));
+        };
+        let c = i.list[k].clone();
+        let file = PathBuf::from(c["file"].as_str().unwrap_or(""));
+        let (before, after) = (self.blob(&c["before"]), self.blob(&c["after"]));
+        let review = Review::new(before.clone(), after.clone());
+        let mut now = match ws.read(&file, MAX_FILE) {
+            Ok(b) => Some(b),
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("cannot read {}: {e}", file.display())),
+        };
+        let start = now.clone();
+        for &h in hunks {
+            let Some(p) = review.pieces.get(h.wrapping_sub(1)) else {
+                return Err(format!(
+                    "change {id} has hunks 1 to {}, not {h}",
+                    review.pieces.len()
+                ));
+            };
+            let undone = c["hunks"][h.to_string()]["state"] == "undone";
+            if undone == undo {
+                continue;
+            }
+            let side = |k: char| -> Vec<&[u8]> {
+                p.lines
+                    .iter()
+                    .filter(|l| l.0 != k)
+                    .map(|l| &l.1[..])
+                    .collect()
+            };
+            let (image, lo, from, to) = match undo {
+                true => (&after, p.new_lo, side('-'), side('+')),
+                false => (&before, p.old_lo, side('+'), side('-')),
+            };
+            let cur = now.clone().unwrap_or_default();
+            now = Some(swap(image, lo, &from, &to, &cur).ok_or_else(|| {
+                format!(
+                    "hunk {h} of change {id} was not {}: its lines in {} changed since {}; nothing was written",
+                    if undo { "undone" } else { "restored" },
+                    file.display(),
+                    if undo { "Claude wrote them" } else { "it was undone" }
+                )
+            })?);
+        }
+        if now != start {
+            // A file Claude created and every line of it undone is removed.
+            let gone = c["before"].is_null() && now.as_deref() == Some(b"");
+            write(&file, now.as_deref().filter(|_| !gone))
+                .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+        }
+        for &h in hunks {
+            let d = &mut i.list[k]["hunks"][h.to_string()];
+            // Kept as Claude wrote it: nothing for the model to hear.
+            let told = !undo && d["state"] != "undone";
+            *d = obj! {"state": if undo { "undone" } else { "kept" }, "why": why, "told": told};
+        }
+        let mut v = c.clone();
+        v["hunks"] = i.list[k]["hunks"].clone();
+        self.save(&i);
+        Ok(v)
+    }
+
+    /// How many hunks of `session`'s current turn nobody decided yet.
+    pub fn undecided(&self, session: &str) -> usize {
+        let turn = lock(&self.inner).turns.get(session).and_then(Value::as_u64);
+        let which = Which {
+            session: Some(session.into()),
+            turn: Some(turn.unwrap_or(0)),
+            all: false,
+        };
+        let list = self.list(&which, false);
+        let hunks = list
+            .iter()
+            .flat_map(|c| c["hunks"].as_array().cloned().unwrap_or_default());
+        hunks.filter(|h| h["state"].is_null()).count()
+    }
+
+    /// What the model of `session` has not been told: each hunk undone or restored since,
+    /// from then on told.
+    fn notices(&self, i: &mut Inner, ws: &Workspaces, session: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in i.list.iter_mut().filter(|c| c["session"] == session) {
+            let file = ws.rel(Path::new(c["file"].as_str().unwrap_or("")));
+            let tool = c["tool"].as_str().unwrap_or("change").to_string();
+            let images = (c["before"].clone(), c["after"].clone());
+            let Some(m) = c["hunks"].as_object_mut() else {
+                continue;
+            };
+            let mut review = None;
+            for (n, d) in m.iter_mut().filter(|(_, d)| d["told"] == false) {
+                d["told"] = true.into();
+                let why = d["why"]
+                    .as_str()
+                    .map_or(String::new(), |w| format!(" (reason: {w})"));
+                if d["state"] != "undone" {
+                    out.push(format!("The user restored hunk {n} of your {tool} of {file}, which they had undone{why}."));
+                    continue;
+                }
+                let r = review
+                    .get_or_insert_with(|| Review::new(self.blob(&images.0), self.blob(&images.1)));
+                let text = r
+                    .pieces
+                    .get(n.parse::<usize>().unwrap_or(0).wrapping_sub(1));
+                let text = text.map_or(String::new(), |p| {
+                    String::from_utf8_lossy(&p.text()).into_owned()
+                });
+                out.push(format!("The user undid hunk {n} of your {tool} of {file} after you made it{why}; the file no longer has it:\n{}", text.trim_end()));
+            }
+        }
+        out
+    }
+}
+
+/// Which changes a listing shows: by default every session's latest turn.
+#[derive(Default)]
+pub struct Which {
+    pub session: Option<String>,
+    pub turn: Option<u64>,
+    pub all: bool,
+}
+
+/// `cur` with the lines `from`, which start at line `lo` of `image`, replaced by `to`; None
+/// when those lines are not in `cur` as they are in `image` (changed, or gone).
+fn swap(image: &[u8], lo: usize, from: &[&[u8]], to: &[&[u8]], cur: &[u8]) -> Option<Vec<u8>> {
+    let (old, new) = (lines(image), lines(cur));
+    let at = if from.is_empty() {
+        new.is_empty().then_some(0)?
+    } else {
+        let hi = lo + from.len();
+        let mut at: Option<usize> = None;
+        let mut seen = 0;
+        for op in diff_lines(&old, &new) {
+            if let Op::Equal {
+                old: o,
+                new: n,
+                len,
+            } = op
+            {
+                let shared = hi.min(o + len).saturating_sub(lo.max(o));
+                if shared > 0 {
+                    // Where the lines start in `cur`, as this run places them.
+                    let start = (n + lo).checked_sub(o)?;
+                    if *at.get_or_insert(start) != start {
+                        return None;
+                    }
+                    seen += shared;
+                }
+            }
+        }
+        (seen == from.len()).then_some(at?)?
+    };
+    let mut out = Vec::with_capacity(cur.len());
+    for l in new[..at].iter().chain(to).chain(&new[at + from.len()..]) {
+        out.extend_from_slice(l);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Images stored as deltas read back byte for byte, whatever their line endings, each
+    /// against an image stored whole.
+    #[test]
+    fn a_delta_reads_back_exactly_against_a_whole_image() {
+        let dir = std::env::temp_dir().join(format!("ccide-changes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let c = Changes::open(&dir, Settings::default());
+        let mut i = Inner::default();
+        let mut text: Vec<u8> = (0..200)
+            .flat_map(|l| format!("line {l}\r\n").into_bytes())
+            .collect();
+        text.extend_from_slice(b"\xEF\xBB\xBFno newline");
+        let mut base = c.put(&mut i, &text, None).unwrap();
+        for edit in 0..40 {
+            let at = 9 * (edit % 20) + 3;
+            text.splice(at..at + 1, format!("{edit}\n").into_bytes());
+            let name = c.put(&mut i, &text, Some(&base)).unwrap();
+            assert_eq!(c.read(&name).as_deref(), Some(&text[..]), "edit {edit}");
+            if let Some(b) = c.base(&name) {
+                assert_eq!(c.base(&b), None, "{name} is against a delta");
+            }
+            base = name;
+        }
+        // Mostly deltas: far less than 41 whole copies.
+        assert!(i.bytes < 10 * text.len() as u64, "{} bytes", i.bytes);
+        // The same content again is the same image.
+        assert_eq!(c.put(&mut i, &text, None).unwrap(), base);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

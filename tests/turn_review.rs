@@ -1,0 +1,513 @@
+//! Review after the fact (ccide-protocol(7) §15): the plugin's hooks, run as the CLI runs them,
+//! record what Claude's tools changed per session and turn; `ccide review` lists it hunk by
+//! hunk, keeps or undoes hunks in the file as it is now, and the model hears what was undone.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::util::*;
+use serde_json::{Value, json};
+
+const ONE: &str = "5f1c2a0e-0000-4000-8000-000000000001";
+const TWO: &str = "9b3d7e11-0000-4000-8000-000000000002";
+
+/// A hook's input as the CLI writes it for `event`, with `extra` fields.
+fn input(sb: &Sandbox, session: &str, event: &str, extra: Value) -> Value {
+    let mut v = json!({"session_id": session,
+        "transcript_path": sb.home().join(format!(".claude/projects/ws/{session}.jsonl")),
+        "cwd": sb.ws(), "permission_mode": "acceptEdits", "hook_event_name": event});
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+/// The user's prompt: a turn begins. What the hook printed.
+fn prompt(sb: &Sandbox, session: &str) -> String {
+    let i = input(sb, session, "UserPromptSubmit", json!({"prompt": "go on"}));
+    stdout(&hook(sb, "user-prompt-submit", &i))
+}
+
+/// One tool call of Claude's as the CLI runs it: PreToolUse, the tool (`act`), PostToolUse.
+/// What the PostToolUse hook printed.
+fn tool(sb: &Sandbox, session: &str, name: &str, args: Value, act: impl FnOnce()) -> String {
+    static CALL: AtomicU64 = AtomicU64::new(0);
+    let id = format!("toolu_{:04}", CALL.fetch_add(1, Ordering::Relaxed));
+    let call = json!({"tool_name": name, "tool_input": args, "tool_use_id": id});
+    let pre = input(sb, session, "PreToolUse", call.clone());
+    assert_eq!(stdout(&hook(sb, "pre-tool-use", &pre)), "");
+    act();
+    let mut post = input(sb, session, "PostToolUse", call);
+    post["tool_response"] = json!({"success": true});
+    stdout(&hook(sb, "post-tool-use", &post))
+}
+
+/// An Edit of `file` to `after`, as Claude makes it.
+fn edit(sb: &Sandbox, session: &str, file: &Path, after: &[u8]) -> String {
+    let args = json!({"file_path": file, "old_string": "x", "new_string": "y"});
+    tool(sb, session, "Edit", args, || {
+        std::fs::write(file, after).unwrap()
+    })
+}
+
+fn review(sb: &Sandbox, args: &[&str]) -> Value {
+    let mut all = vec!["review"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    serde_json::from_slice(&sb.run_ok(&all).stdout).unwrap()
+}
+
+/// Each listed change as (file name, tool, session, turn, [hunk texts]).
+fn hunks(v: &Value) -> Vec<(String, String, String, u64, Vec<String>)> {
+    v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let name = Path::new(c["file"].as_str().unwrap()).file_name().unwrap();
+            let texts = c["hunks"].as_array().unwrap().iter();
+            (
+                name.to_string_lossy().into_owned(),
+                c["tool"].as_str().unwrap().to_string(),
+                c["session"].as_str().unwrap()[..8].to_string(),
+                c["turn"].as_u64().unwrap(),
+                texts
+                    .map(|h| h["text"].as_str().unwrap().to_string())
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+fn h(
+    file: &str,
+    tool: &str,
+    session: &str,
+    turn: u64,
+    texts: &[&str],
+) -> (String, String, String, u64, Vec<String>) {
+    let texts = texts.iter().map(|t| t.to_string()).collect();
+    (file.into(), tool.into(), session[..8].into(), turn, texts)
+}
+
+#[test]
+fn each_tool_is_recorded_as_claude_made_it_and_never_the_users_own_edits() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.py", "x = 1\ny = 2\n");
+    let nb = sb.write("n.ipynb", "{\"cells\": []}\n");
+    let _s = sb.serve(&[]);
+    assert_eq!(prompt(&sb, ONE), "");
+    // The user's edit before the turn's first tool call: not Claude's.
+    std::fs::write(&a, "x = 1\ny = 2\nuser = 0\n").unwrap();
+    assert_eq!(edit(&sb, ONE, &a, b"x = 10\ny = 2\nuser = 0\n"), "");
+    // The user's edit between two of Claude's: not Claude's either.
+    std::fs::write(&a, "x = 10\ny = 2\nuser = 1\n").unwrap();
+    let multi = json!({"file_path": a, "edits": []});
+    tool(&sb, ONE, "MultiEdit", multi, || {
+        std::fs::write(&a, "x = 10\ny = 20\nuser = 1\n").unwrap()
+    });
+    let c = sb.ws().join("new/c.txt");
+    let write = json!({"file_path": c, "content": "made\n"});
+    tool(&sb, ONE, "Write", write, || {
+        std::fs::create_dir_all(c.parent().unwrap()).unwrap();
+        std::fs::write(&c, "made\n").unwrap()
+    });
+    let cell = json!({"notebook_path": nb, "new_source": "print(1)"});
+    tool(&sb, ONE, "NotebookEdit", cell, || {
+        std::fs::write(&nb, "{\"cells\": [1]}\n").unwrap()
+    });
+    // A call that changed nothing, and the user's edit after the turn: no change.
+    edit(&sb, ONE, &a, b"x = 10\ny = 20\nuser = 1\n");
+    std::fs::write(&a, "x = 10\ny = 20\nuser = 2\n").unwrap();
+    let v = review(&sb, &[]);
+    assert_eq!(
+        hunks(&v),
+        vec![
+            h(
+                "a.py",
+                "Edit",
+                ONE,
+                1,
+                &["@@ -1,3 +1,3 @@\n-x = 1\n+x = 10\n y = 2\n user = 0\n"]
+            ),
+            h(
+                "a.py",
+                "MultiEdit",
+                ONE,
+                1,
+                &["@@ -1,3 +1,3 @@\n x = 10\n-y = 2\n+y = 20\n user = 1\n"]
+            ),
+            h("c.txt", "Write", ONE, 1, &["@@ -0,0 +1 @@\n+made\n"]),
+            h(
+                "n.ipynb",
+                "NotebookEdit",
+                ONE,
+                1,
+                &["@@ -1 +1 @@\n-{\"cells\": []}\n+{\"cells\": [1]}\n"]
+            ),
+        ]
+    );
+    assert_eq!(v["changes"][2]["new_file"], true);
+    // The latest turn is the latest that changed something; the one before stays under --turn.
+    prompt(&sb, ONE);
+    assert_eq!(hunks(&review(&sb, &[])).len(), 4);
+    edit(
+        &sb,
+        ONE,
+        &a,
+        b"x = 10
+y = 20
+user = 3
+",
+    );
+    assert_eq!(hunks(&review(&sb, &[]))[0].3, 2);
+    assert_eq!(hunks(&review(&sb, &["--turn", "1"])).len(), 4);
+    // The text listing numbers the hunks across the changes.
+    let o = sb.run_ok(&["review", "list", "--turn", "1"]);
+    assert!(
+        stdout(&o).starts_with("change 0: a.py (Edit, session 5f1c2a0e, turn 1)\n@@ -1,3 +1,3 @@ hunk 1/4\n-x = 1\n+x = 10\n"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+/// A file with two of Claude's hunks, in `bytes` made of `lines` (each with its ending).
+fn two_hunks(
+    sb: &Sandbox,
+    name: &str,
+    bom: &str,
+    eol: &str,
+) -> (std::path::PathBuf, Vec<u8>, Vec<u8>) {
+    let body = |a: &str, z: &str| {
+        let mut lines = vec![a.to_string()];
+        lines.extend((1..=10).map(|i| format!("mid {i}")));
+        lines.push(z.into());
+        format!("{bom}{}{eol}", lines.join(eol)).into_bytes()
+    };
+    let before = body("first", "last");
+    let after = body("FIRST", "LAST");
+    let f = sb.write(name, &before);
+    edit(sb, ONE, &f, &after);
+    (f, before, after)
+}
+
+#[test]
+fn undo_writes_the_reverse_of_the_hunk_byte_for_byte_and_keep_restores_it() {
+    let sb = Sandbox::new();
+    let _s = sb.serve(&[]);
+    prompt(&sb, ONE);
+    let mut files = Vec::new();
+    for (name, bom, eol) in [
+        ("lf.txt", "", "\n"),
+        ("crlf.txt", "", "\r\n"),
+        ("bom.txt", "\u{feff}", "\r\n"),
+    ] {
+        files.push((name, bom, eol, two_hunks(&sb, name, bom, eol)));
+    }
+    // Hunk 2 of each file (hunks 2, 4, 6 in the listing): its last line.
+    let o = sb.run_ok(&[
+        "review",
+        "undo",
+        "--hunks",
+        "2,4,6",
+        "--why",
+        "keep the tail",
+    ]);
+    assert_eq!(
+        stdout(&o),
+        "undid hunk 2 (lf.txt)\nundid hunk 4 (crlf.txt)\nundid hunk 6 (bom.txt)\n"
+    );
+    for (name, bom, eol, (f, before, after)) in &files {
+        let now = std::fs::read(f).unwrap();
+        let mut want = after.clone();
+        let (b, a) = (format!("last{eol}"), format!("LAST{eol}"));
+        want.truncate(want.len() - a.len());
+        want.extend_from_slice(b.as_bytes());
+        assert_eq!(
+            String::from_utf8_lossy(&now),
+            String::from_utf8_lossy(&want),
+            "{name}"
+        );
+        assert!(now.starts_with(format!("{bom}FIRST").as_bytes()), "{name}");
+        assert_ne!(&now, before);
+    }
+    let v = review(&sb, &[]);
+    assert_eq!(v["changes"][0]["hunks"][1]["state"], "undone");
+    assert_eq!(v["changes"][0]["hunks"][1]["why"], "keep the tail");
+    assert_eq!(v["changes"][0]["hunks"][0]["state"], Value::Null);
+    // The undo undone: the file is Claude's again, exactly.
+    sb.run_ok(&["review", "keep", "--hunks", "2,4,6"]);
+    for (name, _, _, (f, _, after)) in &files {
+        assert_eq!(&std::fs::read(f).unwrap(), after, "{name}");
+    }
+    // Everything undone: the files as they were before Claude's edit.
+    sb.run_ok(&["review", "undo"]);
+    for (name, _, _, (f, before, _)) in &files {
+        assert_eq!(&std::fs::read(f).unwrap(), before, "{name}");
+    }
+}
+
+#[test]
+fn undo_is_refused_when_the_user_changed_those_lines_and_touches_nothing() {
+    let sb = Sandbox::new();
+    let _s = sb.serve(&[]);
+    prompt(&sb, ONE);
+    let (f, _, after) = two_hunks(&sb, "a.txt", "", "\n");
+    let mine = String::from_utf8(after)
+        .unwrap()
+        .replace("LAST", "LAST!")
+        .replace("mid 1\n", "mid one\n");
+    std::fs::write(&f, &mine).unwrap();
+    let o = sb.run(&["review", "undo", "--hunks", "2"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "ccide: hunk 2 of change 0 was not undone: its lines in {} changed since Claude wrote them; nothing was written\n",
+            f.display()
+        )
+    );
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), mine);
+    // Hunk 1's lines are as Claude wrote them (only its context moved by the user's edit
+    // elsewhere is refused too: "mid 1" is its context).
+    let o = sb.run(&["review", "undo", "--hunks", "1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    std::fs::write(&f, mine.replace("mid one\n", "mid 1\n")).unwrap();
+    sb.run_ok(&["review", "undo", "--hunks", "1"]);
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        mine.replace("mid one\n", "mid 1\n")
+            .replace("FIRST", "first")
+    );
+}
+
+#[test]
+fn the_model_hears_each_undo_and_its_reason_once_at_its_next_request() {
+    let sb = Sandbox::new();
+    let _s = sb.serve(&[]);
+    prompt(&sb, ONE);
+    two_hunks(&sb, "a.txt", "", "\n");
+    prompt(&sb, TWO);
+    let other = sb.write("b.txt", "b\n");
+    edit(&sb, TWO, &other, b"B\n");
+    // One inbox: both sessions' latest turns, each labelled.
+    let v = review(&sb, &[]);
+    let sessions: Vec<&str> = v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["session"].as_str().unwrap())
+        .collect();
+    assert_eq!(sessions, [ONE, TWO]);
+    assert_eq!(hunks(&review(&sb, &["--session", "9b3d"])).len(), 1);
+    sb.run_ok(&[
+        "review",
+        "undo",
+        "--session",
+        ONE,
+        "--hunks",
+        "2",
+        "--why",
+        "the tail stays lower case",
+    ]);
+    // Session two hears nothing of session one's change.
+    assert_eq!(prompt(&sb, TWO), "");
+    // Session one hears it after its next tool call.
+    let said = edit(&sb, ONE, &other, b"B\nb2\n");
+    let said: Value = serde_json::from_str(&said).unwrap();
+    assert_eq!(
+        said,
+        json!({"hookSpecificOutput": {"hookEventName": "PostToolUse",
+            "additionalContext": "The user undid hunk 2 of your Edit of a.txt after you made it (reason: the tail stays lower case); the file no longer has it:\n@@ -9,4 +9,4 @@\n mid 8\n mid 9\n mid 10\n-last\n+LAST"}})
+    );
+    // Once.
+    assert_eq!(prompt(&sb, ONE), "");
+    // A restore is told at the next prompt.
+    sb.run_ok(&[
+        "review",
+        "keep",
+        "--session",
+        ONE,
+        "--turn",
+        "1",
+        "--hunks",
+        "2",
+    ]);
+    let said: Value = serde_json::from_str(&prompt(&sb, ONE)).unwrap();
+    assert_eq!(
+        said["hookSpecificOutput"]["additionalContext"],
+        "The user restored hunk 2 of your Edit of a.txt, which they had undone."
+    );
+}
+
+#[test]
+fn the_oldest_turns_are_pruned_to_keep_the_images_under_the_bound() {
+    let sb = Sandbox::new();
+    let _s = sb.serve(&["--review-store", "1"]);
+    let f = sb.write("big.txt", "");
+    for turn in 0..6u8 {
+        prompt(&sb, ONE);
+        let text: Vec<u8> = (0..300_000)
+            .map(|i| b'a' + ((i / 7 + turn as usize) % 26) as u8)
+            .collect();
+        edit(&sb, ONE, &f, &text);
+        let used: u64 = std::fs::read_dir(sb.state().join("changes"))
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum();
+        assert!(used <= (1 << 20) + 4096, "turn {turn}: {used} bytes");
+    }
+    let v = review(&sb, &["--all"]);
+    let turns: Vec<u64> = v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["turn"].as_u64().unwrap())
+        .collect();
+    // Each turn's change holds two images of 300 kB (before and after) but shares one with the
+    // turn before: the last two turns fit.
+    assert_eq!(turns, [5, 6]);
+}
+
+#[test]
+fn a_command_that_changes_a_known_file_is_recorded_as_bash() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.txt", "one\n");
+    let _s = sb.serve(&[]);
+    prompt(&sb, ONE);
+    edit(&sb, ONE, &a, b"two\n");
+    let cmd = json!({"command": "sed -i s/two/three/ a.txt"});
+    tool(&sb, ONE, "Bash", cmd.clone(), || {
+        std::fs::write(&a, "three\n").unwrap()
+    });
+    // A command that changes nothing known: nothing.
+    tool(&sb, ONE, "Bash", cmd, || {});
+    assert_eq!(
+        hunks(&review(&sb, &[])),
+        vec![
+            h("a.txt", "Edit", ONE, 1, &["@@ -1 +1 @@\n-one\n+two\n"]),
+            h("a.txt", "Bash", ONE, 1, &["@@ -1 +1 @@\n-two\n+three\n"]),
+        ]
+    );
+}
+
+#[test]
+fn the_review_gate_holds_the_end_of_the_turn_until_it_is_reviewed() {
+    let sb = Sandbox::new();
+    let _s = sb.serve(&["--review-gate"]);
+    prompt(&sb, ONE);
+    two_hunks(&sb, "a.txt", "", "\n");
+    let stop = input(&sb, ONE, "Stop", json!({"stop_hook_active": false}));
+    let mut held = sb.hook_child("stop", &stop);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(held.try_wait().unwrap(), None, "the Stop hook did not wait");
+    sb.run_ok(&["review", "keep", "--hunks", "1"]);
+    sb.run_ok(&["review", "undo", "--hunks", "2", "--why", "no"]);
+    let o = finished(held, DEADLINE);
+    let said: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(said["decision"], "block");
+    assert!(
+        said["reason"].as_str().unwrap().starts_with(
+            "The user undid hunk 2 of your Edit of a.txt after you made it (reason: no)"
+        ),
+        "{said}"
+    );
+    // Reviewed: the next stop ends the turn at once.
+    assert_eq!(stdout(&hook(&sb, "stop", &stop)), "");
+}
+
+#[test]
+fn without_a_server_every_hook_returns_at_once_and_says_nothing() {
+    let sb = Sandbox::new();
+    let a = sb.ws().join("a.txt");
+    let call = json!({"tool_name": "Edit", "tool_input": {"file_path": a}, "tool_use_id": "t"});
+    for (name, event) in [
+        ("pre-tool-use", "PreToolUse"),
+        ("post-tool-use", "PostToolUse"),
+        ("stop", "Stop"),
+    ] {
+        let o = hook(&sb, name, &input(&sb, ONE, event, call.clone()));
+        assert_eq!(stdout(&o), "", "{name}");
+    }
+}
+
+#[test]
+fn on_the_terminal_each_key_decides_a_hunk_at_once() {
+    let sb = Sandbox::new();
+    let _s = sb.serve(&[]);
+    prompt(&sb, ONE);
+    let (f, _, after) = two_hunks(&sb, "a.txt", "", "\n");
+    let b = sb.write("b.txt", "b\n");
+    edit(&sb, ONE, &b, b"B\n");
+    let keys = crate::hunk_review::steps(&[
+        ("(1/3) Keep this hunk [y,n,q,a,d,j,J,?]? ", "y"),
+        ("(2/3) Keep this hunk [y,n,q,a,d,K,j,J,?]? ", "n"),
+        ("Why undo it? (optional, Enter skips): ", "LAST shouts\n"),
+        ("(3/3) Keep this hunk [y,n,q,a,d,K,?]? ", "q"),
+    ]);
+    let screen = crate::hunk_review::in_terminal(&sb, &["review"], &[("NO_COLOR", "1")], &keys);
+    let screen = String::from_utf8_lossy(&screen);
+    assert!(
+        screen.contains(
+            "change 0: a.txt (Edit, session 5f1c2a0e, turn 1)\n@@ -1,4 +1,4 @@\n-first\n+FIRST\n"
+        ),
+        "{screen}"
+    );
+    assert!(screen.contains("kept hunk 1 (a.txt)\n"), "{screen}");
+    assert!(screen.contains("undid hunk 2 (a.txt)\n"), "{screen}");
+    let want = String::from_utf8(after).unwrap().replace("LAST", "last");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), want);
+    // q left hunk 3 undecided, and the file as Claude wrote it.
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), "B\n");
+    let states: Vec<Value> = review(&sb, &[])["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| {
+            c["hunks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["state"].clone())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(states, [json!("kept"), json!("undone"), Value::Null]);
+    assert_eq!(
+        review(&sb, &[])["changes"][0]["hunks"][1]["why"],
+        "LAST shouts"
+    );
+}
+
+#[test]
+fn an_edit_of_a_file_that_cannot_be_recorded_records_nothing_of_any_file() {
+    let sb = Sandbox::new();
+    let a = sb.write("a.txt", "a\n");
+    let _s = sb.serve(&[]);
+    prompt(&sb, ONE);
+    edit(&sb, ONE, &a, b"A\n");
+    // Outside the workspace, and a directory: neither is read, and what changes meanwhile
+    // (the user's edit of a.txt) is not taken for their edit.
+    let outside = sb.home().join("elsewhere.txt");
+    std::fs::create_dir_all(sb.home()).unwrap();
+    std::fs::write(&outside, "x\n").unwrap();
+    let dir = sb.ws().join("d");
+    std::fs::create_dir(&dir).unwrap();
+    for (n, file) in [&outside, &dir].into_iter().enumerate() {
+        let args = json!({"file_path": file, "old_string": "y", "new_string": "z"});
+        tool(&sb, ONE, "Edit", args, || {
+            std::fs::write(&a, format!("A\nuser {n}\n")).unwrap()
+        });
+    }
+    assert_eq!(
+        hunks(&review(&sb, &[])),
+        vec![h("a.txt", "Edit", ONE, 1, &["@@ -1 +1 @@\n-a\n+A\n"])]
+    );
+    let stored = sb.state().join("changes").read_dir().unwrap();
+    assert!(
+        !stored
+            .into_iter()
+            .any(|e| std::fs::read(e.unwrap().path()).unwrap() == b"x\n")
+    );
+}
