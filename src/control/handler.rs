@@ -79,7 +79,15 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
                 undo,
                 why.as_deref(),
             );
-            r.map_or_else(|e| failure(&e), |c| obj! {"ok": true, "change": c})
+            r.map_or_else(
+                |e| failure(&e),
+                |c| {
+                    let ev = obj! {"event": "change_decided", "id": id, "file": c["file"].clone(),
+                    "hunks": hunks, "undo": undo};
+                    state.events.emit(ev);
+                    obj! {"ok": true, "change": c}
+                },
+            )
         }
         // A symlink named like the file, beside `proposed`, so the editor picks the file's
         // language for the proposal (and attaches `ccide lsp` to it).
@@ -191,7 +199,16 @@ fn record(
             c.before(ws, &call, file.and_then(Result::ok), &tabs);
             Vec::new()
         }
-        "post" => c.after(ws, session, &call, tool.as_deref().unwrap_or("")),
+        "post" => {
+            let from = c.next_id();
+            let told = c.after(ws, session, &call, tool.as_deref().unwrap_or(""));
+            for (id, file) in c.since(from) {
+                let ev =
+                    obj! {"event": "change_recorded", "id": id, "file": file, "session": session};
+                state.events.emit(ev);
+            }
+            told
+        }
         "stop" => Vec::new(),
         other => return failure(&format!("unknown record event '{other}'")),
     };
