@@ -423,6 +423,24 @@ pub fn parse_edited_hunk(text: &[u8]) -> Result<Option<Vec<Vec<u8>>>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_are_placed_in_a_later_text_only_where_they_are_whole() {
+        let image = b"a\nb\nc\nd\n";
+        let runs = [(1, 2), (3, 1), (0, 0)];
+        assert_eq!(
+            placed(image, b"a\nb\nc\nd\n", &runs),
+            [Some(1), Some(3), None]
+        );
+        assert_eq!(
+            placed(image, b"x\na\nb\nc\ny\nd\n", &runs),
+            [Some(2), Some(5), None]
+        );
+        // A line of the run changed, or a line put inside it: not there.
+        assert_eq!(placed(image, b"a\nB\nc\nd\n", &runs)[0], None);
+        assert_eq!(placed(image, b"a\nb\nx\nc\nd\n", &runs)[0], None);
+        assert_eq!(placed(b"", b"", &[(0, 0)]), [Some(0)]);
+    }
     use Decision::{Drop, Edit, Keep};
 
     const OLD: &str =

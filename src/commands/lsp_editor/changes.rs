@@ -106,3 +106,52 @@ impl Change {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(placed: &[Placed]) -> Vec<(usize, usize, String)> {
+        let m = |p: &Placed| p.hint["message"].as_str().unwrap().to_string();
+        placed
+            .iter()
+            .map(|p| (p.lines.start, p.lines.end, m(p)))
+            .collect()
+    }
+
+    #[test]
+    fn hunks_are_placed_where_claudes_lines_are_now_and_left_out_once_changed_or_decided() {
+        let before = "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\nl\n";
+        let after = "a\nB\nc\nd\ne\nf\ng\nh\ni\nj\nk\nl\nm1\nm2\nm3\nm4\n";
+        let answer = json!({"changes": [{"id": 7, "file": "/w/a", "before": before, "after": after,
+            "hunks": [{"hunk": 1, "state": null}, {"hunk": 2, "state": null}]}]});
+        let mut c = Change::listed(3, &answer).pop().unwrap();
+        assert_eq!((c.link, c.id, c.file.to_str()), (3, 7, Some("/w/a")));
+        assert_eq!(
+            messages(&c.placed(after)),
+            [
+                (1, 2, "Claude changed (hunk 1/2), was: b".into()),
+                (12, 16, "Claude added (hunk 2/2): 4 lines".into())
+            ]
+        );
+        // The user added two lines at the top: both move; changed B: hunk 1 goes.
+        let moved = format!("0\n00\n{after}");
+        assert_eq!(messages(&c.placed(&moved))[1].0, 14);
+        assert_eq!(messages(&c.placed(&moved))[0].0, 3);
+        let theirs = after.replace('B', "BB");
+        assert_eq!(messages(&c.placed(&theirs)).len(), 1);
+        c.decided[1] = true;
+        assert_eq!(messages(&c.placed(after)).len(), 1);
+        let a = c.actions("file:///w/a", &json!(null), 1);
+        assert_eq!(
+            a[1],
+            json!({"title": "Claude: undo hunk 1/2", "command": {"title": "Claude: undo hunk 1/2",
+                "command": "ccide.undoChange", "arguments": [{"uri": "file:///w/a", "range": null,
+                "change": 7, "hunk": 1}]}})
+        );
+        // Hunks counted otherwise than serve's (a file sent lossily): not shown.
+        let answer = json!({"changes": [{"id": 8, "file": "/w/b", "before": "a\n", "after": "b\n",
+            "hunks": []}]});
+        assert!(Change::listed(0, &answer).is_empty());
+    }
+}
