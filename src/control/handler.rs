@@ -82,9 +82,10 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
             r.map_or_else(
                 |e| failure(&e),
                 |c| {
-                    let ev = obj! {"event": "change_decided", "id": id, "file": c["file"].clone(),
-                    "hunks": hunks, "undo": undo};
-                    state.events.emit(ev);
+                    let file = c["file"].clone();
+                    state
+                        .events
+                        .emit(obj! {"event": "change_decided", "id": id, "file": file});
                     obj! {"ok": true, "change": c}
                 },
             )
@@ -203,9 +204,9 @@ fn record(
             let from = c.next_id();
             let told = c.after(ws, session, &call, tool.as_deref().unwrap_or(""));
             for (id, file) in c.since(from) {
-                let ev =
-                    obj! {"event": "change_recorded", "id": id, "file": file, "session": session};
-                state.events.emit(ev);
+                state
+                    .events
+                    .emit(obj! {"event": "change_recorded", "id": id, "file": file});
             }
             told
         }

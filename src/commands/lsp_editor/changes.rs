@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use super::proposals::hint;
-use crate::review::{Piece, Review, placed};
+use super::proposals::{command, hint};
+use crate::review::{Review, placed};
 
 pub struct Change {
     /// The server that recorded it (an index into the loop's links).
@@ -17,7 +17,7 @@ pub struct Change {
     pub file: PathBuf,
     review: Review,
     /// Each hunk kept or undone already.
-    pub decided: Vec<bool>,
+    decided: Vec<bool>,
 }
 
 /// A hunk of a change where it is in the editor's text: its number (from 1), its lines there
@@ -66,26 +66,18 @@ impl Change {
             let Some(at) = at[k].filter(|_| !self.decided[k]) else {
                 continue;
             };
-            // The hunk seen from the after-image: Claude's lines are its old side.
-            let back = Piece {
-                old_lo: at,
-                new_lo: p.old_lo,
-                lines: (p.lines.iter())
-                    .map(|(c, l)| {
-                        let c = match c {
-                            '+' => '-',
-                            '-' => '+',
-                            c => *c,
-                        };
-                        (c, l.clone())
-                    })
-                    .collect(),
+            // Claude's lines are the new side of its changes, context left out.
+            let first = p.lines.iter().position(|l| l.0 != ' ').unwrap_or(0);
+            let core = p.lines[first..].iter().rev().skip_while(|l| l.0 == ' ');
+            let lo = at + first;
+            let hi = lo + core.clone().filter(|l| l.0 == '+').count();
+            let mut was: Vec<&[u8]> = core.filter(|l| l.0 == '-').map(|l| &l.1[..]).collect();
+            was.reverse();
+            let (verb, then) = match was.is_empty() {
+                true => ("added", ""),
+                false => ("changed", ", was"),
             };
-            let (lo, hi, was) = back.kept();
-            let head = match was.is_empty() {
-                true => format!("Claude added (hunk {}/{n})", k + 1),
-                false => format!("Claude changed (hunk {}/{n}), was", k + 1),
-            };
+            let head = format!("Claude {verb} (hunk {}/{n}){then}", k + 1);
             out.push(Placed {
                 hunk: k + 1,
                 lines: lo..hi.max(lo + 1),
@@ -95,14 +87,13 @@ impl Change {
         out
     }
 
-    /// Keep and undo for hunk `hunk` of `n`, the editor's selection in `range`.
+    /// Keep and undo for hunk `hunk`, the editor's selection in `range`.
     pub fn actions(&self, uri: &str, range: &Value, hunk: usize) -> [Value; 2] {
         let n = self.review.pieces.len();
-        let arg = json!([{"uri": uri, "range": range, "change": self.id, "hunk": hunk}]);
+        let arg = json!({"uri": uri, "range": range, "change": self.id, "hunk": hunk});
         ["keep", "undo"].map(|verb| {
             let title = format!("Claude: {verb} hunk {hunk}/{n}");
-            let cmd = format!("ccide.{verb}Change");
-            json!({"title": title, "command": {"title": title, "command": cmd, "arguments": arg}})
+            command(&format!("ccide.{verb}Change"), title, arg.clone())
         })
     }
 }

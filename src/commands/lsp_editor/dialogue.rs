@@ -1226,12 +1226,9 @@ impl Dialogue {
             _ => {}
         }
         if let Some(verb) = cmd.strip_suffix("Change") {
-            let (id, hunk) = (a["change"].as_u64(), a["hunk"].as_u64());
-            let (Some(id), Some(hunk)) = (id, hunk) else {
-                return Err(format!(
-                    "{cmd} takes the change and the hunk: [{{\"uri\": ..., \"change\": ID, \"hunk\": N}}]"
-                ));
-            };
+            let (id, hunk) = (a["change"].as_u64().zip(a["hunk"].as_u64())).ok_or(
+                "give the change and the hunk: [{\"uri\": ..., \"change\": ID, \"hunk\": N}]",
+            )?;
             return self.decide_change(&path, link, id, hunk as usize, verb == "ccide.undo");
         }
         if HUNK_COMMANDS.contains(&cmd) {
@@ -1617,24 +1614,20 @@ impl Dialogue {
         hunk: usize,
         undo: bool,
     ) -> Result<Value, String> {
-        let mine = |c: &&mut Change| c.id == id && c.file == path;
-        let link = self.changes.iter_mut().find(mine).map(|c| c.link).or(link);
         let req = Request::ChangeDecide {
             id: id as usize,
             hunks: vec![hunk],
             undo,
             why: None,
         };
-        self.ask(link, &req)?;
-        if let Some(d) = (self.changes.iter_mut().find(mine))
-            .and_then(|c| c.decided.get_mut(hunk.wrapping_sub(1)))
-        {
-            *d = true;
+        let r = self.ask(link, &req);
+        if let Some(i) = link {
+            self.refresh_changes(i);
         }
+        r?;
         if undo {
             self.reload(path, "ccide undid a hunk of Claude's change to");
         }
-        self.publish_hints();
         Ok(Value::Null)
     }
 }

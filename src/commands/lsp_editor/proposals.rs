@@ -65,7 +65,7 @@ pub fn hunk_actions(uri: &str, range: &Value, at: Option<usize>, count: usize) -
         if let Some(h) = hunk {
             arg["hunk"] = h.into();
         }
-        json!({"title": title, "command": {"title": title, "command": cmd, "arguments": [arg]}})
+        command(cmd, title, arg)
     };
     let mut out = Vec::new();
     if let Some(i) = at {
@@ -87,6 +87,11 @@ pub fn hunk_actions(uri: &str, range: &Value, at: Option<usize>, count: usize) -
     ));
     out.push(action("ccide.rejectAll", "Claude: reject all".into(), None));
     out
+}
+
+/// A code action running `cmd` with `arg`, titled `title`.
+pub fn command(cmd: &str, title: String, arg: Value) -> Value {
+    json!({"title": title, "command": {"title": title, "command": cmd, "arguments": [arg]}})
 }
 
 /// The proposal of a diff as a review: its hunks as `ccide diff review` numbers them.
