@@ -999,6 +999,14 @@ fn the_latest_turns_changes_are_hints_kept_or_undone_by_code_actions() {
     );
     let change = json!({"textDocument": {"uri": file_uri(&f), "version": 2}, "contentChanges": [{"text": undone}]});
     ed.notify("textDocument/didChange", change);
+    // The user types in hunk 2's lines: its hint goes.
+    let typed = json!({"textDocument": {"uri": file_uri(&f), "version": 3}, "contentChanges": [
+        {"range": range(7, 5, 7, 6), "text": "8!"}]});
+    ed.notify("textDocument/didChange", typed);
+    assert_eq!(
+        ed.incoming("textDocument/publishDiagnostics")["params"]["diagnostics"],
+        json!([])
+    );
     // The user changes hunk 2's context on disk: its undo is refused, said with file and lines.
     let mine = undone.replace("line 12\n", "mine 12\n");
     std::fs::write(&f, &mine).unwrap();
