@@ -300,7 +300,7 @@ pub fn in_terminal_status(
 }
 
 /// Steps for the pty driver: (text the screen shows, keys typed then).
-fn steps(steps: &[(&str, &str)]) -> Vec<u8> {
+pub fn steps(steps: &[(&str, &str)]) -> Vec<u8> {
     steps
         .iter()
         .map(|(expect, keys)| format!("{}\n", json!([expect, keys])))

@@ -431,3 +431,51 @@ fn without_a_server_every_hook_returns_at_once_and_says_nothing() {
         assert_eq!(stdout(&o), "", "{name}");
     }
 }
+
+#[test]
+fn on_the_terminal_each_key_decides_a_hunk_at_once() {
+    let sb = Sandbox::new();
+    let _s = sb.serve(&[]);
+    prompt(&sb, ONE);
+    let (f, _, after) = two_hunks(&sb, "a.txt", "", "\n");
+    let b = sb.write("b.txt", "b\n");
+    edit(&sb, ONE, &b, b"B\n");
+    let keys = crate::hunk_review::steps(&[
+        ("(1/3) Keep this hunk [y,n,q,a,d,j,J,?]? ", "y"),
+        ("(2/3) Keep this hunk [y,n,q,a,d,K,j,J,?]? ", "n"),
+        ("Why drop it? (optional, Enter skips): ", "LAST shouts\n"),
+        ("(3/3) Keep this hunk [y,n,q,a,d,K,?]? ", "q"),
+    ]);
+    let screen = crate::hunk_review::in_terminal(&sb, &["review"], &[("NO_COLOR", "1")], &keys);
+    let screen = String::from_utf8_lossy(&screen);
+    assert!(
+        screen.contains(
+            "change 0: a.txt (Edit, session 5f1c2a0e, turn 1)\n@@ -1,4 +1,4 @@\n-first\n+FIRST\n"
+        ),
+        "{screen}"
+    );
+    assert!(screen.contains("kept hunk 1 (a.txt)\n"), "{screen}");
+    assert!(screen.contains("undid hunk 2 (a.txt)\n"), "{screen}");
+    let want = String::from_utf8(after).unwrap().replace("LAST", "last");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), want);
+    // q left hunk 3 undecided, and the file as Claude wrote it.
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), "B\n");
+    let states: Vec<Value> = review(&sb, &[])["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| {
+            c["hunks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["state"].clone())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(states, [json!("kept"), json!("undone"), Value::Null]);
+    assert_eq!(
+        review(&sb, &[])["changes"][0]["hunks"][1]["why"],
+        "LAST shouts"
+    );
+}

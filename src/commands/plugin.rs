@@ -534,13 +534,16 @@ mod tests {
     #[test]
     fn the_manifest_has_hooks_in_exec_form_only_for_clis_that_run_them() {
         let e = entries(vec![vec!["*.py"]]);
-        let hook = |event: &str| serde_json::json!({"type": "command", "command": "/opt/cc ide", "args": ["hook", event], "timeout": 5});
+        let hook = |event: &str, t: u32| serde_json::json!({"type": "command", "command": "/opt/cc ide", "args": ["hook", event], "timeout": t});
         let m: Value = serde_json::from_str(&manifest("/opt/cc ide", &e, [2, 1, 332])).unwrap();
+        let tools = "Edit|Write|MultiEdit|NotebookEdit|Bash";
         assert_eq!(
             m["hooks"],
             serde_json::json!({
-                "PostToolUse": [{"matcher": "Edit|Write|MultiEdit", "hooks": [hook("post-tool-use")]}],
-                "UserPromptSubmit": [{"hooks": [hook("user-prompt-submit")]}],
+                "PreToolUse": [{"matcher": tools, "hooks": [hook("pre-tool-use", 5)]}],
+                "PostToolUse": [{"matcher": tools, "hooks": [hook("post-tool-use", 5)]}],
+                "UserPromptSubmit": [{"hooks": [hook("user-prompt-submit", 5)]}],
+                "Stop": [{"hooks": [hook("stop", 86400)]}],
             })
         );
         assert!(m["lspServers"]["python"].is_object());

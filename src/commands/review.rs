@@ -626,7 +626,7 @@ pub fn changes(args: &Args) -> Outcome {
         content: false,
     })?;
     let list = r["changes"].as_array().cloned().unwrap_or_default();
-    // Each hunk as (change, its hunk number, its number in the listing).
+    // Each hunk as (its change, the hunk, its number in the listing).
     let mut all = Vec::new();
     for c in &list {
         for h in c["hunks"].as_array().into_iter().flatten() {
@@ -634,29 +634,16 @@ pub fn changes(args: &Args) -> Outcome {
         }
     }
     match action {
-        None if !json_out => review_changes(&mut ctl, &all, args.value("--why").as_deref()),
+        None if !json_out => review_changes(&mut ctl, &all),
+        None | Some("list" | "ls") if json_out => {
+            println!("{}", obj! {"changes": list});
+            Ok(EXIT_OK)
+        }
         None | Some("list" | "ls") => {
-            if json_out {
-                println!("{}", obj! {"changes": list});
-            } else if all.is_empty() {
-                println!("no changes recorded for that turn (ccide review --all lists every one)");
-            } else {
-                let mut last = None;
-                for (c, h, n) in &all {
-                    if last != Some(&c["id"]) {
-                        println!("{}", change_head(c));
-                        last = Some(&c["id"]);
-                    }
-                    print!("{}", hunk_head(h, *n, all.len()));
-                    for l in h["text"].as_str().unwrap_or("").lines().skip(1) {
-                        println!("{}", visible(l));
-                    }
-                }
-            }
+            print_changes(&all);
             Ok(EXIT_OK)
         }
         Some("keep" | "undo") => {
-            let undo = action == Some("undo");
             let picked = match args.value("--hunks") {
                 Some(spec) => {
                     crate::review::parse_hunk_list(&spec, all.len()).map_err(Fail::Usage)?
@@ -664,27 +651,10 @@ pub fn changes(args: &Args) -> Outcome {
                 None => (1..=all.len()).collect(),
             };
             let why = args.value("--why");
-            let mut out = Vec::new();
-            for (c, group) in grouped(&all, &picked) {
-                let r = ctl.request(&Request::ChangeDecide {
-                    id: c["id"].as_u64().unwrap_or(0) as usize,
-                    hunks: group.iter().map(|g| g.0).collect(),
-                    undo,
-                    why: why.clone(),
-                })?;
-                if !json_out {
-                    for (_, n) in group {
-                        println!(
-                            "{} hunk {n} ({})",
-                            if undo { "undid" } else { "kept" },
-                            file_of(c)
-                        );
-                    }
-                }
-                out.push(r["change"].clone());
-            }
-            if json_out {
-                println!("{}", obj! {"changes": out});
+            let (said, out) = decide_hunks(&mut ctl, &all, &picked, action == Some("undo"), why)?;
+            match json_out {
+                true => println!("{}", obj! {"changes": out}),
+                false => print!("{said}"),
             }
             Ok(EXIT_OK)
         }
@@ -694,21 +664,60 @@ pub fn changes(args: &Args) -> Outcome {
     }
 }
 
-/// The picked listing numbers grouped by change: each change with its hunks' own numbers and
-/// their listing numbers.
-fn grouped<'a>(
-    all: &[(&'a Value, &Value, usize)],
-    picked: &[usize],
-) -> Vec<(&'a Value, Vec<(usize, usize)>)> {
-    let mut out: Vec<(&Value, Vec<(usize, usize)>)> = Vec::new();
-    for &(c, h, n) in all.iter().filter(|x| picked.contains(&x.2)) {
-        let own = (h["hunk"].as_u64().unwrap_or(0) as usize, n);
-        match out.last_mut() {
-            Some((last, g)) if last["id"] == c["id"] => g.push(own),
-            _ => out.push((c, vec![own])),
+/// A change's hunk as listed: the change, the hunk, its number in the listing.
+type Listed<'a> = (&'a Value, &'a Value, usize);
+
+fn print_changes(all: &[Listed]) {
+    if all.is_empty() {
+        println!("no changes recorded for that turn (ccide review --all lists every one)");
+    }
+    let mut last = None;
+    for (c, h, n) in all {
+        if last != Some(&c["id"]) {
+            println!("{}", change_head(c));
+            last = Some(&c["id"]);
+        }
+        print!("{}", hunk_head(h, *n, all.len()));
+        for l in h["text"].as_str().unwrap_or("").lines().skip(1) {
+            println!("{}", visible(l));
         }
     }
-    out
+}
+
+/// Keeps or undoes the hunks listed as `picked`, one request per change: what to tell the
+/// user, and the changes as they now are. A refusal stops there, the hunks before it done.
+fn decide_hunks(
+    ctl: &mut Control,
+    all: &[Listed],
+    picked: &[usize],
+    undo: bool,
+    why: Option<String>,
+) -> Result<(String, Vec<Value>), Fail> {
+    let (mut said, mut out) = (String::new(), Vec::new());
+    let mut groups: Vec<(&Value, Vec<&Listed>)> = Vec::new();
+    for x in all.iter().filter(|x| picked.contains(&x.2)) {
+        match groups.last_mut() {
+            Some((c, g)) if c["id"] == x.0["id"] => g.push(x),
+            _ => groups.push((x.0, vec![x])),
+        }
+    }
+    for (c, group) in groups {
+        let r = ctl.request(&Request::ChangeDecide {
+            id: c["id"].as_u64().unwrap_or(0) as usize,
+            hunks: group
+                .iter()
+                .map(|x| x.1["hunk"].as_u64().unwrap_or(0) as usize)
+                .collect(),
+            undo,
+            why: why.clone(),
+        })?;
+        let word = if undo { "undid" } else { "kept" };
+        for x in group {
+            said += &format!("{word} hunk {} ({})\n", x.2, file_of(c));
+        }
+        out.push(r["change"].clone());
+    }
+    Ok((said, out))
 }
 
 fn change_head(c: &Value) -> String {
@@ -758,106 +767,72 @@ K - leave this hunk undecided, see previous hunk
 
 /// `ccide review` on the terminal: each undecided hunk with `git add -p`'s keys, each decision
 /// applied at once.
-fn review_changes(
-    ctl: &mut Control,
-    all: &[(&Value, &Value, usize)],
-    why: Option<&str>,
-) -> Outcome {
+fn review_changes(ctl: &mut Control, all: &[Listed]) -> Outcome {
     let mut t = Terminal::open()?;
     let n = all.len();
     let mut decided: Vec<bool> = all.iter().map(|x| !x.1["state"].is_null()).collect();
-    let Some(mut at) = decided.iter().position(|d| !d) else {
-        t.say("nothing to review: every hunk of that turn is decided (ccide review list shows them)\n");
-        return Ok(EXIT_OK);
-    };
+    let mut at = decided.iter().position(|d| !d);
     let mut shown = None;
-    loop {
-        let (c, h, _) = all[at];
+    while let Some(i) = at {
+        let (c, h, _) = all[i];
         if shown != Some(&c["id"]) {
             t.say(&t.paint_header(&change_head(c)));
             shown = Some(&c["id"]);
         }
-        let text = h["text"].as_str().unwrap_or("");
-        t.say(&t.paint_hunk(text.as_bytes()));
-        let next = (at + 1..n).find(|&k| !decided[k]);
-        let prev = (0..at).rev().find(|&k| !decided[k]);
+        t.say(&t.paint_hunk(h["text"].as_str().unwrap_or("").as_bytes()));
+        let next = (i + 1..n).find(|&k| !decided[k]);
+        let prev = (0..i).rev().find(|&k| !decided[k]);
         let mut keys = String::from("y,n,q,a,d");
         for (k, on) in [
             ("k", prev.is_some()),
-            ("K", at > 0),
+            ("K", i > 0),
             ("j", next.is_some()),
-            ("J", at + 1 < n),
+            ("J", i + 1 < n),
         ] {
             if on {
                 keys = keys + "," + k;
             }
         }
-        t.say(&t.paint_prompt(&format!("({}/{n}) Keep this hunk [{keys},?]? ", at + 1)));
+        t.say(&t.paint_prompt(&format!("({}/{n}) Keep this hunk [{keys},?]? ", i + 1)));
         let key = t.key()?;
-        t.say(&format!(
-            "{}\n",
-            if key.is_ascii_graphic() {
-                (key as char).to_string()
-            } else {
-                String::new()
-            }
-        ));
-        let target = match key {
-            b'j' => next,
-            b'k' => prev,
-            b'J' => (at + 1 < n).then_some(at + 1),
-            b'K' => at.checked_sub(1),
+        let echo = if key.is_ascii_graphic() {
+            key as char
+        } else {
+            ' '
+        };
+        t.say(&format!("{echo}\n"));
+        let moved = match key {
+            b'j' => next.ok_or("No next undecided hunk\n"),
+            b'k' => prev.ok_or("No previous undecided hunk\n"),
+            b'J' => (i + 1 < n).then_some(i + 1).ok_or("No next hunk\n"),
+            b'K' => i.checked_sub(1).ok_or("No previous hunk\n"),
             b'q' | CTRL_C | CTRL_D => return Ok(EXIT_OK),
             b'y' | b'n' | b'a' | b'd' => {
                 let undo = matches!(key, b'n' | b'd');
-                let reason = if undo {
-                    t.reason()?.or(why.map(String::from))
-                } else {
-                    None
-                };
+                let why = if undo { t.reason()? } else { None };
+                // `a` and `d`: this hunk and the later undecided ones of the file.
+                let same = |k: usize| k == i || !decided[k] && all[k].0["file"] == c["file"];
                 let range: Vec<usize> = match key {
-                    b'y' | b'n' => vec![at],
-                    _ => (at..n)
-                        .filter(|&k| k == at || !decided[k] && all[k].0["id"] == c["id"])
-                        .collect(),
+                    b'y' | b'n' => vec![i],
+                    _ => (i..n).filter(|&k| same(k)).collect(),
                 };
                 let picked: Vec<usize> = range.iter().map(|&k| all[k].2).collect();
-                for (c, group) in grouped(all, &picked) {
-                    let r = ctl.call(&Request::ChangeDecide {
-                        id: c["id"].as_u64().unwrap_or(0) as usize,
-                        hunks: group.iter().map(|g| g.0).collect(),
-                        undo,
-                        why: reason.clone(),
-                    })?;
-                    for (_, k) in &group {
-                        decided[k - 1] = true;
-                    }
-                    if r["ok"] == true {
-                        let word = if undo { "undid" } else { "kept" };
-                        let ns: Vec<String> = group.iter().map(|g| g.1.to_string()).collect();
-                        t.say(&format!("{word} hunk {} ({})\n", ns.join(","), file_of(c)));
-                    } else {
-                        t.say(&format!("{}\n", r["error"].as_str().unwrap_or("refused")));
-                    }
+                match decide_hunks(ctl, all, &picked, undo, why) {
+                    Ok((said, _)) => t.say(&said),
+                    Err(Fail::Failed(e) | Fail::Usage(e)) => t.say(&format!("{e}\n")),
                 }
-                match (at..n).chain(0..at).find(|&k| !decided[k]) {
-                    Some(k) => Some(k),
-                    None => return Ok(EXIT_OK),
+                for k in range {
+                    decided[k] = true;
                 }
+                at = (i..n).chain(0..i).find(|&k| !decided[k]);
+                continue;
             }
-            _ => {
-                t.say(CHANGE_HELP);
-                Some(at)
-            }
+            _ => Err(CHANGE_HELP),
         };
-        match target {
-            Some(k) => at = k,
-            None => t.say(match key {
-                b'j' => "No next undecided hunk\n",
-                b'k' => "No previous undecided hunk\n",
-                b'J' => "No next hunk\n",
-                _ => "No previous hunk\n",
-            }),
+        match moved {
+            Ok(k) => at = Some(k),
+            Err(e) => t.say(e),
         }
     }
+    Ok(EXIT_OK)
 }

@@ -41,54 +41,8 @@ pub fn handle(state: &State, session: Option<u64>, req: Request) -> Value {
             pids,
             delivered,
         } => verdicts(state, path, pids, &delivered),
-        Request::Record {
-            event,
-            session,
-            call,
-            tool,
-            path,
-        } => record(state, &event, &session, call, tool, path),
-        Request::Changes {
-            session,
-            turn,
-            all,
-            content,
-        } => {
-            let which = crate::state::changes::Which {
-                session,
-                turn: turn.map(|t| t as u64),
-                all,
-            };
-            obj! {"ok": true, "changes": state.recorded.list(&which, content)}
-        }
-        Request::ChangeDecide {
-            id,
-            hunks,
-            undo,
-            why,
-        } => {
-            let write = |p: &std::path::Path, b: Option<&[u8]>| match b {
-                Some(b) => state.write_file(p, b),
-                None => std::fs::remove_file(p),
-            };
-            let r = state.recorded.decide(
-                &state.workspaces,
-                &write,
-                id as u64,
-                &hunks,
-                undo,
-                why.as_deref(),
-            );
-            r.map_or_else(
-                |e| failure(&e),
-                |c| {
-                    let file = c["file"].clone();
-                    state
-                        .events
-                        .emit(obj! {"event": "change_decided", "id": id, "file": file});
-                    obj! {"ok": true, "change": c}
-                },
-            )
+        r @ (Request::Record { .. } | Request::Changes { .. } | Request::ChangeDecide { .. }) => {
+            review(state, r)
         }
         // A symlink named like the file, beside `proposed`, so the editor picks the file's
         // language for the proposal (and attaches `ccide lsp` to it).
@@ -176,8 +130,65 @@ fn verdicts(
     obj! {"ok": true, "verdicts": state.diffs.verdicts(&query)}
 }
 
-/// `record`: what a hook of ccide's plugin saw (ccide-protocol(7) §15), answered with what
-/// the model is to be told, and for `stop` whether the turn waits for a review.
+/// `record`, `changes` and `change.decide`: review after the fact (ccide-protocol(7) §15).
+fn review(state: &State, req: Request) -> Value {
+    let c = &state.recorded;
+    match req {
+        Request::Record {
+            event,
+            session,
+            call,
+            tool,
+            path,
+        } => record(state, &event, &session, call, tool, path),
+        Request::Changes {
+            session,
+            turn,
+            all,
+            content,
+        } => {
+            let which = crate::state::changes::Which {
+                session,
+                turn: turn.map(|t| t as u64),
+                all,
+            };
+            obj! {"ok": true, "changes": c.list(&which, content)}
+        }
+        Request::ChangeDecide {
+            id,
+            hunks,
+            undo,
+            why,
+        } => {
+            let write = |p: &std::path::Path, b: Option<&[u8]>| match b {
+                Some(b) => state.write_file(p, b),
+                None => std::fs::remove_file(p),
+            };
+            let r = c.decide(
+                &state.workspaces,
+                &write,
+                id as u64,
+                &hunks,
+                undo,
+                why.as_deref(),
+            );
+            r.map_or_else(
+                |e| failure(&e),
+                |c| {
+                    let file = c["file"].clone();
+                    state
+                        .events
+                        .emit(obj! {"event": "change_decided", "id": id, "file": file});
+                    obj! {"ok": true, "change": c}
+                },
+            )
+        }
+        _ => Value::Null,
+    }
+}
+
+/// `record`: what a hook of ccide's plugin saw, answered with what the model is to be told,
+/// and for `stop` whether the turn waits for a review.
 fn record(
     state: &State,
     event: &str,

@@ -369,40 +369,10 @@ impl Request {
                 }
             }
             Request::DiffView { target } => put("target", opt(target)),
-            Request::Record {
-                event,
-                session,
-                call,
-                tool,
-                path,
-            } => {
-                put("event", event.as_str().into());
-                put("session", session.as_str().into());
-                put("call", opt(call));
-                put("tool", opt(tool));
-                put("path", opt(path));
-            }
-            Request::Changes {
-                session,
-                turn,
-                all,
-                content,
-            } => {
-                put("session", opt(session));
-                put("turn", count(*turn));
-                put("all", (*all).into());
-                put("content", (*content).into());
-            }
-            Request::ChangeDecide {
-                id,
-                hunks,
-                undo,
-                why,
-            } => {
-                put("change", (*id).into());
-                put("hunks", hunks.clone().into());
-                put("undo", (*undo).into());
-                put("why", opt(why));
+            Request::Record { .. } | Request::Changes { .. } | Request::ChangeDecide { .. } => {
+                for (k, v) in self.review_fields() {
+                    put(k, v);
+                }
             }
             Request::Select { path, span, text } => {
                 put("path", path.as_str().into());
@@ -466,6 +436,49 @@ impl Request {
             }
         }
         Value::Object(m)
+    }
+
+    /// The fields of `record`, `changes` and `change.decide`.
+    fn review_fields(&self) -> Vec<(&'static str, Value)> {
+        let opt = |s: &Option<String>| s.clone().map_or(Value::Null, Value::String);
+        match self {
+            Request::Record {
+                event,
+                session,
+                call,
+                tool,
+                path,
+            } => vec![
+                ("event", event.as_str().into()),
+                ("session", session.as_str().into()),
+                ("call", opt(call)),
+                ("tool", opt(tool)),
+                ("path", opt(path)),
+            ],
+            Request::Changes {
+                session,
+                turn,
+                all,
+                content,
+            } => vec![
+                ("session", opt(session)),
+                ("turn", turn.map_or(Value::Null, Value::from)),
+                ("all", (*all).into()),
+                ("content", (*content).into()),
+            ],
+            Request::ChangeDecide {
+                id,
+                hunks,
+                undo,
+                why,
+            } => vec![
+                ("change", (*id).into()),
+                ("hunks", hunks.clone().into()),
+                ("undo", (*undo).into()),
+                ("why", opt(why)),
+            ],
+            _ => Vec::new(),
+        }
     }
 
     /// The request's line with `id` first, so that the server can name the request in its
