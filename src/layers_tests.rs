@@ -86,7 +86,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "commands::lsp_editor",
-        &["quirks|docs|proposals|link", "dialogue", "mod"],
+        &["quirks|docs|proposals|link", "changes", "dialogue", "mod"],
     ),
 ];
 
