@@ -1044,6 +1044,12 @@ fn the_latest_turns_changes_are_hints_kept_or_undone_by_code_actions() {
         let p = ed.incoming("textDocument/publishDiagnostics")["params"].clone();
         (p["diagnostics"] == new).then_some(())
     });
+    // Kept from a terminal: the hint goes.
+    sb.run_ok(&["review", "keep"]);
+    assert_eq!(
+        ed.incoming("textDocument/publishDiagnostics")["params"]["diagnostics"],
+        json!([])
+    );
 }
 
 /// `selection_changed` notifications Claude Code has received so far (the server answers a
