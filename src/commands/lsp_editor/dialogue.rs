@@ -1173,12 +1173,11 @@ impl Dialogue {
             let at = hunk_at(&review, line);
             a.extend(hunk_actions(&uri, &range, at, review.pieces.len()));
         }
-        let text = self
-            .doc(&uri)
-            .map(|d| d.text.to_string())
-            .unwrap_or_default();
+        let mut text = None;
         for c in self.changes.iter().filter(|c| c.file == path) {
-            for p in c.placed(&text).iter().filter(|p| p.lines.contains(&line)) {
+            let text = text.get_or_insert_with(|| self.doc(&uri).map(|d| d.text.to_string()));
+            let placed = c.placed(text.as_deref().unwrap_or(""));
+            for p in placed.iter().filter(|p| p.lines.contains(&line)) {
                 a.extend(c.actions(&uri, &range, p.hunk));
             }
         }
@@ -1507,13 +1506,12 @@ impl Dialogue {
         let mut out = Vec::new();
         for k in 0..self.docs.len() {
             let path = self.docs[k].path.clone();
-            let hints = match self.proposals.of(&path) {
+            let mut hints = match self.proposals.of(&path) {
                 Some((d, false)) => review_of(&d.dir)
                     .map(|r| hint_list(&r, &d.decisions))
                     .unwrap_or_default(),
                 _ => Vec::new(),
             };
-            let mut hints = hints;
             let mut text = None;
             for c in self.changes.iter().filter(|c| c.file == path) {
                 let text = text.get_or_insert_with(|| self.docs[k].text.to_string());
