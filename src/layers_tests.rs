@@ -86,7 +86,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "commands::lsp_editor",
-        &["quirks|docs|proposals|link|paths", "dialogue", "mod"],
+        &["quirks|docs|proposals|link|paths", "changes", "dialogue", "mod"],
     ),
 ];
 

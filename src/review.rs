@@ -286,6 +286,40 @@ pub fn saved_text(text: Vec<u8>) -> String {
     String::from_utf8(text).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
+/// Where runs of lines of `image` are in `cur`, a later version of it: for each `(lo, len)`,
+/// the line of `cur` where lines `lo..lo + len` of `image` start, all of them there unchanged
+/// and together; None when one changed or went. An empty run is only in an empty `cur`.
+pub fn placed(image: &[u8], cur: &[u8], runs: &[(usize, usize)]) -> Vec<Option<usize>> {
+    let (old, new) = (textdiff::lines(image), textdiff::lines(cur));
+    let ops = textdiff::diff_lines(&old, &new);
+    let place = |&(lo, len): &(usize, usize)| {
+        if len == 0 {
+            return new.is_empty().then_some(0);
+        }
+        let (mut at, mut seen) = (None, 0);
+        for op in &ops {
+            if let textdiff::Op::Equal {
+                old: o,
+                new: n,
+                len: l,
+            } = *op
+            {
+                let shared = (lo + len).min(o + l).saturating_sub(lo.max(o));
+                if shared > 0 {
+                    // Where the run starts in `cur`, as this piece places it.
+                    let start = (n + lo).checked_sub(o)?;
+                    if *at.get_or_insert(start) != start {
+                        return None;
+                    }
+                    seen += shared;
+                }
+            }
+        }
+        at.filter(|_| seen == len)
+    };
+    runs.iter().map(place).collect()
+}
+
 /// The verdict record a review stores with the settled diff (ccide-protocol(7) §5.5): the
 /// numbers of the hunks kept and edited, each dropped hunk with its text and the reason given
 /// for it, and the reason given for the whole. `reasons` has one entry per hunk.
@@ -395,6 +429,24 @@ pub fn parse_edited_hunk(text: &[u8]) -> Result<Option<Vec<Vec<u8>>>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_are_placed_in_a_later_text_only_where_they_are_whole() {
+        let image = b"a\nb\nc\nd\n";
+        let runs = [(1, 2), (3, 1), (0, 0)];
+        assert_eq!(
+            placed(image, b"a\nb\nc\nd\n", &runs),
+            [Some(1), Some(3), None]
+        );
+        assert_eq!(
+            placed(image, b"x\na\nb\nc\ny\nd\n", &runs),
+            [Some(2), Some(5), None]
+        );
+        // A line of the run changed, or a line put inside it: not there.
+        assert_eq!(placed(image, b"a\nB\nc\nd\n", &runs)[0], None);
+        assert_eq!(placed(image, b"a\nb\nx\nc\nd\n", &runs)[0], None);
+        assert_eq!(placed(b"", b"", &[(0, 0)]), [Some(0)]);
+    }
     use Decision::{Drop, Edit, Keep};
 
     const OLD: &str =

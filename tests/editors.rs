@@ -410,6 +410,69 @@ fn neovim_reviews_a_proposal_hunk_by_hunk() {
     assert!(status.success(), "neovim exited with {status}");
 }
 
+/// Review after the fact in neovim: the hunks Claude changed in the latest turn are hints, one
+/// is undone from the code action menu, and the file on disk and the buffer lose exactly it.
+#[test]
+#[ignore = "needs neovim: installed by .ci/run"]
+fn neovim_undoes_a_hunk_claude_changed() {
+    use crate::turn_review::{ONE, edit, prompt};
+    let nvim = program("CCIDE_NVIM", "/usr/bin/nvim", "neovim");
+    let sb = Sandbox::new();
+    let _server = sb.serve(&["--no-default-checkers"]);
+    let lines = |changed: &[usize]| -> String {
+        (1..=20)
+            .map(|i| match changed.contains(&i) {
+                true => format!("NEW = {i}\n"),
+                false => format!("line = {i}\n"),
+            })
+            .collect()
+    };
+    let f = sb.write("changed.py", lines(&[]));
+    prompt(&sb, ONE);
+    edit(&sb, ONE, &f, lines(&[2, 10, 18]).as_bytes());
+    let sync = Sync::new(&sb);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/neovim_changes.lua"
+    );
+    let init = recipe("neovim (0.7 or later; tried: 0.7.2)", "lua");
+    sb.root.write("home/.config/nvim/init.lua", init);
+    let mut cmd = Command::new(&nvim);
+    person(&sb, &mut cmd);
+    let mut child = Running(
+        cmd.args(["--headless", "-i", "NONE", "-n", "-c"])
+            .arg(format!("luafile {script}"))
+            .env("SYNC", &sync.0)
+            .env("FILE", &f)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let failed = || {
+        if let Some(e) = sync.error() {
+            let log =
+                std::fs::read_to_string(sb.home().join(".cache/nvim/lsp.log")).unwrap_or_default();
+            panic!("neovim failed: {e}\nlsp.log:\n{log}");
+        }
+    };
+    let hint = |l: u64, n: u64| {
+        json!({"lnum": l, "end_lnum": l + 1, "severity": 4,
+        "message": format!("Claude changed (hunk {n}/3), was: line = {}", l + 1)})
+    };
+    let hints: Value = serde_json::from_str(&sync.step("hints", &failed)).unwrap();
+    assert_eq!(hints, json!([hint(1, 1), hint(9, 2), hint(17, 3)]));
+    let undone: Value = serde_json::from_str(&sync.step("undone", &failed)).unwrap();
+    assert_eq!(std::fs::read(&f).unwrap(), lines(&[2, 18]).into_bytes());
+    assert_eq!(
+        undone,
+        json!({"hints": [hint(1, 1), hint(17, 3)], "buffer": lines(&[2, 18])})
+    );
+    let status = child.exited();
+    assert!(status.success(), "neovim exited with {status}");
+}
+
 /// emacs in batch mode running tests/fixtures/eglot.el for `scenario`, configured as README.md
 /// says.
 fn emacs(sb: &Sandbox, sync: &Sync, f: &Path, scenario: &str) -> Running {

@@ -129,7 +129,7 @@ const CAPABILITIES: &str = r#"{
     "positionEncoding": "utf-16",
     "textDocumentSync": {"openClose": true, "change": 2, "save": {"includeText": false}},
     "codeActionProvider": true,
-    "executeCommandProvider": {"commands": ["ccide.select", "ccide.mention", "ccide.show", "ccide.accept", "ccide.acceptEdited", "ccide.reject", "ccide.keepHunk", "ccide.dropHunk", "ccide.acceptKept", "ccide.rejectAll"]},
+    "executeCommandProvider": {"commands": ["ccide.select", "ccide.mention", "ccide.show", "ccide.accept", "ccide.acceptEdited", "ccide.reject", "ccide.keepHunk", "ccide.dropHunk", "ccide.acceptKept", "ccide.rejectAll", "ccide.keepChange", "ccide.undoChange"]},
     "workspace": {"workspaceFolders": {"supported": true, "changeNotifications": true}}
   },
   "serverInfo": {"name": "ccide", "version": "0.1.0"}
@@ -996,6 +996,130 @@ fn hints_join_the_published_diagnostics_but_never_the_store() {
         let p = ed.incoming("textDocument/publishDiagnostics")["params"].clone();
         (p["diagnostics"] == json!([warning])).then_some(())
     });
+}
+
+/// Twenty lines as Claude leaves them: line 2 changed, line 10 deleted, two lines added after
+/// line 18 (three hunks).
+fn twenty_edited() -> String {
+    twenty(&[2])
+        .replace("line 10\n", "")
+        .replace("line 18\n", "line 18\nadded 1\nadded 2\n")
+}
+
+/// Review after the fact in the editor: the latest turn's hunks as hints where Claude's lines
+/// are, kept or undone by code action; an undo the user's edit refused is said naming the file
+/// and the lines; a new turn's changes replace the hints. Never in getDiagnostics.
+#[test]
+fn the_latest_turns_changes_are_hints_kept_or_undone_by_code_actions() {
+    use crate::turn_review::{ONE, edit, prompt};
+    let sb = Sandbox::new();
+    let server = sb.serve(&["--no-default-checkers"]);
+    let f = sb.write("main.py", twenty(&[]));
+    prompt(&sb, ONE);
+    edit(&sb, ONE, &f, twenty_edited().as_bytes());
+    let mut claude = server.ready_client();
+    let mut ed = Editor::start(&sb, &["--no-follow"]);
+    ed.initialize(&sb.ws(), json!({}));
+    ed.open(&f, &twenty_edited());
+    let hint = |l1: u64, l2: u64, message: &str| json!({"range": range(l1, 0, l2, 0), "severity": 4, "source": "ccide", "message": message});
+    let hints = [
+        hint(1, 2, "Claude changed (hunk 1/3), was: line 2"),
+        hint(9, 9, "Claude changed (hunk 2/3), was: line 10"),
+        hint(17, 19, "Claude added (hunk 3/3): 2 lines"),
+    ];
+    assert_eq!(
+        ed.incoming("textDocument/publishDiagnostics")["params"],
+        json!({"uri": file_uri(&f), "diagnostics": hints})
+    );
+    let titles = |v: Value| -> Vec<String> {
+        let all = v.as_array().unwrap().iter();
+        all.map(|a| a["title"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        titles(ed.code_actions(&f, range(9, 2, 9, 2))),
+        [
+            "Claude: send selection",
+            "Claude: @-mention",
+            "Claude: keep hunk 2/3",
+            "Claude: undo hunk 2/3"
+        ]
+    );
+    assert_eq!(titles(ed.code_actions(&f, range(5, 0, 5, 0))).len(), 2);
+    // Kept: its hint goes, the file stays.
+    let r = ed.run_action(&f, range(1, 0, 1, 0), "Claude: keep hunk 1/3");
+    assert_eq!(r["result"], Value::Null, "{r}");
+    assert_eq!(
+        ed.incoming("textDocument/publishDiagnostics")["params"]["diagnostics"],
+        json!(hints[1..])
+    );
+    // Undone: the file on disk loses the two lines, and the clean buffer is given the file.
+    let r = ed.run_action(&f, range(18, 0, 18, 0), "Claude: undo hunk 3/3");
+    assert_eq!(r["result"], Value::Null, "{r}");
+    let undone = twenty(&[2]).replace("line 10\n", "");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), undone);
+    let apply = ed.incoming("workspace/applyEdit");
+    assert_eq!(
+        apply["params"]["label"],
+        format!("ccide undid a hunk of Claude's change to {}", f.display())
+    );
+    assert_eq!(
+        ed.incoming("textDocument/publishDiagnostics")["params"]["diagnostics"],
+        json!(hints[1..2])
+    );
+    let change = json!({"textDocument": {"uri": file_uri(&f), "version": 2}, "contentChanges": [{"text": undone}]});
+    ed.notify("textDocument/didChange", change);
+    // The user types in hunk 2's lines: its hint goes.
+    let typed = json!({"textDocument": {"uri": file_uri(&f), "version": 3}, "contentChanges": [
+        {"range": range(7, 5, 7, 6), "text": "8!"}]});
+    ed.notify("textDocument/didChange", typed);
+    assert_eq!(
+        ed.incoming("textDocument/publishDiagnostics")["params"]["diagnostics"],
+        json!([])
+    );
+    // The user changes hunk 2's context on disk: its undo is refused, said with file and lines.
+    let mine = undone.replace("line 12\n", "mine 12\n");
+    std::fs::write(&f, &mine).unwrap();
+    let r = ed.request(
+        "workspace/executeCommand",
+        json!({"command": "ccide.undoChange", "arguments": [{"uri": file_uri(&f), "change": 0, "hunk": 2}]}),
+    );
+    let refused = format!(
+        "hunk 2 of change 0 was not undone: lines 7-12 of {} changed since Claude wrote them; nothing was written",
+        f.display()
+    );
+    assert_eq!(r["error"]["message"], refused, "{r}");
+    assert_eq!(
+        ed.incoming("window/showMessage")["params"],
+        json!({"type": 2, "message": format!("ccide: {refused}")})
+    );
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), mine);
+    // The CLI's getDiagnostics: the hints are the editor's alone.
+    assert_eq!(crate::util::diagnostics(&mut claude, json!({})), json!([]));
+    // A new turn: its changes replace the last turn's hints.
+    prompt(&sb, ONE);
+    edit(
+        &sb,
+        ONE,
+        &f,
+        mine.replace("line 20\n", "NEW 20\n").as_bytes(),
+    );
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": file_uri(&f), "version": 3},
+        "contentChanges": [{"text": mine.replace("line 20\n", "NEW 20\n")}]}),
+    );
+    let new = json!([hint(18, 19, "Claude changed (hunk 1/1), was: line 20")]);
+    wait_for("the new turn's hint", DEADLINE, || {
+        let p = ed.incoming("textDocument/publishDiagnostics")["params"].clone();
+        (p["diagnostics"] == new).then_some(())
+    });
+    // Kept from a terminal: the hint goes.
+    sb.run_ok(&["review", "keep"]);
+    assert_eq!(
+        ed.incoming("textDocument/publishDiagnostics")["params"]["diagnostics"],
+        json!([])
+    );
 }
 
 /// `selection_changed` notifications Claude Code has received so far (the server answers a

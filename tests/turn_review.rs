@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::util::*;
 use serde_json::{Value, json};
 
-const ONE: &str = "5f1c2a0e-0000-4000-8000-000000000001";
+pub(crate) const ONE: &str = "5f1c2a0e-0000-4000-8000-000000000001";
 const TWO: &str = "9b3d7e11-0000-4000-8000-000000000002";
 
 /// A hook's input as the CLI writes it for `event`, with `extra` fields.
@@ -24,7 +24,7 @@ fn input(sb: &Sandbox, session: &str, event: &str, extra: Value) -> Value {
 }
 
 /// The user's prompt: a turn begins. What the hook printed.
-fn prompt(sb: &Sandbox, session: &str) -> String {
+pub(crate) fn prompt(sb: &Sandbox, session: &str) -> String {
     let i = input(sb, session, "UserPromptSubmit", json!({"prompt": "go on"}));
     stdout(&hook(sb, "user-prompt-submit", &i))
 }
@@ -44,7 +44,7 @@ fn tool(sb: &Sandbox, session: &str, name: &str, args: Value, act: impl FnOnce()
 }
 
 /// An Edit of `file` to `after`, as Claude makes it.
-fn edit(sb: &Sandbox, session: &str, file: &Path, after: &[u8]) -> String {
+pub(crate) fn edit(sb: &Sandbox, session: &str, file: &Path, after: &[u8]) -> String {
     let args = json!({"file_path": file, "old_string": "x", "new_string": "y"});
     tool(sb, session, "Edit", args, || {
         std::fs::write(file, after).unwrap()
@@ -264,7 +264,7 @@ fn undo_is_refused_when_the_user_changed_those_lines_and_touches_nothing() {
     assert_eq!(
         stderr(&o),
         format!(
-            "ccide: hunk 2 of change 0 was not undone: its lines in {} changed since Claude wrote them; nothing was written\n",
+            "ccide: hunk 2 of change 0 was not undone: lines 9-12 of {} changed since Claude wrote them; nothing was written\n",
             f.display()
         )
     );

@@ -180,7 +180,16 @@ fn review(state: &State, req: Request) -> Value {
                 undo,
                 why.as_deref(),
             );
-            r.map_or_else(|e| failure(&e), |c| obj! {"ok": true, "change": c})
+            r.map_or_else(
+                |e| failure(&e),
+                |c| {
+                    let file = c["file"].clone();
+                    state
+                        .events
+                        .emit(obj! {"event": "change_decided", "id": id, "file": file});
+                    obj! {"ok": true, "change": c}
+                },
+            )
         }
         _ => Value::Null,
     }
@@ -214,7 +223,16 @@ fn record(
             c.before(ws, &call, file.and_then(Result::ok), &tabs);
             Vec::new()
         }
-        "post" => c.after(ws, session, &call, tool.as_deref().unwrap_or("")),
+        "post" => {
+            let from = c.next_id();
+            let told = c.after(ws, session, &call, tool.as_deref().unwrap_or(""));
+            for (id, file) in c.since(from) {
+                state
+                    .events
+                    .emit(obj! {"event": "change_recorded", "id": id, "file": file});
+            }
+            told
+        }
         "stop" => Vec::new(),
         other => return failure(&format!("unknown record event '{other}'")),
     };

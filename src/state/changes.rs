@@ -173,6 +173,23 @@ impl Changes {
         told
     }
 
+    /// The id the next change recorded will have.
+    pub fn next_id(&self) -> u64 {
+        lock(&self.inner).next
+    }
+
+    /// Each change recorded from id `from` on: its id and its file.
+    pub fn since(&self, from: u64) -> Vec<(u64, Value)> {
+        let i = lock(&self.inner);
+        let ids = i
+            .list
+            .iter()
+            .filter_map(|c| Some((c["id"].as_u64()?, &c["file"])));
+        ids.filter(|c| c.0 >= from)
+            .map(|(id, f)| (id, f.clone()))
+            .collect()
+    }
+
     /// The file's image now, stored; Err when it cannot be read (outside the workspace, too
     /// large): it is not recorded. A file whose stamp has not moved since its latest image is
     /// not read again.
@@ -453,8 +470,10 @@ impl Changes {
             let cur = now.clone().unwrap_or_default();
             now = Some(swap(image, lo, &from, &to, &cur).ok_or_else(|| {
                 format!(
-                    "hunk {h} of change {id} was not {}: its lines in {} changed since {}; nothing was written",
+                    "hunk {h} of change {id} was not {}: lines {}-{} of {} changed since {}; nothing was written",
                     if undo { "undone" } else { "restored" },
+                    lo + 1,
+                    lo + from.len(),
                     file.display(),
                     if undo { "Claude wrote them" } else { "it was undone" }
                 )
@@ -540,33 +559,8 @@ pub struct Which {
 /// `cur` with the lines `from`, which start at line `lo` of `image`, replaced by `to`; None
 /// when those lines are not in `cur` as they are in `image` (changed, or gone).
 fn swap(image: &[u8], lo: usize, from: &[&[u8]], to: &[&[u8]], cur: &[u8]) -> Option<Vec<u8>> {
-    let (old, new) = (lines(image), lines(cur));
-    let at = if from.is_empty() {
-        new.is_empty().then_some(0)?
-    } else {
-        let hi = lo + from.len();
-        let mut at: Option<usize> = None;
-        let mut seen = 0;
-        for op in diff_lines(&old, &new) {
-            if let Op::Equal {
-                old: o,
-                new: n,
-                len,
-            } = op
-            {
-                let shared = hi.min(o + len).saturating_sub(lo.max(o));
-                if shared > 0 {
-                    // Where the lines start in `cur`, as this run places them.
-                    let start = (n + lo).checked_sub(o)?;
-                    if *at.get_or_insert(start) != start {
-                        return None;
-                    }
-                    seen += shared;
-                }
-            }
-        }
-        (seen == from.len()).then_some(at?)?
-    };
+    let at = crate::review::placed(image, cur, &[(lo, from.len())])[0]?;
+    let new = lines(cur);
     let mut out = Vec::with_capacity(cur.len());
     for l in new[..at].iter().chain(to).chain(&new[at + from.len()..]) {
         out.extend_from_slice(l);

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::changes::Change;
 use super::docs::Doc;
 use super::link::{Choice, Found, Servers, Session, choose, overlapping};
 use super::paths::PathMap;
@@ -117,6 +118,8 @@ struct Link {
     retired: bool,
     /// Its LSP connection for navigation, once asked.
     nav: Option<Sender>,
+    /// Its recorded changes are to be asked for again once a document of it is open.
+    changes_stale: bool,
 }
 
 pub struct Dialogue {
@@ -131,6 +134,8 @@ pub struct Dialogue {
     focus: Option<String>,
     links: Vec<Link>,
     proposals: Proposals,
+    /// Each server's changes of the latest turn (ccide-protocol(7) §15).
+    changes: Vec<Change>,
     /// The follow-up selection waiting for the cursor to rest: document, due.
     pending: Option<(String, Instant)>,
     /// The last selection sent, so a cursor resting in place sends nothing new.
@@ -212,6 +217,7 @@ impl Dialogue {
             focus: None,
             links: Vec::new(),
             proposals: Proposals::default(),
+            changes: Vec::new(),
             pending: None,
             last: None,
             followed: false,
@@ -308,6 +314,7 @@ impl Dialogue {
         self.docs.clear();
         self.pending = None;
         self.proposals = Proposals::default();
+        self.changes.clear();
     }
 
     /// The earliest time something is due.
@@ -883,6 +890,7 @@ impl Dialogue {
             closed: Vec::new(),
             retired: false,
             nav: None,
+            changes_stale: false,
         });
         let i = self.links.len() - 1;
         self.connect(i);
@@ -933,6 +941,7 @@ impl Dialogue {
         for d in answer["diffs"].as_array().into_iter().flatten() {
             self.diff_opened(i, d);
         }
+        self.changes_due(i);
         self.publish_hints();
     }
 
@@ -1060,6 +1069,7 @@ impl Dialogue {
             l.session = None;
             l.generation += 1;
             self.proposals.forget(i);
+            self.changes.retain(|c| c.link != i);
             self.publish_hints();
             self.servers.stop(&root);
         }
@@ -1164,7 +1174,10 @@ impl Dialogue {
         self.focus = Some(uri.to_string());
         self.open_tab(uri);
         self.push(uri);
-        self.publish_hints();
+        match link {
+            Some(i) if self.links[i].changes_stale => self.refresh_changes(i),
+            _ => self.publish_hints(),
+        }
     }
 
     fn code_actions(&mut self, p: &Value) -> Value {
@@ -1200,14 +1213,23 @@ impl Dialogue {
             (proposal, open)
         });
         let mut all = actions(&uri, &range, diff);
+        let line = range["start"]["line"].as_u64().unwrap_or(0) as usize;
+        let Some(a) = all.as_array_mut() else {
+            return all;
+        };
         if let Some((d, false)) = self.proposals.of(&path)
             && let Ok(review) = review_of(&d.dir)
             && !review.pieces.is_empty()
         {
-            let line = range["start"]["line"].as_u64().unwrap_or(0) as usize;
             let at = hunk_at(&review, line);
-            if let Some(a) = all.as_array_mut() {
-                a.extend(hunk_actions(&uri, &range, at, review.pieces.len()));
+            a.extend(hunk_actions(&uri, &range, at, review.pieces.len()));
+        }
+        let mut text = None;
+        for c in self.changes.iter().filter(|c| c.file == path) {
+            let text = text.get_or_insert_with(|| self.doc(&uri).map(|d| d.text.to_string()));
+            let placed = c.placed(text.as_deref().unwrap_or(""));
+            for p in placed.iter().filter(|p| p.lines.contains(&line)) {
+                a.extend(c.actions(&uri, &range, p.hunk));
             }
         }
         all
@@ -1256,6 +1278,12 @@ impl Dialogue {
                 return Ok(Value::Null);
             }
             _ => {}
+        }
+        if let Some(verb) = cmd.strip_suffix("Change") {
+            let (id, hunk) = (a["change"].as_u64().zip(a["hunk"].as_u64())).ok_or(
+                "give the change and the hunk: [{\"uri\": ..., \"change\": ID, \"hunk\": N}]",
+            )?;
+            return self.decide_change(&path, link, id, hunk as usize, verb == "ccide.undo");
         }
         if HUNK_COMMANDS.contains(&cmd) {
             let hunk = a["hunk"].as_u64().map(|h| h as usize);
@@ -1413,6 +1441,7 @@ impl Dialogue {
                 let writes = matches!(v["how"].as_str(), Some("accepted" | "closed by the client"));
                 self.diff_settled(i, v["id"].as_str().unwrap_or(""), writes);
             }
+            Some("change_recorded" | "change_decided") => self.changes_due(i),
             _ => {}
         }
     }
@@ -1439,8 +1468,13 @@ impl Dialogue {
             .filter(|d| d.push.is_some_and(|t| t <= now))
             .map(|d| d.uri.clone())
             .collect();
+        // The hints follow the text: a hunk whose lines the user changed is no longer shown.
+        let typed = !due.is_empty();
         for uri in due {
             self.push(&uri);
+        }
+        if typed && !self.changes.is_empty() {
+            self.publish_hints();
         }
         for i in 0..self.links.len() {
             let l = &self.links[i];
@@ -1453,7 +1487,7 @@ impl Dialogue {
             self.hand_over();
         }
         for path in self.proposals.written(now) {
-            self.reload(&path);
+            self.reload(&path, "Claude Code wrote");
         }
         if self.editor.diagnostics && self.next_poll <= now {
             self.next_poll = now + Duration::from_secs(1);
@@ -1489,14 +1523,14 @@ impl Dialogue {
         }
     }
 
-    /// The CLI wrote a file the editor has open: a clean buffer is replaced with the new
-    /// content (workspace/applyEdit), otherwise the user is told to reload it.
-    fn reload(&mut self, path: &Path) {
+    /// The CLI (`who`) wrote a file the editor has open: a clean buffer is replaced with the
+    /// new content (workspace/applyEdit), otherwise the user is told to reload it.
+    fn reload(&mut self, path: &Path, who: &str) {
         let new = match self.read_in_workspace(path) {
             Ok(Some(new)) => new,
             Ok(None) => return,
             Err(e) => {
-                self.show(2, format!("Claude Code wrote {}, but {e}", path.display()));
+                self.show(2, format!("{who} {}, but {e}", path.display()));
                 return;
             }
         };
@@ -1506,17 +1540,14 @@ impl Dialogue {
             if apply && d.saved == Some(d.text.hash()) {
                 d.saved = Some(crate::text::hash(new.as_bytes()));
                 let edit = d.replacement(&new, enc);
-                edits.push(json!({"label": format!("Claude Code wrote {}", path.display()), "edit": {"changes": {d.uri.clone(): [edit]}}}));
+                edits.push(json!({"label": format!("{who} {}", path.display()), "edit": {"changes": {d.uri.clone(): [edit]}}}));
             } else {
                 edits.push(Value::Null);
             }
         }
         for e in edits {
             if e.is_null() {
-                self.show(
-                    2,
-                    format!("Claude Code wrote {}: reload it", path.display()),
-                );
+                self.show(2, format!("{who} {}: reload it", path.display()));
             } else {
                 self.ask_editor("workspace/applyEdit", e);
             }
@@ -1562,12 +1593,17 @@ impl Dialogue {
         let mut out = Vec::new();
         for k in 0..self.docs.len() {
             let path = self.docs[k].path.clone();
-            let hints = match self.proposals.of(&path) {
+            let mut hints = match self.proposals.of(&path) {
                 Some((d, false)) => review_of(&d.dir)
                     .map(|r| hint_list(&r, &d.decisions))
                     .unwrap_or_default(),
                 _ => Vec::new(),
             };
+            let mut text = None;
+            for c in self.changes.iter().filter(|c| c.file == path) {
+                let text = text.get_or_insert_with(|| self.docs[k].text.to_string());
+                hints.extend(c.placed(text).into_iter().map(|p| p.hint));
+            }
             let d = &mut self.docs[k];
             if d.hints != hints {
                 d.hints = hints;
@@ -1629,6 +1665,63 @@ impl Dialogue {
         d.decisions[h - 1] = Some(cmd == "ccide.keepHunk");
         d.reasons[h - 1] = why.map(String::from);
         self.publish_hints();
+        Ok(Value::Null)
+    }
+}
+
+impl Dialogue {
+    /// The recorded changes of server `i` are asked for now if the editor has a document of
+    /// it open, else once it opens one.
+    fn changes_due(&mut self, i: usize) {
+        match self.docs.iter().any(|d| d.link == Some(i)) {
+            true => self.refresh_changes(i),
+            false => self.links[i].changes_stale = true,
+        }
+    }
+
+    /// Asks server `i` for the latest turn's changes with their content, and shows their hunks.
+    fn refresh_changes(&mut self, i: usize) {
+        let req = Request::Changes {
+            session: None,
+            turn: None,
+            all: false,
+            content: true,
+        };
+        self.links[i].changes_stale = false;
+        match self.ask(Some(i), &req) {
+            Ok(answer) => {
+                self.changes.retain(|c| c.link != i);
+                self.changes.extend(Change::listed(i, &answer));
+            }
+            Err(e) => self.show(0, format!("ccide: {e}")),
+        }
+        self.publish_hints();
+    }
+
+    /// Keeps or undoes a hunk of a recorded change in `path` (ccide-protocol(7) §12.3): its hint
+    /// goes; an undo rewrites the file, and a clean buffer of it follows.
+    fn decide_change(
+        &mut self,
+        path: &Path,
+        link: Option<usize>,
+        id: u64,
+        hunk: usize,
+        undo: bool,
+    ) -> Result<Value, String> {
+        let req = Request::ChangeDecide {
+            id: id as usize,
+            hunks: vec![hunk],
+            undo,
+            why: None,
+        };
+        let r = self.ask(link, &req);
+        if let Some(i) = link {
+            self.refresh_changes(i);
+        }
+        r?;
+        if undo {
+            self.reload(path, "ccide undid a hunk of Claude's change to");
+        }
         Ok(Value::Null)
     }
 }

@@ -2,20 +2,23 @@
 //! user chooses. It finds (or, as a last resort, serves) the `ccide serve` of each file's
 //! workspace and turns the editor's own LSP traffic into the editor model Claude Code sees:
 //! didOpen and didClose are tabs, didChange is unsaved content, code action requests carry the
-//! selection, and pending diffs become code actions. It never writes a file; the editor
+//! selection, and pending diffs and the latest turn's changes become hints and code actions. It
+//! never writes a file (an undone hunk is written by the server); the editor
 //! session it attaches on each server's control socket (ccide-protocol(7) §9.2 `attach`) makes
 //! the server drop its tabs when it ends. With `--navigation`, the editor's navigation
 //! requests are answered by the server's warm language servers (ccide-protocol(7) §11.8),
 //! over an `lsp` connection per server.
 //!
 //! The parts: `dialogue` (the loop: `initialize`, dispatch, what is due), `docs` (the document
-//! mirror), `proposals` (pending diffs as code actions), `link` (which server a file belongs
-//! to, the session, the stand-in), `quirks` (clients known to break LSP's rules) and `paths`
+//! mirror), `proposals` (pending diffs as code actions), `changes` (what Claude changed in the
+//! latest turn, as hints and code actions), `link` (which server a file belongs to, the
+//! session, the stand-in), `quirks` (clients known to break LSP's rules) and `paths`
 //! (`--path-map`: the editor's paths across a boundary, both ways, at `received` and `send`).
 //! The loop runs over an `lsp::connection::Connection` and reaches servers through
 //! `link::Servers`: stdio and sockets here, memory and the control handler on a test state in
 //! `tests.rs`.
 
+mod changes;
 mod dialogue;
 mod docs;
 mod link;

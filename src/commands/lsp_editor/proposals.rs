@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::review::{Answer, Decision, Review};
 
 /// The commands, by the titles their code actions show.
-pub const COMMANDS: [(&str, &str); 10] = [
+pub const COMMANDS: [(&str, &str); 12] = [
     ("ccide.select", "Claude: send selection"),
     ("ccide.mention", "Claude: @-mention"),
     ("ccide.show", "Claude: show proposed edit"),
@@ -21,14 +21,19 @@ pub const COMMANDS: [(&str, &str); 10] = [
     ("ccide.dropHunk", "Claude: drop hunk"),
     ("ccide.acceptKept", "Claude: accept what is kept"),
     ("ccide.rejectAll", "Claude: reject all"),
+    ("ccide.keepChange", "Claude: keep hunk"),
+    ("ccide.undoChange", "Claude: undo hunk"),
 ];
 
-/// The commands offered on the real file's hunks, the only ones not in `actions`' list.
-pub const HUNK_COMMANDS: [&str; 4] = [
+/// The commands offered on the real file's hunks (a proposal's, then a recorded change's),
+/// the only ones not in `actions`' list.
+pub const HUNK_COMMANDS: [&str; 6] = [
     "ccide.keepHunk",
     "ccide.dropHunk",
     "ccide.acceptKept",
     "ccide.rejectAll",
+    "ccide.keepChange",
+    "ccide.undoChange",
 ];
 
 /// The code actions for a document: selection and mention, and with a pending diff for it
@@ -60,7 +65,7 @@ pub fn hunk_actions(uri: &str, range: &Value, at: Option<usize>, count: usize) -
         if let Some(h) = hunk {
             arg["hunk"] = h.into();
         }
-        json!({"title": title, "command": {"title": title, "command": cmd, "arguments": [arg]}})
+        command(cmd, title, arg)
     };
     let mut out = Vec::new();
     if let Some(i) = at {
@@ -82,6 +87,11 @@ pub fn hunk_actions(uri: &str, range: &Value, at: Option<usize>, count: usize) -
     ));
     out.push(action("ccide.rejectAll", "Claude: reject all".into(), None));
     out
+}
+
+/// A code action running `cmd` with `arg`, titled `title`.
+pub fn command(cmd: &str, title: String, arg: Value) -> Value {
+    json!({"title": title, "command": {"title": title, "command": cmd, "arguments": [arg]}})
 }
 
 /// The proposal of a diff as a review: its hunks as `ccide diff review` numbers them.
@@ -106,9 +116,9 @@ pub fn hunk_at(review: &Review, line: usize) -> Option<usize> {
         .map(|i| i + 1)
 }
 
-/// The pending hunks as hint diagnostics on the real file (ccide-protocol(7) §12): each at the
-/// lines it replaces in the file as it is (columns 0, the same in every encoding), the
-/// proposed text in the message, and what was decided so far.
+/// The pending hunks as hint diagnostics on the real file (ccide-protocol(7) §12.3): each at
+/// the lines it replaces in the file as it is, the proposed text in the message, and what was
+/// decided so far.
 pub fn hint_list(review: &Review, decisions: &[Option<bool>]) -> Vec<Value> {
     let n = review.pieces.len();
     review
@@ -122,27 +132,43 @@ pub fn hint_list(review: &Review, decisions: &[Option<bool>]) -> Vec<Value> {
                 Some(false) => ", dropped",
                 None => "",
             };
-            let shown: Vec<String> = new
-                .iter()
-                .take(3)
-                .map(|l| String::from_utf8_lossy(l).trim_end_matches(['\n', '\r']).to_string())
-                .collect();
-            let mut text = if new.is_empty() {
-                format!("delete {} line{}", hi - lo, if hi - lo == 1 { "" } else { "s" })
-            } else {
-                shown.join("\n")
-            };
-            if new.len() > 3 {
-                text.push_str(&format!("\n… ({} more lines)", new.len() - 3));
-            }
-            json!({
-                "range": {"start": {"line": lo, "character": 0}, "end": {"line": hi, "character": 0}},
-                "severity": 4,
-                "source": "ccide",
-                "message": format!("Claude proposes (hunk {}/{n}{state}): {text}", i + 1),
-            })
+            let head = format!("Claude proposes (hunk {}/{n}{state})", i + 1);
+            hint(lo, hi, &new, &head, "delete ")
         })
         .collect()
+}
+
+/// A hunk as a hint diagnostic at lines `lo..hi` (columns 0, the same in every encoding):
+/// `head`, then its first three `lines`, or when it has none `none` and the count of lines it
+/// spans.
+pub fn hint(lo: usize, hi: usize, lines: &[&[u8]], head: &str, none: &str) -> Value {
+    let shown: Vec<String> = lines
+        .iter()
+        .take(3)
+        .map(|l| {
+            String::from_utf8_lossy(l)
+                .trim_end_matches(['\n', '\r'])
+                .to_string()
+        })
+        .collect();
+    let mut text = if lines.is_empty() {
+        format!(
+            "{none}{} line{}",
+            hi - lo,
+            if hi - lo == 1 { "" } else { "s" }
+        )
+    } else {
+        shown.join("\n")
+    };
+    if lines.len() > 3 {
+        text.push_str(&format!("\n… ({} more lines)", lines.len() - 3));
+    }
+    json!({
+        "range": {"start": {"line": lo, "character": 0}, "end": {"line": hi, "character": 0}},
+        "severity": 4,
+        "source": "ccide",
+        "message": format!("{head}: {text}"),
+    })
 }
 
 /// What a review's decisions compose (undecided hunks dropped, as `ccide diff review`'s q

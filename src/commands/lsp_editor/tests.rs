@@ -637,7 +637,9 @@ fn initialize_negotiates_the_encoding_and_answers_unknown_methods() {
                 "ccide.keepHunk",
                 "ccide.dropHunk",
                 "ccide.acceptKept",
-                "ccide.rejectAll"
+                "ccide.rejectAll",
+                "ccide.keepChange",
+                "ccide.undoChange"
             ])
         );
         assert_eq!(v["serverInfo"]["name"], "ccide");
