@@ -86,7 +86,12 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "commands::lsp_editor",
-        &["quirks|docs|proposals|link|paths", "changes", "dialogue", "mod"],
+        &[
+            "quirks|docs|proposals|link|paths",
+            "changes",
+            "dialogue",
+            "mod",
+        ],
     ),
 ];
 

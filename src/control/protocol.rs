@@ -258,28 +258,7 @@ impl Request {
                 target: f.string("target"),
             },
             // `selection` is what `ccide lsp` sent before both forms were one command.
-            "select" | "selection" => {
-                let path = f.need_string("path");
-                let exact = (f.position("start"), f.position("end"));
-                let text = f.string("text");
-                let range = f.take("range");
-                let span = match exact {
-                    (None, None) => Span::Lines(human_range(&mut f, range)),
-                    (Some(start), Some(end)) if range.is_none() && text.is_some() => {
-                        Span::Exact(start, end)
-                    }
-                    _ => {
-                        f.refuse("select takes either range (lines and columns from 1) or start, end and text (positions from 0, in UTF-16 units)".into());
-                        Span::Lines(HumanRange::default())
-                    }
-                };
-                Request::Select {
-                    path,
-                    span,
-                    text,
-                    session: f.string("session"),
-                }
-            }
+            "select" | "selection" => select_request(&mut f),
             "mention" => Request::Mention {
                 path: f.need_string("path"),
                 start: f.count("start"),
@@ -351,7 +330,6 @@ impl Request {
             }
         };
         let opt = |s: &Option<String>| s.clone().map_or(Value::Null, Value::String);
-        let count = |n: Option<usize>| n.map_or(Value::Null, Value::from);
         let list = |ps: &[String]| Value::from(ps.to_vec());
         match self {
             Request::Status | Request::DiffList | Request::DiagnosticsList | Request::Events => {}
@@ -391,29 +369,10 @@ impl Request {
                     put(k, v);
                 }
             }
-            Request::Select {
-                path,
-                span,
-                text,
-                session,
-            } => {
-                put("path", path.as_str().into());
-                for (k, v) in span_fields(span) {
+            Request::Select { .. } | Request::Mention { .. } => {
+                for (k, v) in self.routed_fields() {
                     put(k, v);
                 }
-                put("text", opt(text));
-                put("session", opt(session));
-            }
-            Request::Mention {
-                path,
-                start,
-                end,
-                session,
-            } => {
-                put("path", path.as_str().into());
-                put("start", count(*start));
-                put("end", count(*end));
-                put("session", opt(session));
             }
             Request::Open { paths } | Request::Diagnostics { paths } => put("paths", list(paths)),
             Request::Close { paths, discard } => {
@@ -467,6 +426,37 @@ impl Request {
             }
         }
         Value::Object(m)
+    }
+
+    /// The fields of `select` and `mention`, which go to the sessions whose folders hold `path`.
+    fn routed_fields(&self) -> Vec<(&'static str, Value)> {
+        let opt = |s: &Option<String>| s.clone().map_or(Value::Null, Value::String);
+        let count = |n: &Option<usize>| n.map_or(Value::Null, Value::from);
+        match self {
+            Request::Select {
+                path,
+                span,
+                text,
+                session,
+            } => {
+                let mut v = vec![("path", path.as_str().into())];
+                v.extend(span_fields(span));
+                v.extend([("text", opt(text)), ("session", opt(session))]);
+                v
+            }
+            Request::Mention {
+                path,
+                start,
+                end,
+                session,
+            } => vec![
+                ("path", path.as_str().into()),
+                ("start", count(start)),
+                ("end", count(end)),
+                ("session", opt(session)),
+            ],
+            _ => Vec::new(),
+        }
     }
 
     /// The fields of `record`, `changes` and `change.decide`.
@@ -537,6 +527,28 @@ impl Request {
         line.push_str(&rest[1..]);
         line.push('\n');
         line
+    }
+}
+
+/// `select`: a range of lines and columns from 1, or exact positions with their text.
+fn select_request(f: &mut Fields) -> Request {
+    let path = f.need_string("path");
+    let exact = (f.position("start"), f.position("end"));
+    let text = f.string("text");
+    let range = f.take("range");
+    let span = match exact {
+        (None, None) => Span::Lines(human_range(f, range)),
+        (Some(start), Some(end)) if range.is_none() && text.is_some() => Span::Exact(start, end),
+        _ => {
+            f.refuse("select takes either range (lines and columns from 1) or start, end and text (positions from 0, in UTF-16 units)".into());
+            Span::Lines(HumanRange::default())
+        }
+    };
+    Request::Select {
+        path,
+        span,
+        text,
+        session: f.string("session"),
     }
 }
 
