@@ -1376,6 +1376,11 @@ fn helix_selects_mentions_edits_shows_diagnostics_and_reviews_proposals() {
         "Claude: reject",
     ];
     term.keys(&["Space", "a"]);
+    // The request's range follows while the person reads the menu: the cursor's character.
+    // (Not again from the next menu, at the same range.)
+    term.read("Claude: show proposed edit", &failed);
+    let d = selection(&f, "d", (0, 0), (0, 1));
+    assert_eq!(action(&mut claude, "selection_changed", &nothing), [sel(d)]);
     term.helix_pick("Claude: show proposed edit", &on_the_file, &failed);
     term.read(&shown(1), &failed);
     term.helix_command(":o hello.py", &failed);
