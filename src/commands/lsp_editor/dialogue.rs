@@ -751,13 +751,17 @@ impl Dialogue {
                 ),
             },
         };
-        // A server that went away keeps its documents while it has its grace (`find_again`).
+        // A server that went away keeps its documents while it has its grace (`find_again`);
+        // one whose lock file is gone is away, though the end of its event stream (read by
+        // another thread) has not arrived yet.
         if let Some(i) = self.links.iter().position(|l| {
-            !l.retired
-                && l.session.is_none()
-                && l.lost.is_some_and(|t| t.elapsed() < GRACE)
-                && l.server.workspaces.iter().any(|w| dir.starts_with(w))
+            let away = match l.session {
+                None => l.lost.is_some_and(|t| t.elapsed() < GRACE),
+                Some(_) => !servers.iter().any(|s| s.key == l.server.key),
+            };
+            !l.retired && away && l.server.workspaces.iter().any(|w| dir.starts_with(w))
         }) {
+            self.lose(i);
             return Some(i);
         }
         if !stand_in {

@@ -88,15 +88,25 @@ impl World {
     /// event streams end, and what the sessions held is forgotten (not closed: a restart
     /// keeps the editor model).
     fn stop(&self, k: usize) {
+        for deliver in self.stop_unannounced(k) {
+            deliver(None);
+        }
+    }
+
+    /// `stop`, but the ends of the event streams are not yet delivered (their reading threads
+    /// have not run): the caller delivers them.
+    fn stop_unannounced(&self, k: usize) -> Vec<Deliver<Option<Value>>> {
         let mut w = self.0.lock().unwrap();
         let s = &mut w[k];
         s.running = false;
         s.own = false;
+        let mut ends = Vec::new();
         for (id, alive, deliver) in s.sessions.drain(..) {
             alive.store(false, Ordering::SeqCst);
             s.ts.state.editor.release(id);
-            deliver(None);
+            ends.push(deliver);
         }
+        ends
     }
 
     fn start(&self, k: usize) {
@@ -1149,6 +1159,33 @@ fn a_restarted_server_gets_the_editors_tabs_and_buffers_again() {
     drop(ed);
     wait_for("the editor's tabs gone", || {
         tabs(&st).is_empty().then_some(())
+    });
+}
+
+/// The server's lock file is gone before its event stream's end reaches the loop (the thread
+/// reading it has not run yet on a busy machine): a file opened meanwhile waits for the same
+/// server through its grace, as it would had the end arrived first, rather than for a
+/// stand-in at once (here none can start, as none can beside the server back already).
+#[test]
+fn a_file_opened_before_the_end_of_the_servers_events_arrives_is_its_again() {
+    let ts = state();
+    let a = ts.write("a.py", "a\n");
+    let b = ts.write("b.py", "b\n");
+    let (world, k, mut ed) = editor_on(ts, options(), json!({}));
+    let st = world.state(k);
+    ed.open(&a, "a\n");
+    ed.sync();
+    let ends = world.stop_unannounced(k);
+    ed.open(&b, "b edited\n");
+    ed.sync();
+    for end in ends {
+        end(None);
+    }
+    world.start(k);
+    wait_for("both tabs, b unsaved", || {
+        (tabs(&st) == [(a.clone(), false), (b.clone(), true)]
+            && st.editor.document(&b).as_deref() == Some("b edited\n"))
+        .then_some(())
     });
 }
 
