@@ -807,10 +807,17 @@ impl Dialogue {
             root.display()
         );
         let servers = self.servers.list();
-        match choose(&servers, None, dir, None) {
+        let linked = match choose(&servers, None, dir, None) {
             Choice::One(s) => Some(self.link_to(s.clone())),
             _ => None,
+        };
+        // The project's own server started meanwhile (it starts beside a stand-in, which
+        // hands over to it): chosen instead, the stand-in stops now, as no link of it would.
+        if !linked.is_some_and(|i| self.links[i].server.own) {
+            let served = crate::files::canonical_dir(&root).unwrap_or(root);
+            self.servers.stop(&served);
         }
+        linked
     }
 
     /// The link to a server, made and attached if need be.

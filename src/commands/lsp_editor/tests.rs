@@ -34,6 +34,8 @@ struct Srv {
     running: bool,
     /// Started by the editor (`Servers::serve`) rather than by the test.
     stand_in: bool,
+    /// A stand-in that another server (this one) starts beside, at the same moment.
+    beside: Option<usize>,
     own: bool,
     sessions: Vec<(u64, Arc<AtomicBool>, Deliver<Option<Value>>)>,
     /// Each navigation connection an editor opened (`Servers::navigate`): what it said of
@@ -65,6 +67,7 @@ impl World {
             port,
             running,
             stand_in,
+            beside: None,
             own: false,
             sessions: Vec::new(),
             navs: Vec::new(),
@@ -111,6 +114,11 @@ impl World {
 
     fn start(&self, k: usize) {
         self.0.lock().unwrap()[k].running = true;
+    }
+
+    /// Server `k` starts again when the editor starts stand-in `s`, just after it.
+    fn start_beside(&self, k: usize, s: usize) {
+        self.0.lock().unwrap()[k].beside = Some(s);
     }
 
     /// The `n`th navigation connection to server `k`, once opened: the client's name as it
@@ -247,12 +255,15 @@ impl Servers for InProcess {
 
     fn serve(&mut self, root: &Path) -> Result<(), String> {
         let mut w = self.0.0.lock().unwrap();
-        let s = w
-            .iter_mut()
-            .find(|s| s.stand_in && !s.running && s.ts.state.workspaces.list() == [root])
+        let k = w
+            .iter()
+            .position(|s| s.stand_in && !s.running && s.ts.state.workspaces.list() == [root])
             .ok_or_else(|| format!("this test has no server for {}", root.display()))?;
-        s.running = true;
-        s.own = true;
+        w[k].running = true;
+        w[k].own = true;
+        for s in w.iter_mut().filter(|s| s.beside == Some(k)) {
+            s.running = true;
+        }
         Ok(())
     }
 
@@ -1185,6 +1196,31 @@ fn a_file_opened_before_the_end_of_the_servers_events_arrives_is_its_again() {
     wait_for("both tabs, b unsaved", || {
         (tabs(&st) == [(a.clone(), false), (b.clone(), true)]
             && st.editor.document(&b).as_deref() == Some("b edited\n"))
+        .then_some(())
+    });
+}
+
+/// The project's server starts again just after the editor started serving its folder itself
+/// (three seconds after it went away): the file goes to the project's server, and the
+/// stand-in, to which nothing is linked, stops at once rather than serve the folder beside it.
+#[test]
+fn a_stand_in_that_the_projects_server_overtook_stops() {
+    let home = Home::new("overtaken");
+    let proj = home.0.join("proj");
+    let f = home.write("proj/f.py", "x = 1\n");
+    let world = World::default();
+    let p = world.add(state_for(&proj), true);
+    let s = world.stand_in(state_for(&proj));
+    world.start_beside(p, s);
+    let mut ed = Ed::start(&world, options());
+    ed.initialize(&proj, json!({}));
+    ed.open(&f, "x = 2\n");
+    ed.sync();
+    world.stop(p);
+    wait_for("the project's server with the file, the stand-in stopped", || {
+        (world.is_running(p)
+            && tabs(&world.state(p)) == [(f.clone(), true)]
+            && !world.is_running(s))
         .then_some(())
     });
 }
