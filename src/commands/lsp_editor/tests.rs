@@ -1217,12 +1217,15 @@ fn a_stand_in_that_the_projects_server_overtook_stops() {
     ed.open(&f, "x = 2\n");
     ed.sync();
     world.stop(p);
-    wait_for("the project's server with the file, the stand-in stopped", || {
-        (world.is_running(p)
-            && tabs(&world.state(p)) == [(f.clone(), true)]
-            && !world.is_running(s))
-        .then_some(())
-    });
+    wait_for(
+        "the project's server with the file, the stand-in stopped",
+        || {
+            (world.is_running(p)
+                && tabs(&world.state(p)) == [(f.clone(), true)]
+                && !world.is_running(s))
+            .then_some(())
+        },
+    );
 }
 
 /// When the server cannot save its editor model (a full disk), its answer is "done, but not
