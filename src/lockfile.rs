@@ -238,7 +238,9 @@ fn lock_state_dir(state: &Path) -> Result<fs::File, String> {
         return Ok(f);
     }
     // The holder writes its pid just after taking the lock: a start racing it can read the
-    // file empty, or with a previous server's pid, for a moment.
+    // file empty, or with a previous server's pid, for a moment. A holder whose pid does not
+    // run is a child of a server that just exited, between its fork and its exec (it has the
+    // server's descriptors until then): the lock is free once it has run its program.
     let mut pid = String::new();
     for _ in 0..50 {
         pid.clear();
@@ -257,6 +259,9 @@ fn lock_state_dir(state: &Path) -> Result<fs::File, String> {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
+        if crate::sys::try_lock_exclusive(&f).unwrap_or(false) {
+            return Ok(f);
+        }
     }
     Err(held_by(pid.trim(), state))
 }
@@ -542,6 +547,26 @@ mod tests {
         // Existing state directories are named so: the name must never change.
         assert_eq!(a, "my_app-8b13f767bd135b6b");
         assert_ne!(a, workspace_id(&[PathBuf::from("/srv/my app2")]));
+    }
+
+    /// A server's child between fork and exec holds the lock of its state directory a moment
+    /// after the server exited: the next server takes it once it is let go.
+    #[test]
+    fn a_state_directory_held_for_a_server_that_exited_is_taken_once_let_go() {
+        let state = std::env::temp_dir().join(format!("ccide-held-{}", std::process::id()));
+        fs::create_dir_all(&state).unwrap();
+        let held = fs::File::create(state.join("serve.lock")).unwrap();
+        assert!(crate::sys::try_lock_exclusive(&held).unwrap());
+        // The exited server's pid (beyond any pid_max).
+        fs::write(state.join("serve.lock"), "2000000000\n").unwrap();
+        let letting_go = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            drop(held);
+        });
+        let taken = lock_state_dir(&state);
+        letting_go.join().unwrap();
+        assert!(taken.is_ok(), "{:?}", taken.err());
+        fs::remove_dir_all(&state).unwrap();
     }
 
     #[test]

@@ -1137,7 +1137,10 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     // Unsaved, then saved.
     term.keys(&["o"]);
     term.type_text("# more");
+    // `:w` only once kakoune is back in normal mode (an escape followed at once by a key reads
+    // as Alt with that key).
     term.keys(&["Escape"]);
+    term.read_where("normal mode", &|s| !s.contains("insert"), &failed);
     let s = status_where(&sb, "hello.py unsaved", |s| s["documents"] != json!([]));
     let bytes = s["documents"][0]["bytes"].as_u64().unwrap();
     term.keys(&[":w", "Enter"]);
@@ -1164,9 +1167,16 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     term.type_text(&format!(":e {}", view.display()));
     term.keys(&["Enter"]);
     term.read("print(\"new\")", &failed);
+    // Each key once kakoune shows it took the one before: the prompt with the regex, the
+    // match selected (the cursor at its end), insert mode.
     term.type_text("%snew");
+    term.read("select:new", &failed);
     term.keys(&["Enter"]);
-    term.type_text("cedited");
+    let selected = |s: &str| !s.contains("select:") && s.contains(" 1:10 ");
+    term.read_where("`new` selected", &selected, &failed);
+    term.type_text("c");
+    term.read_where("insert mode", &|s| s.contains(" insert "), &failed);
+    term.type_text("edited");
     // Escape alone, and on once kakoune is back in normal mode: an escape followed at once by
     // a key reads as Alt with that key.
     term.keys(&["Escape"]);
@@ -1439,6 +1449,11 @@ fn helix_selects_mentions_edits_shows_diagnostics_and_reviews_proposals() {
         "Claude: reject",
     ];
     term.keys(&["Space", "a"]);
+    // The request's range follows while the person reads the menu: the cursor's character.
+    // (Not again from the next menu, at the same range.)
+    term.read("Claude: show proposed edit", &failed);
+    let d = selection(&f, "d", (0, 0), (0, 1));
+    assert_eq!(action(&mut claude, "selection_changed", &nothing), [sel(d)]);
     term.helix_pick("Claude: show proposed edit", &on_the_file, &failed);
     term.read(&shown(1), &failed);
     term.helix_command(":o hello.py", &failed);

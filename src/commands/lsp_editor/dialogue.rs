@@ -809,13 +809,17 @@ impl Dialogue {
                 ),
             },
         };
-        // A server that went away keeps its documents while it has its grace (`find_again`).
+        // A server that went away keeps its documents while it has its grace (`find_again`);
+        // one whose lock file is gone is away, though the end of its event stream (read by
+        // another thread) has not arrived yet.
         if let Some(i) = self.links.iter().position(|l| {
-            !l.retired
-                && l.session.is_none()
-                && l.lost.is_some_and(|t| t.elapsed() < GRACE)
-                && l.server.workspaces.iter().any(|w| dir.starts_with(w))
+            let away = match l.session {
+                None => l.lost.is_some_and(|t| t.elapsed() < GRACE),
+                Some(_) => !servers.iter().any(|s| s.key == l.server.key),
+            };
+            !l.retired && away && l.server.workspaces.iter().any(|w| dir.starts_with(w))
         }) {
+            self.lose(i);
             return Some(i);
         }
         if !stand_in {
@@ -861,10 +865,17 @@ impl Dialogue {
             root.display()
         );
         let servers = self.servers.list();
-        match choose(&servers, None, dir, None) {
+        let linked = match choose(&servers, None, dir, None) {
             Choice::One(s) => Some(self.link_to(s.clone())),
             _ => None,
+        };
+        // The project's own server started meanwhile (it starts beside a stand-in, which
+        // hands over to it): chosen instead, the stand-in stops now, as no link of it would.
+        if !linked.is_some_and(|i| self.links[i].server.own) {
+            let served = crate::files::canonical_dir(&root).unwrap_or(root);
+            self.servers.stop(&served);
         }
+        linked
     }
 
     /// The link to a server, made and attached if need be.

@@ -34,6 +34,8 @@ struct Srv {
     running: bool,
     /// Started by the editor (`Servers::serve`) rather than by the test.
     stand_in: bool,
+    /// A stand-in that another server (this one) starts beside, at the same moment.
+    beside: Option<usize>,
     own: bool,
     sessions: Vec<(u64, Arc<AtomicBool>, Deliver<Option<Value>>)>,
     /// Each navigation connection an editor opened (`Servers::navigate`): what it said of
@@ -65,6 +67,7 @@ impl World {
             port,
             running,
             stand_in,
+            beside: None,
             own: false,
             sessions: Vec::new(),
             navs: Vec::new(),
@@ -88,19 +91,34 @@ impl World {
     /// event streams end, and what the sessions held is forgotten (not closed: a restart
     /// keeps the editor model).
     fn stop(&self, k: usize) {
-        let mut w = self.0.lock().unwrap();
-        let s = &mut w[k];
-        s.running = false;
-        s.own = false;
-        for (id, alive, deliver) in s.sessions.drain(..) {
-            alive.store(false, Ordering::SeqCst);
-            s.ts.state.editor.release(id);
+        for deliver in self.stop_unannounced(k) {
             deliver(None);
         }
     }
 
+    /// `stop`, but the ends of the event streams are not yet delivered (their reading threads
+    /// have not run): the caller delivers them.
+    fn stop_unannounced(&self, k: usize) -> Vec<Deliver<Option<Value>>> {
+        let mut w = self.0.lock().unwrap();
+        let s = &mut w[k];
+        s.running = false;
+        s.own = false;
+        let mut ends = Vec::new();
+        for (id, alive, deliver) in s.sessions.drain(..) {
+            alive.store(false, Ordering::SeqCst);
+            s.ts.state.editor.release(id);
+            ends.push(deliver);
+        }
+        ends
+    }
+
     fn start(&self, k: usize) {
         self.0.lock().unwrap()[k].running = true;
+    }
+
+    /// Server `k` starts again when the editor starts stand-in `s`, just after it.
+    fn start_beside(&self, k: usize, s: usize) {
+        self.0.lock().unwrap()[k].beside = Some(s);
     }
 
     /// The `n`th navigation connection to server `k`, once opened: the client's name as it
@@ -237,12 +255,15 @@ impl Servers for InProcess {
 
     fn serve(&mut self, root: &Path) -> Result<(), String> {
         let mut w = self.0.0.lock().unwrap();
-        let s = w
-            .iter_mut()
-            .find(|s| s.stand_in && !s.running && s.ts.state.workspaces.list() == [root])
+        let k = w
+            .iter()
+            .position(|s| s.stand_in && !s.running && s.ts.state.workspaces.list() == [root])
             .ok_or_else(|| format!("this test has no server for {}", root.display()))?;
-        s.running = true;
-        s.own = true;
+        w[k].running = true;
+        w[k].own = true;
+        for s in w.iter_mut().filter(|s| s.beside == Some(k)) {
+            s.running = true;
+        }
         Ok(())
     }
 
@@ -1153,6 +1174,61 @@ fn a_restarted_server_gets_the_editors_tabs_and_buffers_again() {
     wait_for("the editor's tabs gone", || {
         tabs(&st).is_empty().then_some(())
     });
+}
+
+/// The server's lock file is gone before its event stream's end reaches the loop (the thread
+/// reading it has not run yet on a busy machine): a file opened meanwhile waits for the same
+/// server through its grace, as it would had the end arrived first, rather than for a
+/// stand-in at once (here none can start, as none can beside the server back already).
+#[test]
+fn a_file_opened_before_the_end_of_the_servers_events_arrives_is_its_again() {
+    let ts = state();
+    let a = ts.write("a.py", "a\n");
+    let b = ts.write("b.py", "b\n");
+    let (world, k, mut ed) = editor_on(ts, options(), json!({}));
+    let st = world.state(k);
+    ed.open(&a, "a\n");
+    ed.sync();
+    let ends = world.stop_unannounced(k);
+    ed.open(&b, "b edited\n");
+    ed.sync();
+    for end in ends {
+        end(None);
+    }
+    world.start(k);
+    wait_for("both tabs, b unsaved", || {
+        (tabs(&st) == [(a.clone(), false), (b.clone(), true)]
+            && st.editor.document(&b).as_deref() == Some("b edited\n"))
+        .then_some(())
+    });
+}
+
+/// The project's server starts again just after the editor started serving its folder itself
+/// (three seconds after it went away): the file goes to the project's server, and the
+/// stand-in, to which nothing is linked, stops at once rather than serve the folder beside it.
+#[test]
+fn a_stand_in_that_the_projects_server_overtook_stops() {
+    let home = Home::new("overtaken");
+    let proj = home.0.join("proj");
+    let f = home.write("proj/f.py", "x = 1\n");
+    let world = World::default();
+    let p = world.add(state_for(&proj), true);
+    let s = world.stand_in(state_for(&proj));
+    world.start_beside(p, s);
+    let mut ed = Ed::start(&world, options());
+    ed.initialize(&proj, json!({}));
+    ed.open(&f, "x = 2\n");
+    ed.sync();
+    world.stop(p);
+    wait_for(
+        "the project's server with the file, the stand-in stopped",
+        || {
+            (world.is_running(p)
+                && tabs(&world.state(p)) == [(f.clone(), true)]
+                && !world.is_running(s))
+            .then_some(())
+        },
+    );
 }
 
 /// When the server cannot save its editor model (a full disk), its answer is "done, but not
