@@ -21,9 +21,12 @@ pub fn too_wide(dir: &Path) -> bool {
 }
 
 /// The other git worktrees of the repository whose main worktree is `folder` (ccide-protocol(7)
-/// §1.5), read from git's own files, no git run: each `.git/worktrees/*/gitdir` names a
+/// §1.5), read from git's own files, no git run: each `.git/worktrees/NAME/gitdir` names a
 /// worktree's `.git`. Sorted; only those whose folder still holds its `.git` count (one
-/// deleted by hand lingers there until `git worktree prune`).
+/// deleted by hand lingers there until `git worktree prune`). The repository's files are the
+/// workspace's to write, so a worktree counts only when its own `.git` file points back to
+/// that `.git/worktrees/NAME`, and never `/` or the home folder: a `gitdir` naming another
+/// folder adds no folder to those served.
 pub fn worktrees(folder: &Path) -> Vec<PathBuf> {
     let mut trees = Vec::new();
     for e in fs::read_dir(folder.join(".git/worktrees"))
@@ -31,10 +34,12 @@ pub fn worktrees(folder: &Path) -> Vec<PathBuf> {
         .flatten()
         .flatten()
     {
-        let gitdir = fs::read_to_string(e.path().join("gitdir")).unwrap_or_default();
-        let dir = Path::new(gitdir.trim_end()).parent().map(fs::canonicalize);
-        if let Some(Ok(t)) = dir
-            && t.join(".git").exists()
+        let admin = e.path();
+        let gitdir = git_file(&admin.join("gitdir"));
+        let dir = admin.join(gitdir.trim_end());
+        if let Some(Ok(t)) = dir.parent().map(fs::canonicalize)
+            && points_back(&t, &admin)
+            && !too_wide(&t)
         {
             // Sorted, so that the lock file is written again only when the set changed.
             let i = trees.partition_point(|x| *x < t);
@@ -42,6 +47,22 @@ pub fn worktrees(folder: &Path) -> Vec<PathBuf> {
         }
     }
     trees
+}
+
+/// One of git's small files (a path on a line), as text; empty when it is not a regular file
+/// (a FIFO there would hold the reader) or is larger than a path.
+fn git_file(path: &Path) -> String {
+    let bytes = crate::files::read_regular(path, 8192).unwrap_or_default();
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
+/// Whether the worktree `tree`'s `.git` is a file whose `gitdir:` line names `admin` (git's
+/// `.git/worktrees/NAME` of it; a relative path is read from `tree`).
+fn points_back(tree: &Path, admin: &Path) -> bool {
+    let dotgit = git_file(&tree.join(".git"));
+    let named = dotgit.lines().find_map(|l| l.strip_prefix("gitdir:"));
+    let named = named.map(|n| fs::canonicalize(tree.join(n.trim())));
+    matches!((named, fs::canonicalize(admin)), (Some(Ok(a)), Ok(b)) if a == b)
 }
 
 /// The folders a server serves, canonical and in order (the first resolves relative paths).
@@ -270,6 +291,28 @@ mod tests {
                 fs::create_dir_all(wt).unwrap();
                 fs::write(wt.join(".git"), format!("gitdir: {}\n", admin.display())).unwrap();
             }
+        }
+        assert_eq!(worktrees(&main), [a.clone(), b.clone()]);
+        // A gitdir naming a folder whose `.git` does not point back adds nothing: another
+        // repository (its `.git` a directory, or a worktree of another one), / or the home
+        // folder.
+        let other = root.join("other");
+        fs::create_dir_all(other.join(".git")).unwrap();
+        let stranger = root.join("stranger");
+        fs::create_dir_all(&stranger).unwrap();
+        fs::write(
+            stranger.join(".git"),
+            "gitdir: /elsewhere/.git/worktrees/x\n",
+        )
+        .unwrap();
+        let home = std::env::var("HOME").unwrap_or_default();
+        for (name, target) in [("o", &other), ("s", &stranger), ("r", &PathBuf::from("/"))]
+            .into_iter()
+            .chain([("h", &PathBuf::from(&home))])
+        {
+            let admin = main.join(".git/worktrees").join(name);
+            fs::create_dir_all(&admin).unwrap();
+            fs::write(admin.join("gitdir"), format!("{}/.git\n", target.display())).unwrap();
         }
         assert_eq!(worktrees(&main), [a.clone(), b.clone()]);
         // Not a main worktree: none.
