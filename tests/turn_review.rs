@@ -511,3 +511,20 @@ fn an_edit_of_a_file_that_cannot_be_recorded_records_nothing_of_any_file() {
             .any(|e| std::fs::read(e.unwrap().path()).unwrap() == b"x\n")
     );
 }
+
+/// A session id and a tool name come from the hook's input: `ccide review` prints them with
+/// their control characters made visible, and cuts the id at a character, not inside one.
+#[test]
+fn the_listing_prints_names_from_the_hooks_input_safely() {
+    let sb = Sandbox::new();
+    let _s = sb.serve(&[]);
+    let session = "\u{1b}[31méééé-0000";
+    prompt(&sb, session);
+    let a = sb.write("a.txt", "x\n");
+    edit(&sb, session, &a, b"y\n");
+    let o = sb.run_ok(&["review", "list"]);
+    assert_eq!(
+        stdout(&o),
+        "change 0: a.txt (Edit, session \\u{1b}[31mééé, turn 1)\n@@ -1 +1 @@ hunk 1/1\n-x\n+y\n"
+    );
+}

@@ -728,8 +728,15 @@ fn decide_hunks(
     Ok((said, out))
 }
 
+/// A change's first line. The session id and the tool name come from the hooks' input: shown
+/// with control characters visible, the id cut to its first 8 characters.
 fn change_head(c: &Value) -> String {
-    let session = c["session"].as_str().unwrap_or("");
+    let session: String = c["session"]
+        .as_str()
+        .unwrap_or("")
+        .chars()
+        .take(8)
+        .collect();
     format!(
         "change {}: {}{} ({}, session {}, turn {})",
         c["id"],
@@ -739,8 +746,8 @@ fn change_head(c: &Value) -> String {
         } else {
             ""
         },
-        c["tool"].as_str().unwrap_or(""),
-        &session[..session.len().min(8)],
+        visible(c["tool"].as_str().unwrap_or("")),
+        visible(&session),
         c["turn"]
     )
 }
