@@ -382,9 +382,20 @@ impl State {
         if all[n..] == known[..] {
             return;
         }
-        *known = all[n..].to_vec();
+        let old = std::mem::replace(&mut *known, all[n..].to_vec());
         crate::log::info!("git worktrees served: {}", json::paths(&known));
-        self.workspaces.change(|ws| *ws = all);
+        // Applied to the folders as they are now: a `ccide workspace add/remove` since the
+        // list above stays.
+        self.workspaces.change(|ws| {
+            ws.retain(|w| !old.contains(w));
+            ws.extend(
+                known
+                    .iter()
+                    .filter(|t| !ws.contains(t))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+        });
         if let Err(e) = self.announce() {
             crate::log::error!("{e}");
         }
