@@ -224,9 +224,8 @@ fn record(
             Vec::new()
         }
         "post" => {
-            let from = c.next_id();
-            let told = c.after(ws, session, &call, tool.as_deref().unwrap_or(""));
-            for (id, file) in c.since(from) {
+            let (told, recorded) = c.after(ws, session, &call, tool.as_deref().unwrap_or(""));
+            for (id, file) in recorded {
                 state
                     .events
                     .emit(obj! {"event": "change_recorded", "id": id, "file": file});

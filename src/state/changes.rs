@@ -138,11 +138,18 @@ impl Changes {
     }
 
     /// After a tool ran: a change for each file whose content it changed (for a command, each
-    /// known file whose stamp moved). Returns what the model is to be told.
-    pub fn after(&self, ws: &Workspaces, session: &str, call: &str, tool: &str) -> Vec<String> {
+    /// known file whose stamp moved). Returns what the model is to be told, and the changes
+    /// recorded (their id and file).
+    pub fn after(
+        &self,
+        ws: &Workspaces,
+        session: &str,
+        call: &str,
+        tool: &str,
+    ) -> (Vec<String>, Vec<(u64, Value)>) {
         let mut i = lock(&self.inner);
         let Some(k) = i.pending.iter().position(|p| p.0 == call) else {
-            return self.notices(&mut i, ws, session);
+            return (self.notices(&mut i, ws, session), Vec::new());
         };
         let taken = match i.pending.remove(k).1 {
             Some(edit) => vec![edit],
@@ -152,6 +159,7 @@ impl Changes {
             }
         };
         let turn = i.turns.get(session).and_then(Value::as_u64).unwrap_or(0);
+        let mut recorded = Vec::new();
         for (file, before) in taken {
             let Ok(after) = self.image(&mut i, ws, &file) else {
                 continue;
@@ -161,6 +169,7 @@ impl Changes {
             }
             let id = i.next;
             i.next += 1;
+            recorded.push((id, json::path(&file)));
             i.list.push(
                 obj! {"id": id, "session": session, "turn": turn, "tool": tool,
                 "file": json::path(&file), "before": before, "after": after,
@@ -168,26 +177,11 @@ impl Changes {
             );
         }
         self.prune(&mut i);
+        // A turn over the store's size on its own is pruned at once.
+        recorded.retain(|r| i.list.iter().any(|c| c["id"] == r.0));
         let told = self.notices(&mut i, ws, session);
         self.save(&i);
-        told
-    }
-
-    /// The id the next change recorded will have.
-    pub fn next_id(&self) -> u64 {
-        lock(&self.inner).next
-    }
-
-    /// Each change recorded from id `from` on: its id and its file.
-    pub fn since(&self, from: u64) -> Vec<(u64, Value)> {
-        let i = lock(&self.inner);
-        let ids = i
-            .list
-            .iter()
-            .filter_map(|c| Some((c["id"].as_u64()?, &c["file"])));
-        ids.filter(|c| c.0 >= from)
-            .map(|(id, f)| (id, f.clone()))
-            .collect()
+        (told, recorded)
     }
 
     /// The file's image now, stored; Err when it cannot be read (outside the workspace, too
