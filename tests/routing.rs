@@ -274,3 +274,23 @@ fn the_worktrees_of_a_served_repository_join_the_lock_file_as_they_come_and_go()
     let e = sb.run(&["status"]);
     assert!(!stdout(&e).contains("wt b"), "{}", stdout(&e));
 }
+
+/// A session's folders come from the client: `select` and `mention` name the session with the
+/// control characters of its folder made visible.
+#[test]
+fn a_session_is_named_with_its_folder_made_safe_to_print() {
+    let sb = Sandbox::new();
+    let ws = canonical(&sb.ws());
+    sb.write("e\u{1b}[31m/x.py", "x = 1\n");
+    let srv = sb.serve(&[]);
+    let _c = rooted(&srv, &[format!("file://{}/e%1B[31m", ws.display())], 4003);
+    let o = sb.run_ok(&["mention", "e\u{1b}[31m/x.py"]);
+    assert!(
+        stderr(&o).ends_with(&format!(
+            "(sent to session 1 (pid 4003, {}/e\\u{{1b}}[31m))\n",
+            ws.display()
+        )),
+        "{:?}",
+        stderr(&o)
+    );
+}

@@ -645,14 +645,15 @@ fn stdin_bytes() -> std::io::Result<Vec<u8>> {
 /// What `select` and `mention` tell the user: clients reached, and those still connecting,
 /// which get it once their setup settles (ccide-protocol(7) §3.3).
 pub fn delivered(r: &Value) -> String {
-    // Sessions that gave their folders are named (ccide-protocol(7) §6.4).
+    // Sessions that gave their folders are named (ccide-protocol(7) §6.4), their folders
+    // as the clients gave them.
     if let Some(list) = r["sessions"].as_array() {
         let mut named = String::from("sent to ");
         for (i, s) in list.iter().enumerate() {
             if i > 0 {
                 named += ", ";
             }
-            named += s.as_str().unwrap_or("");
+            named += &shown(s);
         }
         if list.len() > 1 {
             named += "; several sessions work there: to tell one, pass --session ID";
