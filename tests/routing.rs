@@ -294,3 +294,39 @@ fn a_session_is_named_with_its_folder_made_safe_to_print() {
         stderr(&o)
     );
 }
+
+/// A worktree another `ccide serve` serves stays that server's: two lock files holding one
+/// folder, Claude Code started there would connect to neither (ccide-protocol(7) §1.3).
+#[test]
+#[ignore = "needs git (.ci/run installs it)"]
+fn a_worktree_another_server_serves_is_left_to_it() {
+    let sb = Sandbox::new();
+    let ws = canonical(&sb.ws());
+    sb.write("main.py", "m = 1\n");
+    git(&sb, &ws, &["init", "-q"]);
+    git(&sb, &ws, &["add", "."]);
+    git(&sb, &ws, &["commit", "-qm", "one"]);
+    git(&sb, &ws, &["worktree", "add", "-q", "-b", "a", "../wt-a"]);
+    git(&sb, &ws, &["worktree", "add", "-q", "-b", "b", "../wt-b"]);
+    let (wt_a, wt_b) = (
+        canonical(&sb.root.join("wt-a")),
+        canonical(&sb.root.join("wt-b")),
+    );
+    let state_b = sb.root.join("state-b");
+    let mut cmd = sb.command(&[
+        "serve",
+        "--workspace",
+        wt_b.to_str().unwrap(),
+        "--state-dir",
+        state_b.to_str().unwrap(),
+    ]);
+    let _b = Server::spawn(&mut cmd, &sb.config());
+    let srv = sb.serve(&[]);
+    // wt-a joins, in the same pass as wt-b would.
+    wait_for(
+        "the lock file to announce wt-a",
+        Duration::from_secs(20),
+        || (lock_folders(&srv) != json!([ws])).then_some(()),
+    );
+    assert_eq!(lock_folders(&srv), json!([ws, wt_a]));
+}

@@ -365,8 +365,10 @@ impl State {
 
     /// Makes the git worktrees of the folders' repositories folders too, as they come and go
     /// (ccide-protocol(7) §1.5): Claude Code started in one then finds this server, and the
-    /// tools reach its files. A worktree inside a folder is served already. The lock file is
-    /// written again when they changed.
+    /// tools reach its files. A worktree inside a folder is served already; one another
+    /// server's folders hold, or that holds one of them, is left to it: two lock files
+    /// holding a folder, the CLI connects to neither (§1.3). The lock file is written again
+    /// when they changed.
     pub fn follow_worktrees(&self) {
         let mut known = lock(&self.worktrees);
         let mut all = self.workspaces.list();
@@ -378,6 +380,16 @@ impl State {
                     all.push(t);
                 }
             }
+        }
+        if all[n..] != known[..] {
+            let others = crate::lockfile::scan(&self.config_dir);
+            let others = others.iter().filter(|l| l.alive && l.port != self.port);
+            let theirs: Vec<&PathBuf> = others.flat_map(|l| &l.workspaces).collect();
+            let mut k = 0;
+            all.retain(|t| {
+                k += 1;
+                k <= n || !theirs.iter().any(|o| crate::workspaces::nested(t, o))
+            });
         }
         if all[n..] == known[..] {
             return;
