@@ -1,7 +1,7 @@
-//! Sessions routed by their roots (ccide-protocol(7) §6.3): serve asks each Claude Code session
+//! Sessions routed by their roots (ccide-protocol(7) §6.4): serve asks each Claude Code session
 //! for `roots/list`, follows `notifications/roots/list_changed`, and a selection or mention goes
 //! to the sessions whose folders hold the file, or to the one `--session` names; and git
-//! worktrees of a served repository served as folders as they come and go (§1.6).
+//! worktrees of a served repository served as folders as they come and go (§1.5).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
