@@ -178,6 +178,39 @@ impl Sync {
     }
 }
 
+/// `nvim` headless running tests/fixtures/`fixture` on `file`, configured as README.md says
+/// (word for word, with `ccide` on PATH).
+fn neovim(sb: &Sandbox, nvim: &Path, sync: &Sync, fixture: &str, file: &Path) -> Running {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(fixture);
+    let init = recipe("neovim (0.7 or later; tried: 0.7.2)", "lua");
+    sb.root.write("home/.config/nvim/init.lua", init);
+    let mut cmd = Command::new(nvim);
+    person(sb, &mut cmd);
+    let child = cmd
+        .args(["--headless", "-i", "NONE", "-n", "-c"])
+        .arg(format!("luafile {}", script.display()))
+        .env("SYNC", &sync.0)
+        .env("FILE", file)
+        .env("WS", sb.ws())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Running(child)
+}
+
+/// Fails the test with neovim's error and its LSP log, once the fixture has written one.
+fn neovim_failed(sb: &Sandbox, sync: &Sync) {
+    if let Some(e) = sync.error() {
+        let log =
+            std::fs::read_to_string(sb.home().join(".cache/nvim/lsp.log")).unwrap_or_default();
+        panic!("neovim failed: {e}\nlsp.log:\n{log}");
+    }
+}
+
 #[test]
 #[ignore = "needs neovim: installed by .ci/run"]
 fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
@@ -192,33 +225,9 @@ fn neovim_selects_mentions_edits_and_reviews_a_proposal() {
     let f = sb.write("hello.py", HELLO);
     let b = sb.write("b.py", "print('b')\n");
     let sync = Sync::new(&sb);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/neovim.lua");
-    // The user's configuration is the README's, word for word, with `ccide` on PATH.
-    let init = recipe("neovim (0.7 or later; tried: 0.7.2)", "lua");
-    let init_lua = sb.root.write("home/.config/nvim/init.lua", init);
     let mut claude = server.ready_client();
-    let mut cmd = Command::new(&nvim);
-    person(&sb, &mut cmd);
-    let mut child = Running(
-        cmd.args(["--headless", "-i", "NONE", "-n", "-c"])
-            .arg(format!("luafile {script}"))
-            .env("SYNC", &sync.0)
-            .env("FILE", &f)
-            .env("WS", sb.ws())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    assert!(init_lua.is_file());
-    let failed = || {
-        if let Some(e) = sync.error() {
-            let log =
-                std::fs::read_to_string(sb.home().join(".cache/nvim/lsp.log")).unwrap_or_default();
-            panic!("neovim failed: {e}\nlsp.log:\n{log}");
-        }
-    };
+    let mut child = neovim(&sb, &nvim, &sync, "neovim.lua", &f);
+    let failed = || neovim_failed(&sb, &sync);
     sync.step("opened", &failed);
     status_where(&sb, "both files open, hello.py active", |s| {
         s["tabs"] == tabs(&[(&b, false), (&f, true)])
@@ -343,33 +352,9 @@ fn neovim_reviews_a_proposal_hunk_by_hunk() {
     let lines = hunk_lines;
     let f = sb.write("hunks.py", lines(&[]));
     let sync = Sync::new(&sb);
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/neovim_hunks.lua"
-    );
-    let init = recipe("neovim (0.7 or later; tried: 0.7.2)", "lua");
-    sb.root.write("home/.config/nvim/init.lua", init);
     let mut claude = server.ready_client();
-    let mut cmd = Command::new(&nvim);
-    person(&sb, &mut cmd);
-    let mut child = Running(
-        cmd.args(["--headless", "-i", "NONE", "-n", "-c"])
-            .arg(format!("luafile {script}"))
-            .env("SYNC", &sync.0)
-            .env("FILE", &f)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let failed = || {
-        if let Some(e) = sync.error() {
-            let log =
-                std::fs::read_to_string(sb.home().join(".cache/nvim/lsp.log")).unwrap_or_default();
-            panic!("neovim failed: {e}\nlsp.log:\n{log}");
-        }
-    };
+    let mut child = neovim(&sb, &nvim, &sync, "neovim_hunks.lua", &f);
+    let failed = || neovim_failed(&sb, &sync);
     sync.step("opened", &failed);
     let open_diff = propose_three_hunks(&mut claude, &f);
     let hints: Value = serde_json::from_str(&sync.step("hints", &failed)).unwrap();
@@ -419,44 +404,13 @@ fn neovim_undoes_a_hunk_claude_changed() {
     let nvim = program("CCIDE_NVIM", "/usr/bin/nvim", "neovim");
     let sb = Sandbox::new();
     let _server = sb.serve(&["--no-default-checkers"]);
-    let lines = |changed: &[usize]| -> String {
-        (1..=20)
-            .map(|i| match changed.contains(&i) {
-                true => format!("NEW = {i}\n"),
-                false => format!("line = {i}\n"),
-            })
-            .collect()
-    };
+    let lines = hunk_lines;
     let f = sb.write("changed.py", lines(&[]));
     prompt(&sb, ONE);
     edit(&sb, ONE, &f, lines(&[2, 10, 18]).as_bytes());
     let sync = Sync::new(&sb);
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/neovim_changes.lua"
-    );
-    let init = recipe("neovim (0.7 or later; tried: 0.7.2)", "lua");
-    sb.root.write("home/.config/nvim/init.lua", init);
-    let mut cmd = Command::new(&nvim);
-    person(&sb, &mut cmd);
-    let mut child = Running(
-        cmd.args(["--headless", "-i", "NONE", "-n", "-c"])
-            .arg(format!("luafile {script}"))
-            .env("SYNC", &sync.0)
-            .env("FILE", &f)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let failed = || {
-        if let Some(e) = sync.error() {
-            let log =
-                std::fs::read_to_string(sb.home().join(".cache/nvim/lsp.log")).unwrap_or_default();
-            panic!("neovim failed: {e}\nlsp.log:\n{log}");
-        }
-    };
+    let mut child = neovim(&sb, &nvim, &sync, "neovim_changes.lua", &f);
+    let failed = || neovim_failed(&sb, &sync);
     let hint = |l: u64, n: u64| {
         json!({"lnum": l, "end_lnum": l + 1, "severity": 4,
         "message": format!("Claude changed (hunk {n}/3), was: line = {}", l + 1)})
