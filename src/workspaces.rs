@@ -56,13 +56,13 @@ fn git_file(path: &Path) -> String {
     String::from_utf8(bytes).unwrap_or_default()
 }
 
-/// Whether the worktree `tree`'s `.git` is a file whose `gitdir:` line names `admin` (git's
+/// Whether the worktree `tree`'s `.git` is a file `gitdir: PATH` naming `admin` (git's
 /// `.git/worktrees/NAME` of it; a relative path is read from `tree`).
 fn points_back(tree: &Path, admin: &Path) -> bool {
     let dotgit = git_file(&tree.join(".git"));
-    let named = dotgit.lines().find_map(|l| l.strip_prefix("gitdir:"));
-    let named = named.map(|n| fs::canonicalize(tree.join(n.trim())));
-    matches!((named, fs::canonicalize(admin)), (Some(Ok(a)), Ok(b)) if a == b)
+    let named = dotgit.strip_prefix("gitdir:").map(|n| tree.join(n.trim()));
+    let named = named.and_then(|n| fs::canonicalize(n).ok());
+    named.is_some_and(|n| fs::canonicalize(admin).ok() == Some(n))
 }
 
 /// The folders a server serves, canonical and in order (the first resolves relative paths).

@@ -24,7 +24,7 @@ use crate::langservers::LangServers;
 use crate::lockfile::{LockContent, LockFile};
 use crate::proc::lock;
 use crate::rpc::clients::{ClientInfo, Clients, Reach};
-use crate::workspaces::Workspaces;
+use crate::workspaces::{Workspaces, nested};
 use diffs::Diffs;
 use editor::Editor;
 use events::Events;
@@ -382,14 +382,17 @@ impl State {
             }
         }
         if all[n..] != known[..] {
-            let others = crate::lockfile::scan(&self.config_dir);
-            let others = others.iter().filter(|l| l.alive && l.port != self.port);
-            let theirs: Vec<&PathBuf> = others.flat_map(|l| &l.workspaces).collect();
-            let mut k = 0;
-            all.retain(|t| {
-                k += 1;
-                k <= n || !theirs.iter().any(|o| crate::workspaces::nested(t, o))
-            });
+            for l in crate::lockfile::scan(&self.config_dir) {
+                if l.alive && l.port != self.port {
+                    let mut k = n;
+                    while k < all.len() {
+                        match l.workspaces.iter().any(|o| nested(&all[k], o)) {
+                            true => drop(all.remove(k)),
+                            false => k += 1,
+                        }
+                    }
+                }
+            }
         }
         if all[n..] == known[..] {
             return;
@@ -400,13 +403,11 @@ impl State {
         // list above stays.
         self.workspaces.change(|ws| {
             ws.retain(|w| !old.contains(w));
-            ws.extend(
-                known
-                    .iter()
-                    .filter(|t| !ws.contains(t))
-                    .cloned()
-                    .collect::<Vec<_>>(),
-            );
+            for t in known.iter() {
+                if !ws.contains(t) {
+                    ws.push(t.clone());
+                }
+            }
         });
         if let Err(e) = self.announce() {
             crate::log::error!("{e}");
