@@ -44,17 +44,23 @@ enum Event {
     Stop,
 }
 
-/// The hooks by their command-line name, their event, and what `record` calls it.
-const EVENTS: [(&str, Event, &str); 4] = [
-    ("pre-tool-use", Event::PreToolUse, "pre"),
-    ("post-tool-use", Event::PostToolUse, "post"),
-    ("user-prompt-submit", Event::UserPromptSubmit, "prompt"),
-    ("stop", Event::Stop, "stop"),
+/// The hooks by their command-line name, their event, what `record` calls it, and the
+/// CLI's name of it (`hookEventName`). In the order of `Event`.
+const EVENTS: [(&str, Event, &str, &str); 4] = [
+    ("pre-tool-use", Event::PreToolUse, "pre", "PreToolUse"),
+    ("post-tool-use", Event::PostToolUse, "post", "PostToolUse"),
+    (
+        "user-prompt-submit",
+        Event::UserPromptSubmit,
+        "prompt",
+        "UserPromptSubmit",
+    ),
+    ("stop", Event::Stop, "stop", "Stop"),
 ];
 
 pub fn run(args: &Args) -> Outcome {
     let name = args.operands.first().map(String::as_str).unwrap_or("");
-    let Some(&(_, event, _)) = EVENTS.iter().find(|e| e.0 == name) else {
+    let Some(&(_, event, _, _)) = EVENTS.iter().find(|e| e.0 == name) else {
         return Err(Fail::Usage(format!(
             "unknown hook '{name}': expected pre-tool-use, post-tool-use, user-prompt-submit or stop"
         )));
@@ -94,7 +100,7 @@ pub fn run(args: &Args) -> Outcome {
     let out = match event {
         Event::Stop => obj! {"decision": "block", "reason": text},
         _ => {
-            let name = ["PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop"][event as usize];
+            let name = EVENTS[event as usize].3;
             obj! {"hookSpecificOutput": obj! {"hookEventName": name, "additionalContext": text}}
         }
     };
