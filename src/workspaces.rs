@@ -20,20 +20,37 @@ pub fn too_wide(dir: &Path) -> bool {
     dir == Path::new("/") || home.and_then(|h| fs::canonicalize(h).ok()).as_deref() == Some(dir)
 }
 
-/// The other git worktrees of the repository whose main worktree is `folder` (ccide-protocol(7)
-/// §1.5), read from git's own files, no git run: each `.git/worktrees/*/gitdir` names a
-/// worktree's `.git`. Sorted; only those whose folder still holds its `.git` count (one
-/// deleted by hand lingers there until `git worktree prune`).
+/// The git worktrees of the repository `folder` is a worktree of, `folder` left out
+/// (ccide-protocol(7) §1.5), read from git's own files, no git run: each
+/// `.git/worktrees/*/gitdir` names a worktree's `.git`. A linked worktree's `.git` is a file
+/// `gitdir: REPO/.git/worktrees/NAME`: REPO (the main worktree) and its other worktrees count
+/// too. Sorted; only those whose folder still holds its `.git` count (one deleted by hand
+/// lingers there until `git worktree prune`).
 pub fn worktrees(folder: &Path) -> Vec<PathBuf> {
-    let mut trees = Vec::new();
-    for e in fs::read_dir(folder.join(".git/worktrees"))
+    let mut common = folder.join(".git");
+    let mut gitdirs = Vec::new();
+    if let Ok(link) = fs::read_to_string(&common) {
+        let dir = folder.join(link.strip_prefix("gitdir:").unwrap_or("").trim());
+        let list = dir.parent().filter(|p| p.ends_with("worktrees"));
+        let Some(repo) = list.and_then(Path::parent) else {
+            return Vec::new();
+        };
+        common = repo.to_path_buf();
+        // The main worktree's `.git`, as a gitdir file names a linked one's.
+        gitdirs.push(common.clone());
+    }
+    for e in fs::read_dir(common.join("worktrees"))
         .into_iter()
         .flatten()
         .flatten()
     {
         let gitdir = fs::read_to_string(e.path().join("gitdir")).unwrap_or_default();
-        let dir = Path::new(gitdir.trim_end()).parent().map(fs::canonicalize);
-        if let Some(Ok(t)) = dir
+        gitdirs.push(e.path().join(gitdir.trim_end()));
+    }
+    let mut trees = Vec::new();
+    for g in gitdirs {
+        if let Some(Ok(t)) = g.parent().map(fs::canonicalize)
+            && t != folder
             && t.join(".git").exists()
         {
             // Sorted, so that the lock file is written again only when the set changed.
@@ -272,9 +289,13 @@ mod tests {
             }
         }
         assert_eq!(worktrees(&main), [a.clone(), b.clone()]);
-        // Not a main worktree: none.
+        // A linked worktree: the main worktree and the other linked ones.
+        assert_eq!(worktrees(&a), [b.clone(), main.clone()]);
+        // A `.git` file that names no worktree of a repository (a submodule's): none.
+        fs::write(b.join(".git"), "gitdir: ../r/.git/modules/b\n").unwrap();
+        assert_eq!(worktrees(&b), Vec::<PathBuf>::new());
+        // Not a worktree: none.
         assert_eq!(worktrees(&root), Vec::<PathBuf>::new());
-        assert_eq!(worktrees(&a), Vec::<PathBuf>::new());
         let _ = fs::remove_dir_all(&root);
     }
 }

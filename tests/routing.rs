@@ -274,3 +274,58 @@ fn the_worktrees_of_a_served_repository_join_the_lock_file_as_they_come_and_go()
     let e = sb.run(&["status"]);
     assert!(!stdout(&e).contains("wt b"), "{}", stdout(&e));
 }
+
+#[test]
+#[ignore = "needs git (.ci/run installs it)"]
+fn a_served_linked_worktree_follows_its_repository_but_not_a_worktree_another_server_serves() {
+    let sb = Sandbox::new();
+    let ws = canonical(&sb.ws());
+    sb.write("main.py", "m = 1\n");
+    git(&sb, &ws, &["init", "-q"]);
+    git(&sb, &ws, &["add", "."]);
+    git(&sb, &ws, &["commit", "-qm", "one"]);
+    git(&sb, &ws, &["worktree", "add", "-q", "-b", "a", "../wt-a"]);
+    git(&sb, &ws, &["worktree", "add", "-q", "-b", "b", "../wt-b"]);
+    let (wt_a, wt_b) = (
+        canonical(&sb.root.join("wt-a")),
+        canonical(&sb.root.join("wt-b")),
+    );
+    std::fs::create_dir(wt_b.join("sub")).unwrap();
+    let serve = |folder: &Path, state: &str| {
+        let (f, s) = (folder.display().to_string(), sb.root.join(state));
+        let args = [
+            "serve",
+            "--workspace",
+            &f,
+            "--state-dir",
+            s.to_str().unwrap(),
+        ];
+        Server::spawn(&mut sb.command(&args), &sb.config())
+    };
+    // Another server holds a folder inside wt-b: a second lock file holding wt-b would leave
+    // Claude Code there connecting to neither.
+    let mut other = serve(&wt_b.join("sub"), "state-b");
+    let srv = serve(&wt_a, "state-a");
+    let folders = |want: Value| {
+        wait_for(
+            &format!("the lock file to announce {want}"),
+            Duration::from_secs(20),
+            || (lock_folders(&srv) == want).then_some(()),
+        )
+    };
+    folders(json!([wt_a, ws]));
+    let why = format!(
+        "git worktree {} not served: the ccide server of pid {} serves it\n",
+        wt_b.display(),
+        other.pid()
+    );
+    wait_for("the reason in the log", Duration::from_secs(20), || {
+        srv.log().contains(&why).then_some(())
+    });
+    assert_eq!(lock_folders(&other), json!([wt_b.join("sub")]));
+    // Once that server stopped, wt-b is this one's.
+    other.stop_with("TERM");
+    folders(json!([wt_a, ws, wt_b]));
+    // Said once, not at every look.
+    assert_eq!(srv.log().matches(&why).count(), 1, "{}", srv.log());
+}
