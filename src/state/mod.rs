@@ -86,8 +86,11 @@ pub struct State {
     changes: std::sync::Mutex<WorkspaceChanges>,
     /// The git worktrees that joined the folders (see `follow_worktrees`).
     /// And those another server announces, with its pid (see `follow_worktrees`).
-    worktrees: std::sync::Mutex<(Vec<PathBuf>, Vec<(PathBuf, i64)>)>,
+    worktrees: std::sync::Mutex<(Vec<PathBuf>, Vec<Skipped>)>,
 }
+
+/// A git worktree left to the server of this pid.
+type Skipped = (PathBuf, i64);
 
 impl State {
     /// Opens the state directory (pending diffs of a previous run are removed, the editor
