@@ -554,6 +554,8 @@ fn on_the_terminal_a_hunk_is_split_and_a_part_rewritten_in_the_editor() {
         );
         let want = body("b", &format!("Dee{eol}added"));
         assert_eq!(String::from_utf8(std::fs::read(&f).unwrap()).unwrap(), want);
+        // Each part decided: the hunk is, and the review gate waits for nothing more.
+        assert_eq!(review(&sb, &[])["changes"][0]["hunks"][0]["state"], "split");
     }
     // The model hears the undo and the rewrite, each with the hunk as Claude made it.
     assert_eq!(

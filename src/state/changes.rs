@@ -398,8 +398,12 @@ impl Changes {
                 .enumerate()
                 .map(|(n, p)| {
                     let d = &c["hunks"][(n + 1).to_string()];
+                    let state = match &d["state"] {
+                        Value::Null => parts_state(&c["hunks"], n + 1, p),
+                        s => s.clone(),
+                    };
                     obj! {"hunk": n + 1, "text": String::from_utf8_lossy(&p.text()).into_owned(),
-                    "state": d["state"].clone(), "why": d["why"].clone()}
+                    "state": state, "why": d["why"].clone()}
                 })
                 .collect();
             let mut v = c.clone();
@@ -619,6 +623,15 @@ fn piece(before: &[u8], after: &[u8], h: usize, part: usize) -> Option<crate::re
     }
     let n = r.split(i);
     (n > 1 && part <= n).then(|| r.pieces.swap_remove(i + part - 1))
+}
+
+/// The state of hunk `h`, `p`, decided part by part: `split` once each of its parts is.
+fn parts_state(hunks: &Value, h: usize, p: &crate::review::Piece) -> Value {
+    let mut r = Review::new(Vec::new(), Vec::new());
+    r.pieces.push(p.clone());
+    let n = r.split(0);
+    let all = n > 1 && (1..=n).all(|k| !hunks[hunk_key(h, k)]["state"].is_null());
+    if all { "split".into() } else { Value::Null }
 }
 
 /// The user's `lines` with the line ending of the lines they replace: each bare LF made CRLF
