@@ -114,7 +114,7 @@ pub const COMMANDS: &[Command] = &[
         name: "review",
         usage: "ccide review [list | keep | undo] [OPTIONS]",
         about: "Review what Claude changed, after the fact: keep or undo each hunk, with a reason.",
-        details: "The hooks of ccide's plugin record each file Claude's Edit, Write, MultiEdit,\nNotebookEdit and Bash change, before and after, per session and turn. Without an action:\nthe hunks one by one with git add -p's keys (y keep, n undo, a, d, j, k, J, K, q, ?), each\ndecision applied at once. list numbers the hunks; keep and undo act on --hunks (default:\nall). Undo writes the reverse of Claude's hunk to the file as it is now, and is refused\nwhen those lines changed since; keep restores an undone hunk. Claude is told what was\nundone, and why, at its next request. By default every session's latest turn.",
+        details: "The hooks of ccide's plugin record each file Claude's Edit, Write, MultiEdit,\nNotebookEdit and Bash change, before and after, per session and turn. Without an action:\nthe hunks one by one with git add -p's keys (y keep, n undo, a, d, j, k, J, K, s split,\ne edit: your lines replace Claude's, q, ?), each decision applied at once. list numbers\nthe hunks; keep and undo act on --hunks (default: all). Undo writes the reverse of Claude's hunk to the file as it is now, and is refused\nwhen those lines changed since; keep restores an undone hunk. Claude is told what was\nundone, and why, at its next request. By default every session's latest turn.",
         flags: &[
             flag("--turn", Some("N"), None, "The changes of turn N instead of the latest."),
             flag("--session", Some("ID"), None, "Only this session's changes (its id or the start of it)."),

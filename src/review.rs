@@ -60,6 +60,38 @@ impl Piece {
         out
     }
 
+    /// A hunk from its `text` (what a client that was sent only the text splits); None when
+    /// that is not a hunk's text.
+    pub fn parse(text: &[u8]) -> Option<Piece> {
+        let mut rows = textdiff::lines(text).into_iter();
+        let head = std::str::from_utf8(rows.next()?).ok()?;
+        let mut los = head.split(' ').skip(1).take(2).map(|r| {
+            let r = r.get(1..)?;
+            let (start, len) = r.split_once(',').unwrap_or((r, "1"));
+            let start: usize = start.parse().ok()?;
+            match len {
+                "0" => Some(start),
+                _ => start.checked_sub(1),
+            }
+        });
+        let (old_lo, new_lo) = (los.next()??, los.next()??);
+        let mut lines: Vec<(char, Vec<u8>)> = Vec::new();
+        for r in rows {
+            match r.first() {
+                Some(b'\\') => {
+                    lines.last_mut()?.1.pop();
+                }
+                Some(&k) => lines.push((k as char, r[1..].to_vec())),
+                None => {}
+            }
+        }
+        Some(Piece {
+            old_lo,
+            new_lo,
+            lines,
+        })
+    }
+
     /// The new side: context and added lines.
     #[cfg(test)]
     pub fn new_side(&self) -> Vec<Vec<u8>> {
@@ -429,6 +461,23 @@ pub fn parse_edited_hunk(text: &[u8]) -> Result<Option<Vec<Vec<u8>>>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hunk_read_back_from_its_text_is_the_same_hunk() {
+        let r = Review::new(
+            b"a\r\nb\r\nc\r\nd\r\ne\r\nf\r\ng\r\nh\r\ni".to_vec(),
+            b"A\r\nb\r\nc\r\nd\r\nE\r\nf\r\ng\r\nh\r\nI".to_vec(),
+        );
+        for p in &r.pieces {
+            assert_eq!(Piece::parse(&p.text()).as_ref(), Some(p));
+        }
+        let empty = Review::new(b"".to_vec(), b"x\n".to_vec());
+        assert_eq!(
+            Piece::parse(&empty.pieces[0].text()).as_ref(),
+            Some(&empty.pieces[0])
+        );
+        assert_eq!(Piece::parse(b"no hunk\n"), None);
+    }
 
     #[test]
     fn runs_are_placed_in_a_later_text_only_where_they_are_whole() {

@@ -20,16 +20,36 @@ pub fn too_wide(dir: &Path) -> bool {
     dir == Path::new("/") || home.and_then(|h| fs::canonicalize(h).ok()).as_deref() == Some(dir)
 }
 
-/// The other git worktrees of the repository whose main worktree is `folder` (ccide-protocol(7)
-/// §1.5), read from git's own files, no git run: each `.git/worktrees/NAME/gitdir` names a
-/// worktree's `.git`. Sorted; only those whose folder still holds its `.git` count (one
-/// deleted by hand lingers there until `git worktree prune`). The repository's files are the
-/// workspace's to write, so a worktree counts only when its own `.git` file points back to
-/// that `.git/worktrees/NAME`, and never `/` or the home folder: a `gitdir` naming another
-/// folder adds no folder to those served.
+/// The git worktrees of the repository `folder` is a worktree of, `folder` left out
+/// (ccide-protocol(7) §1.5), read from git's own files, no git run: each
+/// `.git/worktrees/NAME/gitdir` names a worktree's `.git`. A linked worktree's `.git` is a file
+/// `gitdir: REPO/.git/worktrees/NAME`: REPO's main worktree and its other worktrees count too.
+/// Sorted; only those whose folder still holds its `.git` count (one deleted by hand lingers
+/// there until `git worktree prune`). The repository's files are the workspace's to write, so
+/// a worktree counts only when its own `.git` file points back to its `.git/worktrees/NAME`
+/// (`folder` too, when it is a linked one), and never `/` or the home folder: a `gitdir`
+/// naming another folder adds no folder to those served.
 pub fn worktrees(folder: &Path) -> Vec<PathBuf> {
+    let mut common = folder.join(".git");
     let mut trees = Vec::new();
-    for e in fs::read_dir(folder.join(".git/worktrees"))
+    let link = git_file(&common);
+    let linked = link.strip_prefix("gitdir:").map(|n| folder.join(n.trim()));
+    if let Some(admin) = &linked {
+        let list = admin.parent().filter(|p| p.ends_with("worktrees"));
+        let Some(repo) = list.and_then(Path::parent) else {
+            return trees;
+        };
+        common = repo.to_path_buf();
+        // The main worktree: the folder whose `.git` is REPO itself.
+        if let Some(Ok(m)) = common.parent().map(fs::canonicalize)
+            && fs::canonicalize(m.join(".git")).ok() == fs::canonicalize(&common).ok()
+            && !too_wide(&m)
+        {
+            trees.push(m);
+        }
+    }
+    let mut found_folder = false;
+    for e in fs::read_dir(common.join("worktrees"))
         .into_iter()
         .flatten()
         .flatten()
@@ -41,11 +61,20 @@ pub fn worktrees(folder: &Path) -> Vec<PathBuf> {
             && points_back(&t, &admin)
             && !too_wide(&t)
         {
+            if t == folder {
+                found_folder = true;
+                continue;
+            }
             // Sorted, so that the lock file is written again only when the set changed.
             let i = trees.partition_point(|x| *x < t);
             trees.insert(i, t);
         }
     }
+    // A linked `folder` that its repository does not name back is not one of its worktrees.
+    if linked.is_some() && !found_folder {
+        trees.clear();
+    }
+    trees.sort();
     trees
 }
 
@@ -315,9 +344,24 @@ mod tests {
             fs::write(admin.join("gitdir"), format!("{}/.git\n", target.display())).unwrap();
         }
         assert_eq!(worktrees(&main), [a.clone(), b.clone()]);
-        // Not a main worktree: none.
+        // A linked worktree: the main worktree and the other linked ones.
+        assert_eq!(worktrees(&a), [b.clone(), main.clone()]);
+        // A folder whose `.git` names a worktree of the repository that does not name it back
+        // (a's): none, not the repository's folders.
+        let pretender = root.join("pretender");
+        fs::create_dir_all(&pretender).unwrap();
+        let a_admin = main.join(".git/worktrees/a");
+        fs::write(
+            pretender.join(".git"),
+            format!("gitdir: {}\n", a_admin.display()),
+        )
+        .unwrap();
+        assert_eq!(worktrees(&pretender), Vec::<PathBuf>::new());
+        // A `.git` file that names no worktree of a repository (a submodule's): none.
+        fs::write(b.join(".git"), "gitdir: ../r/.git/modules/b\n").unwrap();
+        assert_eq!(worktrees(&b), Vec::<PathBuf>::new());
+        // Not a worktree: none.
         assert_eq!(worktrees(&root), Vec::<PathBuf>::new());
-        assert_eq!(worktrees(&a), Vec::<PathBuf>::new());
         let _ = fs::remove_dir_all(&root);
     }
 }

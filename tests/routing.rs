@@ -295,11 +295,9 @@ fn a_session_is_named_with_its_folder_made_safe_to_print() {
     );
 }
 
-/// A worktree another `ccide serve` serves stays that server's: two lock files holding one
-/// folder, Claude Code started there would connect to neither (ccide-protocol(7) §1.3).
 #[test]
 #[ignore = "needs git (.ci/run installs it)"]
-fn a_worktree_another_server_serves_is_left_to_it() {
+fn a_served_linked_worktree_follows_its_repository_but_not_a_worktree_another_server_serves() {
     let sb = Sandbox::new();
     let ws = canonical(&sb.ws());
     sb.write("main.py", "m = 1\n");
@@ -312,21 +310,42 @@ fn a_worktree_another_server_serves_is_left_to_it() {
         canonical(&sb.root.join("wt-a")),
         canonical(&sb.root.join("wt-b")),
     );
-    let state_b = sb.root.join("state-b");
-    let mut cmd = sb.command(&[
-        "serve",
-        "--workspace",
-        wt_b.to_str().unwrap(),
-        "--state-dir",
-        state_b.to_str().unwrap(),
-    ]);
-    let _b = Server::spawn(&mut cmd, &sb.config());
-    let srv = sb.serve(&[]);
-    // wt-a joins, in the same pass as wt-b would.
-    wait_for(
-        "the lock file to announce wt-a",
-        Duration::from_secs(20),
-        || (lock_folders(&srv) != json!([ws])).then_some(()),
+    std::fs::create_dir(wt_b.join("sub")).unwrap();
+    let serve = |folder: &Path, state: &str| {
+        let (f, s) = (folder.display().to_string(), sb.root.join(state));
+        let args = [
+            "serve",
+            "--workspace",
+            &f,
+            "--state-dir",
+            s.to_str().unwrap(),
+        ];
+        Server::spawn(&mut sb.command(&args), &sb.config())
+    };
+    // Another server holds a folder inside wt-b: a second lock file holding wt-b would leave
+    // Claude Code there connecting to neither.
+    let mut other = serve(&wt_b.join("sub"), "state-b");
+    let srv = serve(&wt_a, "state-a");
+    let folders = |want: Value| {
+        wait_for(
+            &format!("the lock file to announce {want}"),
+            Duration::from_secs(20),
+            || (lock_folders(&srv) == want).then_some(()),
+        )
+    };
+    folders(json!([wt_a, ws]));
+    let why = format!(
+        "git worktree {} not served: the ccide server of pid {} serves it\n",
+        wt_b.display(),
+        other.pid()
     );
-    assert_eq!(lock_folders(&srv), json!([ws, wt_a]));
+    wait_for("the reason in the log", Duration::from_secs(20), || {
+        srv.log().contains(&why).then_some(())
+    });
+    assert_eq!(lock_folders(&other), json!([wt_b.join("sub")]));
+    // Once that server stopped, wt-b is this one's.
+    other.stop_with("TERM");
+    folders(json!([wt_a, ws, wt_b]));
+    // Said once, not at every look.
+    assert_eq!(srv.log().matches(&why).count(), 1, "{}", srv.log());
 }

@@ -441,10 +441,10 @@ fn on_the_terminal_each_key_decides_a_hunk_at_once() {
     let b = sb.write("b.txt", "b\n");
     edit(&sb, ONE, &b, b"B\n");
     let keys = crate::hunk_review::steps(&[
-        ("(1/3) Keep this hunk [y,n,q,a,d,j,J,?]? ", "y"),
-        ("(2/3) Keep this hunk [y,n,q,a,d,K,j,J,?]? ", "n"),
+        ("(1/3) Keep this hunk [y,n,q,a,d,j,J,e,?]? ", "y"),
+        ("(2/3) Keep this hunk [y,n,q,a,d,K,j,J,e,?]? ", "n"),
         ("Why undo it? (optional, Enter skips): ", "LAST shouts\n"),
-        ("(3/3) Keep this hunk [y,n,q,a,d,K,?]? ", "q"),
+        ("(3/3) Keep this hunk [y,n,q,a,d,K,e,?]? ", "q"),
     ]);
     let screen = crate::hunk_review::in_terminal(&sb, &["review"], &[("NO_COLOR", "1")], &keys);
     let screen = String::from_utf8_lossy(&screen);
@@ -527,4 +527,70 @@ fn the_listing_prints_names_from_the_hooks_input_safely() {
         stdout(&o),
         "change 0: a.txt (Edit, session \\u{1b}[31mééé, turn 1)\n@@ -1 +1 @@ hunk 1/1\n-x\n+y\n"
     );
+}
+
+#[test]
+fn on_the_terminal_a_hunk_is_split_and_a_part_rewritten_in_the_editor() {
+    // The editor makes Claude's D Dee and adds a line (LF, whatever the file's endings).
+    let sb = Sandbox::new();
+    let editor = sb.script(
+        "editor",
+        "sed -i -e 's/^+D/+Dee/' -e '/^+Dee/a +added' \"$1\"",
+    );
+    let env = [("NO_COLOR", "1"), ("EDITOR", s(&editor))];
+    let _s = sb.serve(&[]);
+    let mut said = String::new();
+    for (n, eol) in ["\n", "\r\n"].into_iter().enumerate() {
+        said = prompt(&sb, ONE);
+        let body = |b: &str, d: &str| format!("a{eol}{b}{eol}c{eol}{d}{eol}e{eol}f{eol}g{eol}");
+        let f = sb.write(&format!("f{n}.txt"), body("b", "d"));
+        edit(&sb, ONE, &f, body("B", "D").as_bytes());
+        let keys = crate::hunk_review::steps(&[
+            ("(1/1) Keep this hunk [y,n,q,a,d,s,e,?]? ", "s"),
+            ("(1/2) Keep this hunk [", "n"),
+            ("Why undo it? (optional, Enter skips): ", "b stays\n"),
+            ("(2/2) Keep this hunk [", "e"),
+        ]);
+        let screen = crate::hunk_review::in_terminal(&sb, &["review"], &env, &keys);
+        assert_eq!(
+            String::from_utf8_lossy(&screen),
+            format!(
+                "change {n}: f{n}.txt (Edit, session 5f1c2a0e, turn {})\n\
+                 @@ -1,7 +1,7 @@\n a\n-b\n+B\n c\n-d\n+D\n e\n f\n g\n\
+                 (1/1) Keep this hunk [y,n,q,a,d,s,e,?]? s\n\
+                 Split into 2 hunks.\n\
+                 @@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n\
+                 (1/2) Keep this hunk [y,n,q,a,d,j,J,e,?]? n\n\
+                 Why undo it? (optional, Enter skips): b stays\n\
+                 undid hunk 1.1 (f{n}.txt)\n\
+                 @@ -3,5 +3,5 @@\n c\n-d\n+D\n e\n f\n g\n\
+                 (2/2) Keep this hunk [y,n,q,a,d,K,e,?]? e\n\
+                 rewrote hunk 1.2 (f{n}.txt)\n",
+                n + 1
+            )
+        );
+        let want = body("b", &format!("Dee{eol}added"));
+        assert_eq!(String::from_utf8(std::fs::read(&f).unwrap()).unwrap(), want);
+        // Each part decided: the hunk is, and the review gate waits for nothing more.
+        assert_eq!(review(&sb, &[])["changes"][0]["hunks"][0]["state"], "split");
+    }
+    // The model hears the undo and the rewrite, each with the hunk as Claude made it.
+    assert_eq!(
+        serde_json::from_str::<Value>(&said).unwrap()["hookSpecificOutput"]["additionalContext"],
+        "The user undid hunk 1.1 of your Edit of f0.txt after you made it (reason: b stays); the file no longer has it:\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n\n\
+         The user rewrote hunk 1.2 of your Edit of f0.txt after you made it:\n@@ -3,5 +3,5 @@\n c\n-d\n+D\n e\n f\n g\nto:\nc\nDee\nadded\ne\nf\ng"
+    );
+    // Lines the user changed since Claude wrote them are not rewritten.
+    prompt(&sb, ONE);
+    let f = sb.write("g.txt", "a\nb\nc\nd\ne\n");
+    edit(&sb, ONE, &f, b"a\nb\nc\nD\ne\n");
+    std::fs::write(&f, "a\nb\nc\nmine\ne\n").unwrap();
+    let keys = crate::hunk_review::steps(&[("(1/1) Keep this hunk [", "e"), ("\n", "")]);
+    let screen = crate::hunk_review::in_terminal(&sb, &["review"], &env, &keys);
+    let screen = String::from_utf8_lossy(&screen);
+    assert!(
+        screen.ends_with(&format!("e\nhunk 1 of change 2 was not edited: lines 1-5 of {} changed since Claude wrote them; nothing was written\n", f.display())),
+        "{screen}"
+    );
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "a\nb\nc\nmine\ne\n");
 }

@@ -15,7 +15,7 @@ use crate::cli::{Args, EXIT_FAILURE, EXIT_OK, Fail, Outcome};
 use crate::control::Control;
 use crate::control::protocol::Request;
 use crate::json::obj;
-use crate::review::{Answer, Decision, Review};
+use crate::review::{Answer, Decision, Piece, Review};
 use crate::sys::TerminalMode;
 use crate::text::visible;
 
@@ -265,7 +265,7 @@ fn ask_hunk(t: &mut Terminal, s: &mut Session) -> Result<bool, Fail> {
             }
         }
         b'e' => {
-            if let Some(lines) = edit_hunk(t, &s.review, i)? {
+            if let Some(lines) = edit_hunk(t, &s.review.pieces[i].text())? {
                 s.decide(i, Decision::Edit(lines), None);
                 s.advance();
             }
@@ -314,7 +314,7 @@ fn keys_offered(s: &Session) -> String {
         ("K", i > 0),
         ("j", moved(s, b'j').is_some()),
         ("J", i + 1 < n),
-        ("s", can_split(&s.review, i)),
+        ("s", can_split(&s.review.pieces[i])),
         ("e", true),
     ] {
         if on {
@@ -336,8 +336,8 @@ fn moved(s: &Session, key: u8) -> Option<usize> {
     }
 }
 
-fn can_split(review: &Review, i: usize) -> bool {
-    let lines = &review.pieces[i].lines;
+fn can_split(p: &Piece) -> bool {
+    let lines = &p.lines;
     // A change, then context, then a change again.
     let first = lines.iter().position(|l| l.0 != ' ');
     let last = lines.iter().rposition(|l| l.0 != ' ');
@@ -346,10 +346,10 @@ fn can_split(review: &Review, i: usize) -> bool {
 
 /// The edit of hunk `i` in the user's editor: its new side, or None when the edit was
 /// abandoned (the file emptied, or unreadable as a hunk).
-fn edit_hunk(t: &mut Terminal, review: &Review, i: usize) -> Result<Option<Vec<Vec<u8>>>, Fail> {
+fn edit_hunk(t: &mut Terminal, hunk: &[u8]) -> Result<Option<Vec<Vec<u8>>>, Fail> {
     let path = temp_hunk_path();
     let mut text = b"# Manual hunk edit mode -- see bottom for a quick guide.\n".to_vec();
-    text.extend_from_slice(&review.pieces[i].text());
+    text.extend_from_slice(hunk);
     text.extend_from_slice(
         b"# ---\n\
 # To drop '-' lines, make them ' ' lines (context).\n\
@@ -718,6 +718,8 @@ fn decide_hunks(
                 .collect(),
             undo,
             why: why.clone(),
+            part: None,
+            rewrite: None,
         })?;
         let word = if undo { "undid" } else { "kept" };
         for x in group {
@@ -777,32 +779,61 @@ j - leave this hunk undecided, see next undecided hunk
 J - leave this hunk undecided, see next hunk
 k - leave this hunk undecided, see previous undecided hunk
 K - leave this hunk undecided, see previous hunk
+s - split the current hunk into smaller hunks
+e - manually edit the current hunk: your lines replace Claude's in the file
 ? - print help
 ";
+
+/// A hunk on the terminal: its change, its text, its number in the change and its part (0:
+/// whole), its name as said (its number in the listing, `N.P` for a part), whether decided.
+struct Item<'a> {
+    change: &'a Value,
+    text: String,
+    hunk: usize,
+    part: usize,
+    name: String,
+    decided: bool,
+}
 
 /// `ccide review` on the terminal: each undecided hunk with `git add -p`'s keys, each decision
 /// applied at once.
 fn review_changes(ctl: &mut Control, all: &[Listed]) -> Outcome {
     let mut t = Terminal::open("ccide review list, then ccide review keep|undo --hunks LIST")?;
-    let n = all.len();
-    let mut decided: Vec<bool> = all.iter().map(|x| !x.1["state"].is_null()).collect();
-    let mut at = decided.iter().position(|d| !d);
+    let mut items: Vec<Item> = all
+        .iter()
+        .map(|(c, h, n)| Item {
+            change: c,
+            text: h["text"].as_str().unwrap_or("").to_string(),
+            hunk: h["hunk"].as_u64().unwrap_or(0) as usize,
+            part: 0,
+            name: n.to_string(),
+            decided: !h["state"].is_null(),
+        })
+        .collect();
+    let mut at = items.iter().position(|x| !x.decided);
     let mut shown = None;
     while let Some(i) = at {
-        let (c, h, _) = all[i];
+        let n = items.len();
+        let c = items[i].change;
         if shown != Some(&c["id"]) {
             t.say(&t.paint_header(&change_head(c)));
             shown = Some(&c["id"]);
         }
-        t.say(&t.paint_hunk(h["text"].as_str().unwrap_or("").as_bytes()));
-        let next = (i + 1..n).find(|&k| !decided[k]);
-        let prev = (0..i).rev().find(|&k| !decided[k]);
+        t.say(&t.paint_hunk(items[i].text.as_bytes()));
+        let next = (i + 1..n).find(|&k| !items[k].decided);
+        let prev = (0..i).rev().find(|&k| !items[k].decided);
+        let piece = Piece::parse(items[i].text.as_bytes());
         let mut keys = String::from("y,n,q,a,d");
         for (k, on) in [
             ("k", prev.is_some()),
             ("K", i > 0),
             ("j", next.is_some()),
             ("J", i + 1 < n),
+            (
+                "s",
+                items[i].part == 0 && piece.as_ref().is_some_and(can_split),
+            ),
+            ("e", true),
         ] {
             if on {
                 keys = keys + "," + k;
@@ -822,24 +853,14 @@ fn review_changes(ctl: &mut Control, all: &[Listed]) -> Outcome {
             b'J' => (i + 1 < n).then_some(i + 1).ok_or("No next hunk\n"),
             b'K' => i.checked_sub(1).ok_or("No previous hunk\n"),
             b'q' | CTRL_C | CTRL_D => return Ok(EXIT_OK),
-            b'y' | b'n' | b'a' | b'd' => {
-                let undo = matches!(key, b'n' | b'd');
-                let why = if undo { t.reason("undo")? } else { None };
-                // `a` and `d`: this hunk and the later undecided ones of the file.
-                let same = |k: usize| k == i || !decided[k] && all[k].0["file"] == c["file"];
-                let range: Vec<usize> = match key {
-                    b'y' | b'n' => vec![i],
-                    _ => (i..n).filter(|&k| same(k)).collect(),
-                };
-                let picked: Vec<usize> = range.iter().map(|&k| all[k].2).collect();
-                match decide_hunks(ctl, all, &picked, undo, why) {
-                    Ok((said, _)) => t.say(&said),
-                    Err(Fail::Failed(e) | Fail::Usage(e)) => t.say(&format!("{e}\n")),
-                }
-                for k in range {
-                    decided[k] = true;
-                }
-                at = (i..n).chain(0..i).find(|&k| !decided[k]);
+            b's' if keys.contains('s') => {
+                let parts = split_item(&mut items, i, piece);
+                t.say(&format!("Split into {parts} hunks.\n"));
+                continue;
+            }
+            b'y' | b'n' | b'a' | b'd' | b'e' => {
+                decide_items(&mut t, ctl, &mut items, i, key)?;
+                at = (i..n).chain(0..i).find(|&k| !items[k].decided);
                 continue;
             }
             _ => Err(CHANGE_HELP),
@@ -850,4 +871,71 @@ fn review_changes(ctl: &mut Control, all: &[Listed]) -> Outcome {
         }
     }
     Ok(EXIT_OK)
+}
+
+/// Splits the item `i`, whose hunk is `piece`, into its parts: how many.
+fn split_item(items: &mut Vec<Item>, i: usize, piece: Option<Piece>) -> usize {
+    let mut r = Review::new(Vec::new(), Vec::new());
+    r.pieces.extend(piece);
+    let parts = r.split(0);
+    let (name, hunk, change) = (items[i].name.clone(), items[i].hunk, items[i].change);
+    let split = r.pieces.iter().enumerate().map(|(p, x)| Item {
+        change,
+        text: String::from_utf8_lossy(&x.text()).into_owned(),
+        hunk,
+        part: p + 1,
+        name: format!("{name}.{}", p + 1),
+        decided: false,
+    });
+    items.splice(i..=i, split.collect::<Vec<_>>());
+    parts
+}
+
+/// `y`, `n`, `a`, `d` and `e` on item `i`: each hunk decided sent at once, what became of it
+/// said (an abandoned edit decides nothing).
+fn decide_items(
+    t: &mut Terminal,
+    ctl: &mut Control,
+    items: &mut [Item],
+    i: usize,
+    key: u8,
+) -> Result<(), Fail> {
+    let (n, c) = (items.len(), items[i].change);
+    let undo = matches!(key, b'n' | b'd');
+    let rewrite = match key {
+        b'e' => match edit_hunk(t, items[i].text.as_bytes())? {
+            Some(lines) => Some(String::from_utf8_lossy(&lines.concat()).into_owned()),
+            None => return Ok(()),
+        },
+        _ => None,
+    };
+    let why = if undo { t.reason("undo")? } else { None };
+    // `a` and `d`: this hunk and the later undecided ones of the file.
+    let same = |k: usize| k == i || !items[k].decided && items[k].change["file"] == c["file"];
+    let range: Vec<usize> = match key {
+        b'a' | b'd' => (i..n).filter(|&k| same(k)).collect(),
+        _ => vec![i],
+    };
+    for k in range {
+        let x = &items[k];
+        let r = ctl.request(&Request::ChangeDecide {
+            id: x.change["id"].as_u64().unwrap_or(0) as usize,
+            hunks: vec![x.hunk],
+            undo,
+            why: why.clone(),
+            part: (x.part > 0).then_some(x.part),
+            rewrite: rewrite.clone(),
+        });
+        let word = match (&rewrite, undo) {
+            (Some(_), _) => "rewrote",
+            (None, true) => "undid",
+            (None, false) => "kept",
+        };
+        match r {
+            Ok(_) => t.say(&format!("{word} hunk {} ({})\n", x.name, file_of(x.change))),
+            Err(e) => t.say(&format!("{e}\n")),
+        }
+        items[k].decided = true;
+    }
+    Ok(())
 }

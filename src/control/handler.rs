@@ -167,17 +167,35 @@ fn review(state: &State, req: Request) -> Value {
             hunks,
             undo,
             why,
+            part,
+            rewrite,
         } => {
+            use crate::state::changes::Verdict;
             let write = |p: &std::path::Path, b: Option<&[u8]>| match b {
                 Some(b) => state.write_file(p, b),
                 None => std::fs::remove_file(p),
             };
+            if (part.is_some() || rewrite.is_some()) && hunks.len() != 1 {
+                return failure("part and rewrite name one hunk");
+            }
+            let verdict = match rewrite {
+                Some(text) => Verdict::Rewrite(
+                    crate::textdiff::lines(text.as_bytes())
+                        .iter()
+                        .map(|l| l.to_vec())
+                        .collect(),
+                ),
+                None if undo => Verdict::Undo,
+                None => Verdict::Keep,
+            };
+            let hunks: Vec<(usize, usize)> =
+                hunks.iter().map(|&h| (h, part.unwrap_or(0))).collect();
             let r = c.decide(
                 &state.workspaces,
                 &write,
                 id as u64,
                 &hunks,
-                undo,
+                &verdict,
                 why.as_deref(),
             );
             r.map_or_else(

@@ -59,12 +59,15 @@ pub enum Request {
         content: bool,
     },
     /// Keeps or undoes hunks (numbers from 1) of recorded change `id` (`change` on the wire),
-    /// with a reason.
+    /// with a reason; with `part`, that part of the one hunk split; with `rewrite`, the user's
+    /// lines in place of Claude's in the one hunk.
     ChangeDecide {
         id: usize,
         hunks: Vec<usize>,
         undo: bool,
         why: Option<String>,
+        part: Option<usize>,
+        rewrite: Option<String>,
     },
     /// The diff's proposal under a name ending like its file's, for an editor to open.
     DiffView {
@@ -253,6 +256,8 @@ impl Request {
                 hunks: f.counts("hunks"),
                 undo: f.flag("undo"),
                 why: f.string("why"),
+                part: f.count("part"),
+                rewrite: f.string("rewrite"),
             },
             "diff.view" => Request::DiffView {
                 target: f.string("target"),
@@ -492,11 +497,15 @@ impl Request {
                 hunks,
                 undo,
                 why,
+                part,
+                rewrite,
             } => vec![
                 ("change", (*id).into()),
                 ("hunks", hunks.clone().into()),
                 ("undo", (*undo).into()),
                 ("why", opt(why)),
+                ("part", part.map_or(Value::Null, Value::from)),
+                ("rewrite", opt(rewrite)),
             ],
             _ => Vec::new(),
         }

@@ -392,8 +392,12 @@ impl Changes {
                 .enumerate()
                 .map(|(n, p)| {
                     let d = &c["hunks"][(n + 1).to_string()];
+                    let state = match &d["state"] {
+                        Value::Null => parts_state(&c["hunks"], n + 1, p),
+                        s => s.clone(),
+                    };
                     obj! {"hunk": n + 1, "text": String::from_utf8_lossy(&p.text()).into_owned(),
-                    "state": d["state"].clone(), "why": d["why"].clone()}
+                    "state": state, "why": d["why"].clone()}
                 })
                 .collect();
             let mut v = c.clone();
@@ -411,16 +415,18 @@ impl Changes {
         out
     }
 
-    /// Keeps or undoes hunks of change `id` (numbers from 1), with a reason. Undoing applies
-    /// the reverse of Claude's hunk to the file as it is now; keeping a hunk undone before
-    /// applies it again. Refused whole, the file untouched, when a hunk's lines changed since.
+    /// Keeps, undoes or rewrites hunks of change `id` (numbers from 1; with a part, that part
+    /// of the hunk split as `Review::split` splits it), with a reason. Undoing applies the
+    /// reverse of Claude's hunk to the file as it is now, rewriting puts the user's lines in
+    /// place of Claude's; keeping a hunk undone before applies it again. Refused whole, the
+    /// file untouched, when a hunk's lines changed since.
     pub fn decide(
         &self,
         ws: &Workspaces,
         write: &WriteFile<'_>,
         id: u64,
-        hunks: &[usize],
-        undo: bool,
+        hunks: &[(usize, usize)],
+        verdict: &Verdict,
         why: Option<&str>,
     ) -> Result<Value, String> {
         let mut i = lock(&self.inner);
@@ -432,22 +438,32 @@ impl Changes {
         let c = i.list[k].clone();
         let file = PathBuf::from(c["file"].as_str().unwrap_or(""));
         let (before, after) = (self.blob(&c["before"]), self.blob(&c["after"]));
-        let review = Review::new(before.clone(), after.clone());
         let mut now = match ws.read(&file, MAX_FILE) {
             Ok(b) => Some(b),
             Err(e) if e.kind() == ErrorKind::NotFound => None,
             Err(e) => return Err(format!("cannot read {}: {e}", file.display())),
         };
         let start = now.clone();
-        for &h in hunks {
-            let Some(p) = review.pieces.get(h.wrapping_sub(1)) else {
-                return Err(format!(
-                    "change {id} has hunks 1 to {}, not {h}",
-                    review.pieces.len()
-                ));
+        let mut keys = Vec::new();
+        for &(h, part) in hunks {
+            let key = hunk_key(h, part);
+            let Some(p) = piece(&before, &after, h, part) else {
+                return Err(format!("change {id} has no hunk {key}"));
             };
-            let undone = c["hunks"][h.to_string()]["state"] == "undone";
-            if undone == undo {
+            let state = &c["hunks"][&key]["state"];
+            if state == "edited" {
+                return Err(format!(
+                    "hunk {key} of change {id} was rewritten: change it in {} itself",
+                    file.display()
+                ));
+            }
+            keys.push(key.clone());
+            // Already so.
+            if match verdict {
+                Verdict::Undo => state == "undone",
+                Verdict::Keep => state != "undone",
+                Verdict::Rewrite(_) => false,
+            } {
                 continue;
             }
             let side = |k: char| -> Vec<&[u8]> {
@@ -457,19 +473,28 @@ impl Changes {
                     .map(|l| &l.1[..])
                     .collect()
             };
-            let (image, lo, from, to) = match undo {
-                true => (&after, p.new_lo, side('-'), side('+')),
-                false => (&before, p.old_lo, side('+'), side('-')),
+            let written;
+            let (image, lo, from, to) = match verdict {
+                Verdict::Undo => (&after, p.new_lo, side('-'), side('+')),
+                Verdict::Rewrite(lines) => {
+                    written = as_written(&side('-'), lines);
+                    let to = written.iter().map(|l| &l[..]).collect();
+                    (&after, p.new_lo, side('-'), to)
+                }
+                Verdict::Keep => (&before, p.old_lo, side('+'), side('-')),
             };
             let cur = now.clone().unwrap_or_default();
             now = Some(swap(image, lo, &from, &to, &cur).ok_or_else(|| {
                 format!(
-                    "hunk {h} of change {id} was not {}: lines {}-{} of {} changed since {}; nothing was written",
-                    if undo { "undone" } else { "restored" },
+                    "hunk {key} of change {id} was not {}: lines {}-{} of {} changed since {}; nothing was written",
+                    match verdict {
+                        Verdict::Keep => "restored",
+                        _ => verdict.state(),
+                    },
                     lo + 1,
                     lo + from.len(),
                     file.display(),
-                    if undo { "Claude wrote them" } else { "it was undone" }
+                    if image == &after { "Claude wrote them" } else { "it was undone" }
                 )
             })?);
         }
@@ -479,11 +504,14 @@ impl Changes {
             write(&file, now.as_deref().filter(|_| !gone))
                 .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
         }
-        for &h in hunks {
-            let d = &mut i.list[k]["hunks"][h.to_string()];
+        for key in keys {
+            let d = &mut i.list[k]["hunks"][&key];
             // Kept as Claude wrote it: nothing for the model to hear.
-            let told = !undo && d["state"] != "undone";
-            *d = obj! {"state": if undo { "undone" } else { "kept" }, "why": why, "told": told};
+            let told = matches!(verdict, Verdict::Keep) && d["state"] != "undone";
+            *d = obj! {"state": verdict.state(), "why": why, "told": told};
+            if let Verdict::Rewrite(lines) = verdict {
+                d["text"] = String::from_utf8_lossy(&lines.concat()).into_owned().into();
+            }
         }
         let mut v = c.clone();
         v["hunks"] = i.list[k]["hunks"].clone();
@@ -513,29 +541,31 @@ impl Changes {
         for c in i.list.iter_mut().filter(|c| c["session"] == session) {
             let file = ws.rel(Path::new(c["file"].as_str().unwrap_or("")));
             let tool = c["tool"].as_str().unwrap_or("change").to_string();
-            let images = (c["before"].clone(), c["after"].clone());
+            let images_of = (c["before"].clone(), c["after"].clone());
             let Some(m) = c["hunks"].as_object_mut() else {
                 continue;
             };
-            let mut review = None;
+            let mut images = None;
             for (n, d) in m.iter_mut().filter(|(_, d)| d["told"] == false) {
                 d["told"] = true.into();
                 let why = d["why"]
                     .as_str()
                     .map_or(String::new(), |w| format!(" (reason: {w})"));
-                if d["state"] != "undone" {
+                if d["state"] == "kept" {
                     out.push(format!("The user restored hunk {n} of your {tool} of {file}, which they had undone{why}."));
                     continue;
                 }
-                let r = review
-                    .get_or_insert_with(|| Review::new(self.blob(&images.0), self.blob(&images.1)));
-                let text = r
-                    .pieces
-                    .get(n.parse::<usize>().unwrap_or(0).wrapping_sub(1));
-                let text = text.map_or(String::new(), |p| {
+                let (b, a) = images
+                    .get_or_insert_with(|| (self.blob(&images_of.0), self.blob(&images_of.1)));
+                let (h, part) = n.split_once('.').unwrap_or((n, "0"));
+                let p = piece(b, a, h.parse().unwrap_or(0), part.parse().unwrap_or(0));
+                let text = p.map_or(String::new(), |p| {
                     String::from_utf8_lossy(&p.text()).into_owned()
                 });
-                out.push(format!("The user undid hunk {n} of your {tool} of {file} after you made it{why}; the file no longer has it:\n{}", text.trim_end()));
+                out.push(match d["text"].as_str() {
+                    Some(rewrite) => format!("The user rewrote hunk {n} of your {tool} of {file} after you made it{why}:\n{}\nto:\n{}", text.trim_end(), rewrite.trim_end()),
+                    None => format!("The user undid hunk {n} of your {tool} of {file} after you made it{why}; the file no longer has it:\n{}", text.trim_end()),
+                });
             }
         }
         out
@@ -548,6 +578,65 @@ pub struct Which {
     pub session: Option<String>,
     pub turn: Option<u64>,
     pub all: bool,
+}
+
+/// What the user makes of a recorded hunk.
+pub enum Verdict {
+    Keep,
+    Undo,
+    /// The user's lines in place of Claude's (the hunk's new side, context included).
+    Rewrite(Vec<Vec<u8>>),
+}
+
+impl Verdict {
+    /// The hunk's state once so decided.
+    fn state(&self) -> &'static str {
+        match self {
+            Verdict::Keep => "kept",
+            Verdict::Undo => "undone",
+            Verdict::Rewrite(_) => "edited",
+        }
+    }
+}
+
+/// A hunk's name in a change's record: its number, or `N.P` for part P of hunk N split.
+fn hunk_key(h: usize, part: usize) -> String {
+    match part {
+        0 => h.to_string(),
+        _ => format!("{h}.{part}"),
+    }
+}
+
+/// Hunk `h` (from 1) of Claude's change `before` to `after`, or with `part` (from 1) that
+/// part of it split; None when there is no such hunk or part.
+fn piece(before: &[u8], after: &[u8], h: usize, part: usize) -> Option<crate::review::Piece> {
+    let mut r = Review::new(before.to_vec(), after.to_vec());
+    let i = h.checked_sub(1).filter(|&i| i < r.pieces.len())?;
+    if part == 0 {
+        return Some(r.pieces.swap_remove(i));
+    }
+    let n = r.split(i);
+    (n > 1 && part <= n).then(|| r.pieces.swap_remove(i + part - 1))
+}
+
+/// The state of hunk `h`, `p`, decided part by part: `split` once each of its parts is.
+fn parts_state(hunks: &Value, h: usize, p: &crate::review::Piece) -> Value {
+    let mut r = Review::new(Vec::new(), Vec::new());
+    r.pieces.push(p.clone());
+    let n = r.split(0);
+    let all = n > 1 && (1..=n).all(|k| !hunks[hunk_key(h, k)]["state"].is_null());
+    if all { "split".into() } else { Value::Null }
+}
+
+/// The user's `lines` with the line ending of the lines they replace: each bare LF made CRLF
+/// when every one of `old` ends with CRLF.
+fn as_written(old: &[&[u8]], lines: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let crlf = !old.is_empty() && old.iter().all(|l| l.ends_with(b"\r\n"));
+    let fix = |l: &Vec<u8>| match l.strip_suffix(b"\n") {
+        Some(body) if crlf && !body.ends_with(b"\r") => [body, b"\r\n"].concat(),
+        _ => l.clone(),
+    };
+    lines.iter().map(fix).collect()
 }
 
 /// `cur` with the lines `from`, which start at line `lo` of `image`, replaced by `to`; None

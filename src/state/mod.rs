@@ -85,8 +85,12 @@ pub struct State {
     /// What `ccide workspace add/remove` changed, as saved in `workspaces.json`.
     changes: std::sync::Mutex<WorkspaceChanges>,
     /// The git worktrees that joined the folders (see `follow_worktrees`).
-    worktrees: std::sync::Mutex<Vec<PathBuf>>,
+    /// And those another server announces, with its pid (see `follow_worktrees`).
+    worktrees: std::sync::Mutex<(Vec<PathBuf>, Vec<Skipped>)>,
 }
+
+/// A git worktree left to the server of this pid.
+type Skipped = (PathBuf, i64);
 
 impl State {
     /// Opens the state directory (pending diffs of a previous run are removed, the editor
@@ -366,44 +370,55 @@ impl State {
     /// Makes the git worktrees of the folders' repositories folders too, as they come and go
     /// (ccide-protocol(7) §1.5): Claude Code started in one then finds this server, and the
     /// tools reach its files. A worktree inside a folder is served already; one another
-    /// server's folders hold, or that holds one of them, is left to it: two lock files
-    /// holding a folder, the CLI connects to neither (§1.3). The lock file is written again
-    /// when they changed.
+    /// running server or IDE announces is left to it: two lock files holding a folder, the CLI
+    /// connects to neither (§1.3); of two servers following one, the lower pid keeps it. The
+    /// lock file is written again when they changed.
     pub fn follow_worktrees(&self) {
         let mut known = lock(&self.worktrees);
         let mut all = self.workspaces.list();
-        all.retain(|w| !known.contains(w));
+        all.retain(|w| !known.0.contains(w));
         let n = all.len();
+        let mut others = None;
+        let mut skipped = Vec::new();
         for i in 0..n {
             for t in crate::workspaces::worktrees(&all[i].clone()) {
-                if !all.iter().any(|w| t.starts_with(w)) {
-                    all.push(t);
+                if all.iter().any(|w| t.starts_with(w)) {
+                    continue;
+                }
+                let others = others.get_or_insert_with(|| {
+                    let me = std::process::id() as i64;
+                    let locks = crate::lockfile::scan(&self.config_dir).into_iter();
+                    locks
+                        .filter(|l| l.pid != me && l.reachable())
+                        .collect::<Vec<_>>()
+                });
+                let mine = known.0.contains(&t);
+                match others.iter().find(|l| {
+                    (!mine || l.pid < std::process::id() as i64)
+                        && l.workspaces.iter().any(|w| nested(w, &t))
+                }) {
+                    Some(l) => skipped.push((t, l.pid)),
+                    None => all.push(t),
                 }
             }
         }
-        if all[n..] != known[..] {
-            for l in crate::lockfile::scan(&self.config_dir) {
-                if l.alive && l.port != self.port {
-                    let mut k = n;
-                    while k < all.len() {
-                        match l.workspaces.iter().any(|o| nested(&all[k], o)) {
-                            true => drop(all.remove(k)),
-                            false => k += 1,
-                        }
-                    }
-                }
-            }
+        for (t, pid) in skipped.iter().filter(|s| !known.1.contains(s)) {
+            crate::log::info!(
+                "git worktree {} not served: the ccide server of pid {pid} serves it",
+                t.display()
+            );
         }
-        if all[n..] == known[..] {
+        known.1 = skipped;
+        if all[n..] == known.0[..] {
             return;
         }
-        let old = std::mem::replace(&mut *known, all[n..].to_vec());
-        crate::log::info!("git worktrees served: {}", json::paths(&known));
+        let old = std::mem::replace(&mut known.0, all[n..].to_vec());
+        crate::log::info!("git worktrees served: {}", json::paths(&known.0));
         // Applied to the folders as they are now: a `ccide workspace add/remove` since the
         // list above stays.
         self.workspaces.change(|ws| {
             ws.retain(|w| !old.contains(w));
-            for t in known.iter() {
+            for t in known.0.iter() {
                 if !ws.contains(t) {
                     ws.push(t.clone());
                 }

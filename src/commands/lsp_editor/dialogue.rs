@@ -1724,6 +1724,8 @@ impl Dialogue {
             hunks: vec![hunk],
             undo,
             why: None,
+            part: None,
+            rewrite: None,
         };
         let r = self.ask(link, &req);
         if let Some(i) = link {
