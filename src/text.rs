@@ -95,9 +95,12 @@ impl Default for Fnv {
 
 impl Fnv {
     pub fn write(&mut self, bytes: &[u8]) {
+        // In a local: through `self` the state went to memory and back for every byte.
+        let mut h = self.0;
         for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
         }
+        self.0 = h;
     }
 
     pub fn finish(self) -> u64 {
