@@ -120,6 +120,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_hash_is_fnv_1a() {
+        // Its published test vectors: names and stored hashes depend on it staying the same.
+        assert_eq!(hash(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(hash(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(hash(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
     fn control_characters_are_made_visible() {
         assert_eq!(visible("plain\ttab é"), "plain\ttab é");
         assert_eq!(
