@@ -431,8 +431,9 @@ fn hunks_from_ops(a: &[&[u8]], b: &[&[u8]], ops: &[Op], context: usize) -> Vec<H
 /// A multiply-rotate hash of a line over 8-byte words, several times faster than SipHash on
 /// short lines, which matters because interning is most of the time spent on large files.
 /// `seed` is random per diff, so accidental collisions do not reproduce; it is not meant to
-/// resist a deliberate attack, which would only make one diff slow.
-fn hash_line(seed: u64, line: &[u8]) -> u64 {
+/// resist a deliberate attack, which would only make one diff slow. With a fixed seed it is a
+/// content hash eight bytes at a time (the review store names its blobs by it).
+pub fn hash_line(seed: u64, line: &[u8]) -> u64 {
     let mut h = seed ^ line.len() as u64;
     let mut mix = |word: u64| h = (h.rotate_left(23) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mut words = line.chunks_exact(8);

@@ -215,7 +215,8 @@ impl Changes {
     /// instead), so an image is read from at most two blobs.
     fn put(&self, i: &mut Inner, bytes: &[u8], base: Option<&str>) -> io::Result<String> {
         crate::files::private_dir(&self.dir, "review store").map_err(io::Error::other)?;
-        let hash = crate::text::hash(bytes);
+        // Eight bytes at a time: images are up to 16 MiB, and each edit's is hashed.
+        let hash = crate::textdiff::hash_line(0, bytes);
         let mut k = 0;
         let name = loop {
             let name = format!("{hash:016x}-{k}");
