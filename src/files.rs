@@ -356,20 +356,28 @@ fn read_open(mut file: File, limit: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Size and modification time of a regular file: how ccide tells that a file changed without
-/// reading it.
+/// Size, inode, link count and modification and change times of a regular file: how ccide
+/// tells that a file changed without reading it. The change time cannot be set back, and a
+/// kernel that was asked for it gives the next change a finer one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stamp {
     pub len: u64,
     pub modified: Option<std::time::SystemTime>,
+    pub inode: u64,
+    pub links: u64,
+    pub changed: (i64, i64),
 }
 
 /// The stamp of `p`; None when it is missing or not a regular file.
 pub fn stamp(p: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
     let m = fs::metadata(p).ok().filter(|m| m.is_file())?;
     Some(Stamp {
         len: m.len(),
         modified: m.modified().ok(),
+        inode: m.ino(),
+        links: m.nlink(),
+        changed: (m.ctime(), m.ctime_nsec()),
     })
 }
 

@@ -58,7 +58,11 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("diagnostics", &["parse", "lsp", "checkers", "mod"]),
     (
         "state",
-        &["events", "editor|diffs|exec|diagnostics|changes", "mod"],
+        &[
+            "events|watched",
+            "editor|diffs|exec|diagnostics|changes",
+            "mod",
+        ],
     ),
     (
         "tools",

@@ -323,6 +323,62 @@ impl WakePipe {
     }
 }
 
+/// An inotify instance, read without blocking.
+pub struct Inotify(std::fs::File);
+
+impl Inotify {
+    pub fn new() -> io::Result<Inotify> {
+        // SAFETY: no pointers; on success we own the descriptor.
+        let fd = check(unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) })?;
+        // SAFETY: `fd` was just opened and is owned by nobody else.
+        Ok(Inotify(unsafe { std::fs::File::from_raw_fd(fd) }))
+    }
+
+    /// Watches the folder `dir` (not a symlink to one) for its entries written, replaced,
+    /// created, removed or moved, and for itself removed or moved: the watch's number.
+    pub fn watch_dir(&self, dir: &std::path::Path) -> io::Result<i32> {
+        let c = cstr(dir.as_os_str())?;
+        let mask = libc::IN_MODIFY
+            | libc::IN_ATTRIB
+            | libc::IN_CREATE
+            | libc::IN_DELETE
+            | libc::IN_MOVED_FROM
+            | libc::IN_MOVED_TO
+            | libc::IN_DELETE_SELF
+            | libc::IN_MOVE_SELF
+            | libc::IN_ONLYDIR
+            | libc::IN_DONT_FOLLOW;
+        // SAFETY: a valid descriptor and NUL-terminated path.
+        check(unsafe { libc::inotify_add_watch(self.0.as_raw_fd(), c.as_ptr(), mask) })
+    }
+
+    pub fn unwatch(&self, wd: i32) {
+        // SAFETY: no pointers; an unknown watch number is refused with EINVAL.
+        unsafe { libc::inotify_rm_watch(self.0.as_raw_fd(), wd) };
+    }
+
+    /// Each event queued, as its watch's number, whether the folder itself is gone (removed,
+    /// moved, unmounted, or its watch ended) and the name of the entry; until none is left. A
+    /// full queue is one event of watch -1.
+    pub fn events(&self, mut each: impl FnMut(i32, bool, &[u8])) {
+        let gone = libc::IN_DELETE_SELF | libc::IN_MOVE_SELF | libc::IN_UNMOUNT | libc::IN_IGNORED;
+        use std::io::Read;
+        let mut buf = [0u8; 8192];
+        while let Ok(n @ 1..) = (&self.0).read(&mut buf) {
+            let mut at = 0;
+            while at + 16 <= n {
+                let word =
+                    |k: usize| u32::from_ne_bytes(buf[at + k..at + k + 4].try_into().unwrap());
+                let end = (at + 16 + word(12) as usize).min(n);
+                let name = &buf[at + 16..end];
+                let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+                each(word(0) as i32, word(4) & gone != 0, name);
+                at = end;
+            }
+        }
+    }
+}
+
 /// Readiness of one descriptor after `poll`.
 #[derive(Clone, Copy, Default)]
 pub struct Ready {

@@ -392,6 +392,59 @@ fn a_command_that_changes_a_known_file_is_recorded_as_bash() {
     );
 }
 
+/// A command's scan looks again only at the files events named: each way a command can change
+/// a known file is one it names, and a folder's watch ended by an event is set again.
+#[test]
+fn a_command_is_seen_however_it_changes_a_known_file() {
+    let sb = Sandbox::new();
+    let a = sb.write("d/x/a.txt", "one\n");
+    let b = sb.write("b.txt", "one\n");
+    let c = sb.write("c.txt", "one\n");
+    let _s = sb.serve(&[]);
+    prompt(&sb, ONE);
+    for f in [&a, &b, &c] {
+        edit(&sb, ONE, f, b"two\n");
+    }
+    // Written by another name, outside the workspace.
+    let link = sb.root.join("c-link");
+    std::fs::hard_link(&c, &link).unwrap();
+    let ws = sb.ws();
+    let cmd = json!({"command": "..."});
+    tool(&sb, ONE, "Bash", cmd.clone(), || {
+        // The folder above moved away and another put in its place.
+        std::fs::rename(ws.join("d"), ws.join("d.old")).unwrap();
+        std::fs::create_dir_all(ws.join("d/x")).unwrap();
+        std::fs::write(&a, "new\n").unwrap();
+        // Replaced by a rename, as `sed -i` does.
+        std::fs::write(ws.join("b.tmp"), "BBB\n").unwrap();
+        std::fs::rename(ws.join("b.tmp"), &b).unwrap();
+        std::fs::write(&link, "CCC\n").unwrap();
+    });
+    // The folder moved away and back: nothing changed, and the watches are set again.
+    tool(&sb, ONE, "Bash", cmd.clone(), || {
+        std::fs::rename(ws.join("d"), ws.join("e")).unwrap();
+        std::fs::rename(ws.join("e"), ws.join("d")).unwrap();
+    });
+    tool(&sb, ONE, "Bash", cmd, || {
+        std::fs::write(&a, "end\n").unwrap()
+    });
+    let bash = |f: &str, from: &str, to: &str| {
+        let text = format!("@@ -1 +1 @@\n-{from}\n+{to}\n");
+        h(f, "Bash", ONE, 1, &[text.as_str()])
+    };
+    // A call's files in the order of their paths.
+    let listed = hunks(&review(&sb, &[]));
+    assert_eq!(
+        listed[3..],
+        [
+            bash("b.txt", "two", "BBB"),
+            bash("c.txt", "two", "CCC"),
+            bash("a.txt", "two", "new"),
+            bash("a.txt", "new", "end"),
+        ]
+    );
+}
+
 #[test]
 fn the_review_gate_holds_the_end_of_the_turn_until_it_is_reviewed() {
     let sb = Sandbox::new();

@@ -21,6 +21,8 @@ use crate::review::Review;
 use crate::textdiff::{Op, diff_lines, lines};
 use crate::workspaces::Workspaces;
 
+use super::watched::Watched;
+
 /// The largest file recorded (readFile's limit).
 const MAX_FILE: u64 = 16 << 20;
 /// Tool calls begun and not yet ended that are remembered (a call that failed never ends).
@@ -65,8 +67,9 @@ struct Inner {
     /// Tool calls begun: their id and, for an edit, its file and image before the tool ran
     /// (a command's files are `known`'s).
     pending: Vec<(String, Option<(PathBuf, Image)>)>,
-    /// Each recorded file's latest image and its stamp then.
-    known: HashMap<PathBuf, (Option<Stamp>, Image)>,
+    /// Each recorded file's latest image, its stamp then, and whether it is watched.
+    known: HashMap<PathBuf, (Option<Stamp>, Image, bool)>,
+    watched: Watched,
 }
 
 impl Changes {
@@ -119,13 +122,9 @@ impl Changes {
                 Err(()) => return,
             },
             None => {
-                let moved: Vec<PathBuf> = extra
-                    .iter()
-                    .filter(|f| !i.known.contains_key(*f))
-                    .chain(i.known.iter().filter(|(f, k)| stamp(f) != k.0).map(|k| k.0))
-                    .cloned()
-                    .collect();
-                for f in moved {
+                let mut look = look(&mut i, ws);
+                look.extend(extra.iter().filter(|f| !i.known.contains_key(*f)).cloned());
+                for f in look {
                     let _ = self.image(&mut i, ws, &f);
                 }
                 None
@@ -153,10 +152,13 @@ impl Changes {
         };
         let taken = match i.pending.remove(k).1 {
             Some(edit) => vec![edit],
-            None => {
-                let known = i.known.iter().filter(|(f, k)| stamp(f) != k.0);
-                known.map(|(f, k)| (f.clone(), k.1.clone())).collect()
-            }
+            None => look(&mut i, ws)
+                .into_iter()
+                .filter_map(|f| {
+                    let k = &i.known[&f];
+                    (stamp(&f) != k.0).then(|| (f.clone(), k.1.clone()))
+                })
+                .collect(),
         };
         let turn = i.turns.get(session).and_then(Value::as_u64).unwrap_or(0);
         let mut recorded = Vec::new();
@@ -186,26 +188,33 @@ impl Changes {
 
     /// The file's image now, stored; Err when it cannot be read (outside the workspace, too
     /// large): it is not recorded. A file whose stamp has not moved since its latest image is
-    /// not read again.
+    /// not read again. Its folders are watched first, so that a change after this has an
+    /// event; a file with other hard links (written by another name) is looked at every time.
     fn image(&self, i: &mut Inner, ws: &Workspaces, file: &Path) -> Result<Image, ()> {
+        let watched = ws
+            .holder(file)
+            .is_some_and(|top| i.watched.watch(&top, file));
         let now = stamp(file);
+        let watched = watched && now.is_none_or(|s| s.links == 1);
         let last = i.known.get(file).cloned();
-        if let Some((Some(s), image)) = &last
+        if let Some((Some(s), image, _)) = &last
             && now == Some(*s)
         {
+            i.known.insert(file.into(), (now, image.clone(), watched));
             return Ok(image.clone());
         }
         let bytes = match ws.read(file, MAX_FILE) {
             Ok(b) => b,
             Err(e) if e.kind() == ErrorKind::NotFound => {
-                i.known.insert(file.into(), (None, None));
+                i.known.insert(file.into(), (None, None, watched));
                 return Ok(None);
             }
             Err(_) => return Err(()),
         };
         let base = last.and_then(|l| l.1);
         let name = self.put(i, &bytes, base.as_deref()).map_err(|_| ())?;
-        i.known.insert(file.into(), (now, Some(name.clone())));
+        i.known
+            .insert(file.into(), (now, Some(name.clone()), watched));
         Ok(Some(name))
     }
 
@@ -601,6 +610,22 @@ impl Verdict {
 }
 
 /// A hunk's name in a change's record: its number, or `N.P` for part P of hunk N split.
+/// The known files a command may have changed since they were last looked at: those events
+/// named, and those not watched. They are watched again before they are looked at (an event
+/// may have ended their folder's watch).
+fn look(i: &mut Inner, ws: &Workspaces) -> Vec<PathBuf> {
+    let named = i.watched.take();
+    let mut look = Vec::new();
+    for (f, k) in i.known.iter_mut().filter(|(f, k)| !k.2 || named.has(f)) {
+        let watched = ws.holder(f).is_some_and(|top| i.watched.watch(&top, f));
+        k.2 = watched && k.0.is_none_or(|s| s.links == 1);
+        look.push(f.clone());
+    }
+    // Listed in the order of their paths.
+    crate::text::sort_by_bytes(&mut look, |f| f.as_os_str().as_encoded_bytes().to_vec());
+    look
+}
+
 fn hunk_key(h: usize, part: usize) -> String {
     match part {
         0 => h.to_string(),

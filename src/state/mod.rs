@@ -10,6 +10,7 @@ pub mod diffs;
 pub mod editor;
 pub mod events;
 pub mod exec;
+pub mod watched;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
