@@ -390,7 +390,7 @@ fn hooks() -> Value {
     let tools = "Edit|Write|MultiEdit|NotebookEdit|Bash";
     json!({
         "PreToolUse": [{"matcher": tools, "hooks": [hook("pre-tool-use", 5)]}],
-        "PostToolUse": [{"matcher": tools, "hooks": [hook("post-tool-use", 5)]}],
+        "PostToolUse": [{"matcher": format!("{tools}|Read"), "hooks": [hook("post-tool-use", 5)]}],
         "UserPromptSubmit": [{"hooks": [hook("user-prompt-submit", 5)]}],
         "Stop": [{"hooks": [hook("stop", 86400)]}],
     })

@@ -392,6 +392,30 @@ fn a_command_that_changes_a_known_file_is_recorded_as_bash() {
     );
 }
 
+/// A file Claude only read is known too: a command that changes it is recorded.
+#[test]
+fn a_command_that_changes_a_file_claude_read_is_recorded() {
+    let sb = Sandbox::new();
+    let (a, b) = (sb.write("a.txt", "one\n"), sb.write("b.txt", "one\n"));
+    let _s = sb.serve(&[]);
+    prompt(&sb, ONE);
+    // The CLI runs only the PostToolUse hook after a Read (the plugin's matchers).
+    let read = json!({"tool_name": "Read", "tool_input": {"file_path": a}, "tool_use_id": "toolu_r",
+        "tool_response": {"type": "text"}});
+    let post = input(&sb, ONE, "PostToolUse", read);
+    assert_eq!(stdout(&hook(&sb, "post-tool-use", &post)), "");
+    let cmd = json!({"command": "sed -i s/one/two/ a.txt b.txt"});
+    tool(&sb, ONE, "Bash", cmd, || {
+        std::fs::write(&a, "two\n").unwrap();
+        std::fs::write(&b, "two\n").unwrap();
+    });
+    // b.txt was never read, edited nor open: not known, not listed.
+    assert_eq!(
+        hunks(&review(&sb, &[])),
+        [h("a.txt", "Bash", ONE, 1, &["@@ -1 +1 @@\n-one\n+two\n"])]
+    );
+}
+
 /// A command's scan looks again only at the files events named: each way a command can change
 /// a known file is one it names, and a folder's watch ended by an event is set again.
 #[test]

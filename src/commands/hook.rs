@@ -177,17 +177,27 @@ fn context(event: Event, config: Option<&str>) -> Option<Told> {
     let text = |k: &str| input[k].as_str().map(String::from);
     let watched = matches!(
         tool,
-        None | Some("Edit" | "Write" | "MultiEdit" | "NotebookEdit" | "Bash")
+        None | Some("Edit" | "Write" | "MultiEdit" | "NotebookEdit" | "Bash" | "Read")
     );
+    // A file Claude read is known from then on (a command's change of it is seen).
+    let read = tool == Some("Read");
     let mut told = Vec::new();
     let mut held = None;
     if let (Some(session), true) = (text("session_id"), watched) {
         let record = Request::Record {
-            event: EVENTS[event as usize].2.into(),
+            event: if read {
+                "read"
+            } else {
+                EVENTS[event as usize].2
+            }
+            .into(),
             session,
             call: text("tool_use_id"),
             tool: tool.map(String::from),
-            path: edited_file(&input),
+            path: match read {
+                true => input["tool_input"]["file_path"].as_str().map(String::from),
+                false => edited_file(&input),
+            },
         };
         let r = ctl.request(&record).ok()?;
         told = self::told(&r);

@@ -189,9 +189,10 @@ fn hooks(ccide: &str) -> String {
             "{{\"type\": \"command\", \"command\": {ccide}, \"args\": [\"hook\", \"{event}\"], \"timeout\": {timeout}}}"
         )
     };
-    let tools = "\"matcher\": \"Edit|Write|MultiEdit|NotebookEdit|Bash\"";
+    // After a Read too: a file Claude read is known, so a command's change of it is seen.
+    let tools = "\"matcher\": \"Edit|Write|MultiEdit|NotebookEdit|Bash";
     format!(
-        "  \"hooks\": {{\n    \"PreToolUse\": [{{{tools}, \"hooks\": [{}]}}],\n    \"PostToolUse\": [{{{tools}, \"hooks\": [{}]}}],\n    \"UserPromptSubmit\": [{{\"hooks\": [{}]}}],\n    \"Stop\": [{{\"hooks\": [{}]}}]\n  }}",
+        "  \"hooks\": {{\n    \"PreToolUse\": [{{{tools}\", \"hooks\": [{}]}}],\n    \"PostToolUse\": [{{{tools}|Read\", \"hooks\": [{}]}}],\n    \"UserPromptSubmit\": [{{\"hooks\": [{}]}}],\n    \"Stop\": [{{\"hooks\": [{}]}}]\n  }}",
         hook("pre-tool-use", 5),
         hook("post-tool-use", 5),
         hook("user-prompt-submit", 5),
@@ -541,7 +542,7 @@ mod tests {
             m["hooks"],
             serde_json::json!({
                 "PreToolUse": [{"matcher": tools, "hooks": [hook("pre-tool-use", 5)]}],
-                "PostToolUse": [{"matcher": tools, "hooks": [hook("post-tool-use", 5)]}],
+                "PostToolUse": [{"matcher": format!("{tools}|Read"), "hooks": [hook("post-tool-use", 5)]}],
                 "UserPromptSubmit": [{"hooks": [hook("user-prompt-submit", 5)]}],
                 "Stop": [{"hooks": [hook("stop", 86400)]}],
             })

@@ -250,6 +250,12 @@ fn record(
             }
             told
         }
+        "read" => {
+            if let Some(Ok(file)) = path.map(|p| state.resolve(&p)) {
+                c.seen(ws, &file);
+            }
+            Vec::new()
+        }
         "stop" => Vec::new(),
         other => return failure(&format!("unknown record event '{other}'")),
     };

@@ -42,7 +42,7 @@ pub enum Request {
     },
     /// A hook of ccide's plugin saw a Claude Code event (ccide-protocol(7) §15): `prompt`
     /// (a turn begins), `pre` and `post` (around tool call `call`; `path` the file an edit
-    /// names, none for a command), `stop` (the turn ends).
+    /// names, none for a command), `read` (`path` a file Claude read), `stop` (the turn ends).
     Record {
         event: String,
         session: String,

@@ -136,6 +136,11 @@ impl Changes {
         i.pending.push((call.into(), taken));
     }
 
+    /// A file Claude read: known from now on, with its image.
+    pub fn seen(&self, ws: &Workspaces, file: &Path) {
+        let _ = self.image(&mut lock(&self.inner), ws, file);
+    }
+
     /// After a tool ran: a change for each file whose content it changed (for a command, each
     /// known file whose stamp moved). Returns what the model is to be told, and the changes
     /// recorded (their id and file).
