@@ -275,6 +275,38 @@ fn the_worktrees_of_a_served_repository_join_the_lock_file_as_they_come_and_go()
     assert!(!stdout(&e).contains("wt b"), "{}", stdout(&e));
 }
 
+#[test]
+#[ignore = "needs git (.ci/run installs it)"]
+fn a_worktree_the_user_removed_stays_out_until_they_add_it_again() {
+    let sb = Sandbox::new();
+    let ws = canonical(&sb.ws());
+    sb.write("main.py", "m = 1\n");
+    git(&sb, &ws, &["init", "-q"]);
+    git(&sb, &ws, &["add", "."]);
+    git(&sb, &ws, &["commit", "-qm", "one"]);
+    git(&sb, &ws, &["worktree", "add", "-q", "-b", "a", "../wt-a"]);
+    let wt_a = canonical(&sb.root.join("wt-a"));
+    let srv = sb.serve(&[]);
+    let folders = |want: Value| {
+        wait_for(
+            &format!("the lock file to announce {want}"),
+            Duration::from_secs(20),
+            || (lock_folders(&srv) == want).then_some(()),
+        )
+    };
+    folders(json!([ws, wt_a]));
+    let a = wt_a.display().to_string();
+    sb.run_ok(&["workspace", "remove", &a]);
+    folders(json!([ws]));
+    // Another worktree joins: the folders were followed again, and the removed one stays out.
+    git(&sb, &ws, &["worktree", "add", "-q", "-b", "b", "../wt-b"]);
+    let wt_b = canonical(&sb.root.join("wt-b"));
+    folders(json!([ws, wt_b]));
+    // Added by the user: after the others.
+    sb.run_ok(&["workspace", "add", &a]);
+    folders(json!([ws, wt_b, wt_a]));
+}
+
 /// A session's folders come from the client: `select` and `mention` name the session with the
 /// control characters of its folder made visible.
 #[test]

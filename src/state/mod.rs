@@ -381,9 +381,11 @@ impl State {
         let n = all.len();
         let mut others = None;
         let mut skipped = Vec::new();
+        // A worktree the user removed from the folders stays out until they add it again.
+        let removed = lock(&self.changes).removed.clone();
         for i in 0..n {
             for t in crate::workspaces::worktrees(&all[i].clone()) {
-                if all.iter().any(|w| t.starts_with(w)) {
+                if all.iter().any(|w| t.starts_with(w)) || removed.contains(&t) {
                     continue;
                 }
                 let others = others.get_or_insert_with(|| {
