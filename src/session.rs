@@ -360,7 +360,11 @@ impl Sessions {
             }) {
                 client.send(&rpc::notification("selection_changed", sel));
             }
-            let mut mentions = editor.take_mentions();
+            // Queued mentions of files its folders hold; the others wait for their session.
+            let mut mentions = editor.take_mentions(|m| {
+                s.holds(Path::new(m["filePath"].as_str().unwrap_or("")))
+                    .is_some()
+            });
             mentions.append(&mut s.held_mentions);
             for m in mentions {
                 client.send(&rpc::notification("at_mentioned", m));

@@ -28,6 +28,46 @@ fn rooted(srv: &Server, roots: &[String], pid: u32) -> Client {
     c
 }
 
+/// A mention made while no session was connected waits for a session whose folders hold the
+/// file: one working elsewhere that connects first does not take it.
+#[test]
+fn a_queued_mention_goes_to_the_first_session_whose_folders_hold_the_file() {
+    let sb = Sandbox::new();
+    let ws = canonical(&sb.ws());
+    sb.write("a/x.py", "x = 1\n");
+    let y = sb.write("b/y.py", "y = 1\n");
+    let srv = sb.serve(&[]);
+    let o = sb.run_ok(&["mention", "b/y.py:1"]);
+    assert!(stderr(&o).contains("queued"), "{}", stderr(&o));
+    // Each session's roots are known before its greeting (before its tools/list).
+    let connect = |folder: &str| {
+        let mut c = srv.connect();
+        c.request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {"roots": {}},
+                   "clientInfo": {"name": "claude-code", "version": "2.1.332"}}),
+        );
+        c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        answer_roots(&mut c, &[format!("file://{}/{folder}", ws.display())]);
+        c.request("tools/list", json!({}));
+        srv.wait_ready();
+        let mentions: Vec<Value> = c
+            .before_ping()
+            .into_iter()
+            .filter(|v| v["method"] == "at_mentioned")
+            .collect();
+        (c, mentions)
+    };
+    let (_a, got) = connect("a");
+    assert_eq!(got, Vec::<Value>::new());
+    let (_b, got) = connect("b");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        got[0]["params"],
+        json!({"filePath": y, "lineStart": 0, "lineEnd": 0})
+    );
+}
+
 /// Answers serve's next `roots/list` request with `roots`; returns once serve has read it.
 fn answer_roots(c: &mut Client, roots: &[String]) {
     let ask = c.recv_where("roots/list", |v| v["method"] == "roots/list");

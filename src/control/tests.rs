@@ -601,7 +601,7 @@ fn mention_sends_lines_zero_based_and_a_directory_without_lines() {
         );
         assert_eq!(sent(&c), [notification("at_mentioned", mention)], "{req}");
     }
-    assert_eq!(ts.state.editor.take_mentions(), Vec::<Value>::new());
+    assert_eq!(ts.state.editor.take_mentions(|_| true), Vec::<Value>::new());
 }
 
 #[test]
@@ -613,8 +613,8 @@ fn mention_is_queued_when_no_client_is_connected() {
         ask(&ts, json!({"cmd": "mention", "path": "a.txt", "start": 1})),
         json!({"ok": true, "clients": 0, "held": 0, "queued": true, "mention": mention})
     );
-    assert_eq!(ts.state.editor.take_mentions(), [mention]);
-    assert_eq!(ts.state.editor.take_mentions(), Vec::<Value>::new());
+    assert_eq!(ts.state.editor.take_mentions(|_| true), [mention]);
+    assert_eq!(ts.state.editor.take_mentions(|_| true), Vec::<Value>::new());
 }
 
 #[test]
@@ -652,7 +652,7 @@ fn mention_errors() {
         assert_eq!(ask(&ts, req.clone()), failure(&message), "{req}");
     }
     assert_eq!(sent(&c), Vec::<Value>::new());
-    assert_eq!(ts.state.editor.take_mentions(), Vec::<Value>::new());
+    assert_eq!(ts.state.editor.take_mentions(|_| true), Vec::<Value>::new());
 }
 
 // ---------------------------------------------------------------------------

@@ -309,16 +309,19 @@ impl Editor {
         }
     }
 
-    /// The queued mentions still young enough to deliver, in order; the queue is emptied.
-    pub fn take_mentions(&self) -> Vec<Value> {
+    /// The queued mentions still young enough to deliver that `ours` takes, in order; the
+    /// others young enough stay queued.
+    pub fn take_mentions(&self, ours: impl Fn(&Value) -> bool) -> Vec<Value> {
         let mut m = lock(&self.model);
         let max = self.mention_max_age;
         let mut young = Vec::new();
-        while let Some((v, at)) = m.mentions.pop_front() {
-            if at.elapsed() <= max {
-                young.push(v);
+        m.mentions.retain(|(v, at)| {
+            let take = at.elapsed() <= max && ours(v);
+            if take {
+                young.push(v.clone());
             }
-        }
+            !take && at.elapsed() <= max
+        });
         young
     }
 }
