@@ -244,9 +244,10 @@ impl Diagnostics {
             };
             for it in items {
                 if let Some(u) = it["uri"].as_str() {
-                    by_file
-                        .entry(self.inside(&parse::entry_path(u, base)))
-                        .or_default();
+                    let path = self.inside(&parse::entry_path(u, base));
+                    if self.workspaces.contains(&path) {
+                        by_file.entry(path).or_default();
+                    }
                 }
             }
         }
@@ -262,7 +263,6 @@ impl Diagnostics {
                 outside += 1;
             }
         }
-        by_file.retain(|p, _| self.workspaces.contains(p));
         let diagnostics: usize = by_file.values().map(Vec::len).sum();
         let files = by_file.len();
         Imported {
