@@ -91,12 +91,10 @@ pub fn sink(store: &Arc<Store>, changed: &Sink) -> langservers::Sink {
     let (store, changed) = (store.clone(), changed.clone());
     Arc::new(move |server: &str, f: langservers::Final| {
         let ds = lsp::diagnostics(&f.items, &f.path, server);
-        publish(
-            &store,
-            &changed,
-            &langservers::origin(server),
-            BTreeMap::from([(f.path, ds)]),
-        );
+        // Not `BTreeMap::from`: it brings a stable sort and a bulk build of its own.
+        let mut by_file = BTreeMap::new();
+        by_file.insert(f.path, ds);
+        publish(&store, &changed, &langservers::origin(server), by_file);
     })
 }
 
