@@ -125,8 +125,9 @@ pub fn command_help(c: &Command) -> String {
 }
 
 /// ", did you mean 'x'?" for the name a mistyped one begins (of three characters or more), else
-/// the closest at most two edits away, else nothing.
-pub fn did_you_mean<'a>(typed: &str, names: impl Iterator<Item = &'a str>) -> String {
+/// the closest at most two edits away, else nothing. (`dyn`: one copy for every caller's
+/// iterator.)
+pub fn did_you_mean<'a>(typed: &str, names: &mut dyn Iterator<Item = &'a str>) -> String {
     let best = names
         .map(|n| {
             (
@@ -236,11 +237,11 @@ impl Args {
                 None => (arg.as_str(), None),
             };
             let Some(f) = command.flags.iter().find(|f| f.name == name) else {
-                let names = command.flags.iter().map(|f| f.name).chain(["--help"]);
+                let mut names = command.flags.iter().map(|f| f.name).chain(["--help"]);
                 return Err(Fail::Usage(format!(
                     "unknown option '{name}' for 'ccide {}'{} (see 'ccide help {}')",
                     command.name,
-                    did_you_mean(name, names),
+                    did_you_mean(name, &mut names),
                     command.name
                 )));
             };
@@ -356,7 +357,7 @@ mod tests {
     #[test]
     fn a_mistyped_name_gets_the_closest_one() {
         let names = ["serve", "select", "status", "diff", "diagnostics"];
-        let guess = |t: &str| did_you_mean(t, names.iter().copied());
+        let guess = |t: &str| did_you_mean(t, &mut names.iter().copied());
         assert_eq!(guess("serv"), ", did you mean 'serve'?");
         assert_eq!(guess("stauts"), ", did you mean 'status'?");
         assert_eq!(guess("dif"), ", did you mean 'diff'?");
