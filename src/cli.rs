@@ -134,7 +134,7 @@ fn invalid_value(raw: &str, source: &str, what: &str) -> Fail {
 /// ", did you mean 'x'?" for the name a mistyped one begins (of three characters or more), else
 /// the closest at most two edits away, else nothing. (`dyn`: one copy for every caller's
 /// iterator.)
-pub fn did_you_mean<'a>(typed: &str, names: &mut dyn Iterator<Item = &'a str>) -> String {
+pub fn did_you_mean(typed: &str, names: &mut dyn Iterator<Item = &str>) -> String {
     let best = names
         .map(|n| {
             (
