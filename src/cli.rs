@@ -124,9 +124,17 @@ pub fn command_help(c: &Command) -> String {
     s
 }
 
+/// The error for a flag's (or its variable's) value that does not parse.
+fn invalid_value(raw: &str, source: &str, what: &str) -> Fail {
+    Fail::Usage(format!(
+        "invalid value '{raw}' for {source}: expected {what}"
+    ))
+}
+
 /// ", did you mean 'x'?" for the name a mistyped one begins (of three characters or more), else
-/// the closest at most two edits away, else nothing.
-pub fn did_you_mean<'a>(typed: &str, names: impl Iterator<Item = &'a str>) -> String {
+/// the closest at most two edits away, else nothing. (`dyn`: one copy for every caller's
+/// iterator.)
+pub fn did_you_mean(typed: &str, names: &mut dyn Iterator<Item = &str>) -> String {
     let best = names
         .map(|n| {
             (
@@ -236,11 +244,11 @@ impl Args {
                 None => (arg.as_str(), None),
             };
             let Some(f) = command.flags.iter().find(|f| f.name == name) else {
-                let names = command.flags.iter().map(|f| f.name).chain(["--help"]);
+                let mut names = command.flags.iter().map(|f| f.name).chain(["--help"]);
                 return Err(Fail::Usage(format!(
                     "unknown option '{name}' for 'ccide {}'{} (see 'ccide help {}')",
                     command.name,
-                    did_you_mean(name, names),
+                    did_you_mean(name, &mut names),
                     command.name
                 )));
             };
@@ -331,21 +339,27 @@ impl Args {
 
     /// The flag's value parsed as `T`, with an error naming the flag (or its variable).
     pub fn parsed<T: FromStr>(&self, name: &str, what: &str) -> Result<Option<T>, Fail> {
-        let (source, raw) = if let Some((_, v)) = self.values.iter().rev().find(|(n, _)| *n == name)
-        {
-            (name.to_string(), v.clone())
-        } else if let Some((var, v)) = self.env(name) {
-            (var, v)
-        } else if let Some(d) = self.def(name).default {
-            (name.to_string(), d.to_string())
-        } else {
+        // Only the parse depends on `T`: the rest is once in the binary, not once per type.
+        let Some((source, raw)) = self.raw_value(name) else {
             return Ok(None);
         };
-        raw.trim().parse::<T>().map(Some).map_err(|_| {
-            Fail::Usage(format!(
-                "invalid value '{raw}' for {source}: expected {what}"
-            ))
-        })
+        match raw.trim().parse::<T>() {
+            Ok(v) => Ok(Some(v)),
+            Err(_) => Err(invalid_value(&raw, &source, what)),
+        }
+    }
+
+    /// Where the flag's value comes from (the flag, or its variable) and the value, as given
+    /// or by default.
+    fn raw_value(&self, name: &str) -> Option<(String, String)> {
+        if let Some((_, v)) = self.values.iter().rev().find(|(n, _)| *n == name) {
+            Some((name.to_string(), v.clone()))
+        } else if let Some((var, v)) = self.env(name) {
+            Some((var, v))
+        } else {
+            let d = self.def(name).default?;
+            Some((name.to_string(), d.to_string()))
+        }
     }
 }
 
@@ -356,7 +370,7 @@ mod tests {
     #[test]
     fn a_mistyped_name_gets_the_closest_one() {
         let names = ["serve", "select", "status", "diff", "diagnostics"];
-        let guess = |t: &str| did_you_mean(t, names.iter().copied());
+        let guess = |t: &str| did_you_mean(t, &mut names.iter().copied());
         assert_eq!(guess("serv"), ", did you mean 'serve'?");
         assert_eq!(guess("stauts"), ", did you mean 'status'?");
         assert_eq!(guess("dif"), ", did you mean 'diff'?");
@@ -365,6 +379,41 @@ mod tests {
         assert_eq!(edits("--stat-dir", "--state-dir"), 1);
         assert_eq!(edits("", "abc"), 3);
         assert_eq!(edits("kitten", "sitting"), 3);
+    }
+
+    /// A flag's value from the command line, else its default, parsed (spaces around it are
+    /// no part of it); one that does not parse is refused naming the flag, the value and what
+    /// was expected.
+    #[test]
+    fn a_flag_value_is_parsed_from_the_command_line_or_its_default() {
+        static FLAGS: [Flag; 2] = [
+            flag("--n", Some("N"), None, "A number.").default("7"),
+            flag("--m", Some("N"), None, "Another."),
+        ];
+        static COMMAND: Command = Command {
+            name: "t",
+            usage: "",
+            about: "",
+            details: "",
+            flags: &FLAGS,
+            run: |_| Ok(0),
+            passthrough: false,
+        };
+        let args = |argv: &[&str]| {
+            let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+            Args::parse(&COMMAND, &argv).unwrap_or_else(|_| panic!("{argv:?}"))
+        };
+        let a = args(&["--n", " 4 "]);
+        assert!(matches!(a.parsed::<u16>("--n", "a port"), Ok(Some(4))));
+        assert!(matches!(a.parsed::<u16>("--m", "a port"), Ok(None)));
+        assert!(matches!(
+            args(&[]).parsed::<u16>("--n", "a port"),
+            Ok(Some(7))
+        ));
+        let Err(Fail::Usage(e)) = args(&["--m", "x1"]).parsed::<u16>("--m", "a port") else {
+            panic!("x1 is no number");
+        };
+        assert_eq!(e, "invalid value 'x1' for --m: expected a port");
     }
 
     #[test]

@@ -478,8 +478,11 @@ fn run(argv: &[String]) -> i32 {
 }
 
 fn unknown(name: &str) -> String {
-    let names = COMMANDS.iter().map(|c| c.name);
-    format!("unknown command '{name}'{}", cli::did_you_mean(name, names))
+    let mut names = COMMANDS.iter().map(|c| c.name);
+    format!(
+        "unknown command '{name}'{}",
+        cli::did_you_mean(name, &mut names)
+    )
 }
 
 /// ", did you mean '--version'?" for an option mistyped before any command: `-v` (the
@@ -488,7 +491,7 @@ fn option_guess(typed: &str) -> String {
     match typed {
         "-v" => ", did you mean '-V' (--version)?".into(),
         "-H" => ", did you mean '-h' (--help)?".into(),
-        _ => cli::did_you_mean(typed, ["--help", "--version"].into_iter()),
+        _ => cli::did_you_mean(typed, &mut ["--help", "--version"].into_iter()),
     }
 }
 

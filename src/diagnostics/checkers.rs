@@ -136,21 +136,23 @@ pub struct Checks {
     /// The stamp each tracked file had when its last check started (None: missing, or not a
     /// regular file).
     checked: Mutex<HashMap<PathBuf, Option<crate::files::Stamp>>>,
-    /// Per check key (a file, or a project checker's index): the check running now.
-    running: Mutex<HashMap<String, Arc<Running>>>,
-    /// Files each project checker reported last time, so fixed ones are cleared.
-    reported: Mutex<HashMap<usize, Vec<PathBuf>>>,
+    /// Per check key (a file, or a project checker's index): the check running now. At most
+    /// `MAX_RUNNING`, so a list (a map of its own type would cost more binary than it saves).
+    running: Mutex<Vec<(String, Arc<Running>)>>,
+    /// Files each project checker reported last time (by checker index), so fixed ones are
+    /// cleared.
+    reported: Mutex<Vec<Vec<PathBuf>>>,
 }
 
 impl Checks {
     pub fn new(checkers: Vec<Checker>, wait: Duration, timeout: Duration) -> Checks {
         Checks {
+            reported: Mutex::new(checkers.iter().map(|_| Vec::new()).collect()),
             checkers,
             wait,
             timeout,
             checked: Mutex::default(),
             running: Mutex::default(),
-            reported: Mutex::default(),
         }
     }
 
@@ -218,18 +220,20 @@ impl Checks {
         let now = crate::files::stamp(file);
         let key = self.key(index, file);
         let mut running = self.running.lock().unwrap();
+        let at = running.iter().position(|(k, _)| *k == key);
         {
             let mut checked = self.checked.lock().unwrap();
             if checked.get(file) == Some(&now) {
-                return running.get(&key).map(|r| (r.clone(), None));
+                return at.map(|i| (running[i].1.clone(), None));
             }
-            if !running.contains_key(&key) && running.len() >= MAX_RUNNING {
+            if at.is_none() && running.len() >= MAX_RUNNING {
                 // Not recorded as checked: the next request for it starts the check.
                 return None;
             }
             checked.insert(file.to_path_buf(), now);
         }
-        if let Some(r) = running.get(&key) {
+        if let Some(i) = at {
+            let r = &running[i].1;
             // Coalesced: the running check may have read the old content, so it runs once
             // more when it ends, and waiters wait for that run too.
             *r.rerun.lock().unwrap() = true;
@@ -240,7 +244,7 @@ impl Checks {
             cv: Condvar::new(),
             rerun: Mutex::new(false),
         });
-        running.insert(key.clone(), r.clone());
+        running.push((key.clone(), r.clone()));
         let job = Job {
             index,
             file: file.to_path_buf(),
@@ -264,13 +268,13 @@ impl Checks {
     /// true once its waiters are released.
     pub fn finish(&self, job: &Job) -> bool {
         let mut running = self.running.lock().unwrap();
-        let Some(r) = running.get(&job.key).cloned() else {
+        let Some(i) = running.iter().position(|(k, _)| *k == job.key) else {
             return true;
         };
-        if std::mem::take(&mut *r.rerun.lock().unwrap()) {
+        if std::mem::take(&mut *running[i].1.rerun.lock().unwrap()) {
             return false;
         }
-        running.remove(&job.key);
+        let (_, r) = running.swap_remove(i);
         *r.done.lock().unwrap() = true;
         r.cv.notify_all();
         true
@@ -278,7 +282,9 @@ impl Checks {
 
     /// Releases the waiters of a job that could not start.
     pub fn abandon(&self, job: &Job) {
-        if let Some(r) = self.running.lock().unwrap().remove(&job.key) {
+        let mut running = self.running.lock().unwrap();
+        if let Some(i) = running.iter().position(|(k, _)| *k == job.key) {
+            let (_, r) = running.swap_remove(i);
             *r.done.lock().unwrap() = true;
             r.cv.notify_all();
         }
@@ -375,7 +381,7 @@ impl Checks {
             );
         } else {
             let mut reported = self.reported.lock().unwrap();
-            for old in reported.remove(&index).unwrap_or_default() {
+            for old in std::mem::take(&mut reported[index]) {
                 by_file.entry(old).or_default();
             }
             for d in found {
@@ -383,14 +389,11 @@ impl Checks {
                     by_file.entry(d.path.clone()).or_default().push(d);
                 }
             }
-            reported.insert(
-                index,
-                by_file
-                    .iter()
-                    .filter(|(_, v)| !v.is_empty())
-                    .map(|(k, _)| k.clone())
-                    .collect(),
-            );
+            reported[index] = by_file
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, _)| k.clone())
+                .collect();
         }
         Some(by_file)
     }

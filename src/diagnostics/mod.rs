@@ -91,12 +91,10 @@ pub fn sink(store: &Arc<Store>, changed: &Sink) -> langservers::Sink {
     let (store, changed) = (store.clone(), changed.clone());
     Arc::new(move |server: &str, f: langservers::Final| {
         let ds = lsp::diagnostics(&f.items, &f.path, server);
-        publish(
-            &store,
-            &changed,
-            &langservers::origin(server),
-            BTreeMap::from([(f.path, ds)]),
-        );
+        // Not `BTreeMap::from`: it brings a stable sort and a bulk build of its own.
+        let mut by_file = BTreeMap::new();
+        by_file.insert(f.path, ds);
+        publish(&store, &changed, &langservers::origin(server), by_file);
     })
 }
 
@@ -244,9 +242,10 @@ impl Diagnostics {
             };
             for it in items {
                 if let Some(u) = it["uri"].as_str() {
-                    by_file
-                        .entry(self.inside(&parse::entry_path(u, base)))
-                        .or_default();
+                    let path = self.inside(&parse::entry_path(u, base));
+                    if self.workspaces.contains(&path) {
+                        by_file.entry(path).or_default();
+                    }
                 }
             }
         }
@@ -262,7 +261,6 @@ impl Diagnostics {
                 outside += 1;
             }
         }
-        by_file.retain(|p, _| self.workspaces.contains(p));
         let diagnostics: usize = by_file.values().map(Vec::len).sum();
         let files = by_file.len();
         Imported {

@@ -5,9 +5,10 @@
 
 use std::path::PathBuf;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::proposals::{command, hint};
+use crate::json::obj;
 use crate::review::{Review, placed};
 
 pub struct Change {
@@ -90,7 +91,7 @@ impl Change {
     /// Keep and undo for hunk `hunk`, the editor's selection in `range`.
     pub fn actions(&self, uri: &str, range: &Value, hunk: usize) -> [Value; 2] {
         let n = self.review.pieces.len();
-        let arg = json!({"uri": uri, "range": range, "change": self.id, "hunk": hunk});
+        let arg = obj! {"uri": uri, "range": range.clone(), "change": self.id, "hunk": hunk};
         ["keep", "undo"].map(|verb| {
             let title = format!("Claude: {verb} hunk {hunk}/{n}");
             command(&format!("ccide.{verb}Change"), title, arg.clone())
@@ -101,6 +102,7 @@ impl Change {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn messages(placed: &[Placed]) -> Vec<(usize, usize, String)> {
         let m = |p: &Placed| p.hint["message"].as_str().unwrap().to_string();

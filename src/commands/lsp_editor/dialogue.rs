@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::changes::Change;
 use super::docs::Doc;
@@ -25,6 +25,7 @@ use super::quirks::{self, Quirks};
 use crate::cli::{EXIT_FAILURE, EXIT_OK};
 use crate::control::lsp_mux::{NAVIGATION, PASSED};
 use crate::control::protocol::{LspClient, Request, Span};
+use crate::json::obj;
 use crate::lsp::connection::{Connection, Received, Sender};
 use crate::lsp::queue::Incoming;
 use crate::lsp::text::{Enc, Pos, Text};
@@ -371,7 +372,7 @@ impl Dialogue {
             0 => ("window/logMessage", 2),
             k => ("window/showMessage", k),
         };
-        self.notify(method, json!({"type": kind, "message": message}));
+        self.notify(method, obj! {"type": kind, "message": message});
     }
 
     /// A warning the user sees once, not at every keystroke.
@@ -1198,13 +1199,13 @@ impl Dialogue {
             .as_array()
             .is_some_and(|a| !a.is_empty())
         {
-            return json!([]);
+            return Value::Array(Vec::new());
         }
         let uri = p["textDocument"]["uri"].as_str().unwrap_or("").to_string();
         let (q, enc) = (self.editor.quirks, self.editor.enc);
         self.followed = false;
         let Some(d) = self.doc_mut(&uri) else {
-            return json!([]);
+            return Value::Array(Vec::new());
         };
         let range = q.range(&d.text, &p["range"], enc);
         d.range = range.clone();
@@ -1395,7 +1396,7 @@ impl Dialogue {
         if self.editor.show_document {
             self.ask_editor(
                 "window/showDocument",
-                json!({"uri": uri, "takeFocus": focus}),
+                obj! {"uri": uri.as_str(), "takeFocus": focus},
             );
         } else if focus {
             self.show(
@@ -1407,7 +1408,7 @@ impl Dialogue {
                 ),
             );
         }
-        Ok(json!({"uri": uri, "path": crate::json::path(&path)}))
+        Ok(obj! {"uri": uri, "path": crate::json::path(&path)})
     }
 
     fn diff_opened(&mut self, i: usize, v: &Value) {
@@ -1551,7 +1552,10 @@ impl Dialogue {
             if apply && d.saved == Some(d.text.hash()) {
                 d.saved = Some(crate::text::hash(new.as_bytes()));
                 let edit = d.replacement(&new, enc);
-                edits.push(json!({"label": format!("{who} {}", path.display()), "edit": {"changes": {d.uri.clone(): [edit]}}}));
+                let mut changes = serde_json::Map::new();
+                changes.insert(d.uri.clone(), Value::Array(vec![edit]));
+                let label = format!("{who} {}", path.display());
+                edits.push(obj! {"label": label, "edit": obj! {"changes": changes}});
             } else {
                 edits.push(Value::Null);
             }
@@ -1587,7 +1591,7 @@ impl Dialogue {
                 let list = d.diagnostics(&answer["files"][text_of(&d.path)], enc);
                 if d.published != list {
                     d.published = list;
-                    out.push(json!({"uri": d.uri, "diagnostics": d.shown()}));
+                    out.push(obj! {"uri": d.uri.as_str(), "diagnostics": d.shown()});
                 }
             }
             for o in out {
@@ -1618,7 +1622,7 @@ impl Dialogue {
             let d = &mut self.docs[k];
             if d.hints != hints {
                 d.hints = hints;
-                out.push(json!({"uri": d.uri, "diagnostics": d.shown()}));
+                out.push(obj! {"uri": d.uri.as_str(), "diagnostics": d.shown()});
             }
         }
         for o in out {

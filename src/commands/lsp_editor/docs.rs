@@ -6,8 +6,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::json::obj;
 use crate::lsp::text::{Enc, Pos, Text, range_from_json, range_to_json};
 
 pub struct Doc {
@@ -130,10 +131,10 @@ impl Doc {
             let ending = &tail[line.len()..];
             if let Some(kept) = new.strip_suffix(ending) {
                 let end = Pos::new(l, crate::lsp::text::column_of_byte(line, line.len(), enc));
-                return json!({"range": range_to_json(Pos::default(), end), "newText": kept});
+                return obj! {"range": range_to_json(Pos::default(), end), "newText": kept};
             }
         }
-        json!({"range": range_to_json(Pos::default(), old_end), "newText": new})
+        obj! {"range": range_to_json(Pos::default(), old_end), "newText": new}
     }
 
     /// What the editor is to show: the server's diagnostics last published, and the hints.
@@ -158,7 +159,7 @@ impl Doc {
             .map(|w| {
                 let mut x = w.clone();
                 let r = &w["range"];
-                x["range"] = json!({"start": at(&r["start"]), "end": at(&r["end"])});
+                x["range"] = obj! {"start": at(&r["start"]), "end": at(&r["end"])};
                 let sev = ["Error", "Warning", "Info"]
                     .iter()
                     .position(|s| w["severity"] == *s);
@@ -172,6 +173,7 @@ impl Doc {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn range(l1: u32, c1: u32, l2: u32, c2: u32) -> Value {
         range_to_json(Pos::new(l1, c1), Pos::new(l2, c2))

@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::json::obj;
 use crate::review::{Answer, Decision, Review};
 
 /// The commands, by the titles their code actions show.
@@ -39,7 +40,7 @@ pub const HUNK_COMMANDS: [&str; 6] = [
 /// The code actions for a document: selection and mention, and with a pending diff for it
 /// (`Some(is the proposal itself, the proposal is open)`) what can be done with that.
 pub fn actions(uri: &str, range: &Value, diff: Option<(bool, bool)>) -> Value {
-    let arguments = json!([{"uri": uri, "range": range}]);
+    let arg = obj! {"uri": uri, "range": range.clone()};
     let offered = |cmd: &str| match (cmd, diff) {
         ("ccide.select" | "ccide.mention", d) => !d.is_some_and(|d| d.0),
         (_, None) => false,
@@ -50,9 +51,7 @@ pub fn actions(uri: &str, range: &Value, diff: Option<(bool, bool)>) -> Value {
     COMMANDS
         .iter()
         .filter(|(cmd, _)| !HUNK_COMMANDS.contains(cmd) && offered(cmd))
-        .map(|(cmd, title)| {
-            json!({"title": title, "command": {"title": title, "command": cmd, "arguments": arguments}})
-        })
+        .map(|(cmd, title)| command(cmd, (*title).to_string(), arg.clone()))
         .collect()
 }
 
@@ -61,7 +60,7 @@ pub fn actions(uri: &str, range: &Value, diff: Option<(bool, bool)>) -> Value {
 /// hunk recorded as dropped).
 pub fn hunk_actions(uri: &str, range: &Value, at: Option<usize>, count: usize) -> Vec<Value> {
     let action = |cmd: &str, title: String, hunk: Option<usize>| {
-        let mut arg = json!({"uri": uri, "range": range});
+        let mut arg = obj! {"uri": uri, "range": range.clone()};
         if let Some(h) = hunk {
             arg["hunk"] = h.into();
         }
@@ -91,7 +90,8 @@ pub fn hunk_actions(uri: &str, range: &Value, at: Option<usize>, count: usize) -
 
 /// A code action running `cmd` with `arg`, titled `title`.
 pub fn command(cmd: &str, title: String, arg: Value) -> Value {
-    json!({"title": title, "command": {"title": title, "command": cmd, "arguments": [arg]}})
+    let command = obj! {"title": title.as_str(), "command": cmd, "arguments": vec![arg]};
+    obj! {"title": title, "command": command}
 }
 
 /// The proposal of a diff as a review: its hunks as `ccide diff review` numbers them.
@@ -163,12 +163,13 @@ pub fn hint(lo: usize, hi: usize, lines: &[&[u8]], head: &str, none: &str) -> Va
     if lines.len() > 3 {
         text.push_str(&format!("\n… ({} more lines)", lines.len() - 3));
     }
-    json!({
-        "range": {"start": {"line": lo, "character": 0}, "end": {"line": hi, "character": 0}},
+    let at = |line: usize| obj! {"line": line, "character": 0};
+    obj! {
+        "range": obj! {"start": at(lo), "end": at(hi)},
         "severity": 4,
         "source": "ccide",
         "message": format!("{head}: {text}"),
-    })
+    }
 }
 
 /// What a review's decisions compose (undecided hunks dropped, as `ccide diff review`'s q
@@ -314,6 +315,7 @@ impl Proposals {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn titles(v: &Value) -> Vec<&str> {
         v.as_array()
