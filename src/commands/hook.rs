@@ -173,32 +173,9 @@ fn context(event: Event, config: Option<&str>) -> Option<Told> {
     let lock = crate::control::find_server(&config, None, &root).ok()?;
     let mut ctl = Control::connect(lock).ok()?;
     ctl.set_timeout(Some(DEADLINE)).ok()?;
-    let tool = input["tool_name"].as_str();
-    let text = |k: &str| input[k].as_str().map(String::from);
-    let watched = matches!(
-        tool,
-        None | Some("Edit" | "Write" | "MultiEdit" | "NotebookEdit" | "Bash" | "Read")
-    );
-    // A file Claude read is known from then on (a command's change of it is seen).
-    let read = tool == Some("Read");
     let mut told = Vec::new();
     let mut held = None;
-    if let (Some(session), true) = (text("session_id"), watched) {
-        let record = Request::Record {
-            event: if read {
-                "read"
-            } else {
-                EVENTS[event as usize].2
-            }
-            .into(),
-            session,
-            call: text("tool_use_id"),
-            tool: tool.map(String::from),
-            path: match read {
-                true => input["tool_input"]["file_path"].as_str().map(String::from),
-                false => edited_file(&input),
-            },
-        };
+    if let Some(record) = record(event, &input) {
         let r = ctl.request(&record).ok()?;
         told = self::told(&r);
         if event == Event::Stop && r["gate"] == true && r["undecided"] != 0 {
@@ -242,6 +219,33 @@ fn context(event: Event, config: Option<&str>) -> Option<Told> {
         ids,
         ctl,
         held: None,
+    })
+}
+
+/// What serve is to record of this hook (ccide-protocol(7) §15), for the tools it watches.
+fn record(event: Event, input: &Value) -> Option<Request> {
+    let tool = input["tool_name"].as_str();
+    let text = |k: &str| input[k].as_str().map(String::from);
+    let watched = matches!(
+        tool,
+        None | Some("Edit" | "Write" | "MultiEdit" | "NotebookEdit" | "Bash" | "Read")
+    );
+    // A file Claude read is known from then on (a command's change of it is seen).
+    let read = tool == Some("Read");
+    Some(Request::Record {
+        event: if read {
+            "read"
+        } else {
+            EVENTS[event as usize].2
+        }
+        .into(),
+        session: text("session_id").filter(|_| watched)?,
+        call: text("tool_use_id"),
+        tool: tool.map(String::from),
+        path: match read {
+            true => input["tool_input"]["file_path"].as_str().map(String::from),
+            false => edited_file(input),
+        },
     })
 }
 
