@@ -15,13 +15,11 @@ pub fn sort_by_bytes<T>(v: &mut [T], key: impl Fn(&T) -> Vec<u8>) {
 
 /// The swaps that put items in the order of their keys (ties in their first order).
 fn swaps(keys: Vec<Vec<u8>>) -> Vec<(usize, usize)> {
-    let mut keyed: Vec<(Vec<u8>, usize)> = keys.into_iter().zip(0..).collect();
-    keyed.sort_unstable();
     // `at[p]` is the item now at position p, `pos[i]` the position of item i.
-    let mut at: Vec<usize> = (0..keyed.len()).collect();
+    let mut at: Vec<usize> = (0..keys.len()).collect();
     let mut pos = at.clone();
     let mut out = Vec::new();
-    for (p, (_, want)) in keyed.into_iter().enumerate() {
+    for (p, want) in order(&keys).into_iter().enumerate() {
         let q = pos[want];
         if q != p {
             out.push((p, q));
@@ -33,6 +31,35 @@ fn swaps(keys: Vec<Vec<u8>>) -> Vec<(usize, usize)> {
         }
     }
     out
+}
+
+/// The indices of `keys` in the order of the keys, ties in their first order: a merge sort,
+/// bottom up (std's sort of the pairs would bring 4 KB of sorting code of its own).
+fn order(keys: &[Vec<u8>]) -> Vec<usize> {
+    let n = keys.len();
+    let mut a: Vec<usize> = (0..n).collect();
+    let mut b = a.clone();
+    let mut width = 1;
+    while width < n {
+        // Each pair of sorted runs `a[lo..mid]`, `a[mid..hi]` merged into `b[lo..hi]`.
+        for lo in (0..n).step_by(2 * width) {
+            let (mid, hi) = ((lo + width).min(n), (lo + 2 * width).min(n));
+            let (mut l, mut r) = (lo, mid);
+            for slot in &mut b[lo..hi] {
+                // From the left run on a tie: the earlier item stays first.
+                if r == hi || (l < mid && keys[a[l]] <= keys[a[r]]) {
+                    *slot = a[l];
+                    l += 1;
+                } else {
+                    *slot = a[r];
+                    r += 1;
+                }
+            }
+        }
+        std::mem::swap(&mut a, &mut b);
+        width *= 2;
+    }
+    a
 }
 
 /// Text from outside (a client's name, a file name the model chose, code under review, a
@@ -158,5 +185,21 @@ mod tests {
             pairs,
             [(0, 'd'), (1, 'b'), (1, 'e'), (2, 'f'), (3, 'a'), (3, 'c')]
         );
+        // Every length up to past a few merge widths, many ties: as std's stable sort orders.
+        let mut x = 7u32;
+        for n in 0..300 {
+            let items: Vec<(Vec<u8>, usize)> = (0..n)
+                .map(|i| {
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    let len = (x >> 8) as usize % 3;
+                    (vec![(x >> 16) as u8 % 4; len], i)
+                })
+                .collect();
+            let mut ours = items.clone();
+            sort_by_bytes(&mut ours, |p| p.0.clone());
+            let mut std = items;
+            std.sort_by(|a, b| a.0.cmp(&b.0));
+            assert_eq!(ours, std, "{n} items");
+        }
     }
 }
