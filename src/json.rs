@@ -6,6 +6,7 @@
 //! JSON is parsed with `serde_json::from_slice` (a `&str` as `.as_bytes()`) everywhere:
 //! `from_str` would bring a second copy of the parser, about 8 KB.
 
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -75,6 +76,83 @@ pub fn escape_into(out: &mut String, s: &str) {
     }
 }
 
+/// Reads the JSON text `r` gives, up to `limit` bytes, and returns it pruned to what a hook
+/// looks at: each container deeper than `depth` is made empty and each string longer than
+/// `longest` bytes made "", as the text streams by, eight bytes at a time inside strings (a
+/// hook's input holds whole files: a Write's content, the file it replaced, its patch; reading
+/// them into memory and parsing them took most of a hook's time). Parse what it returns: this
+/// does not check the JSON.
+pub fn read_pruned(r: impl Read, limit: u64, depth: usize, longest: usize) -> io::Result<Vec<u8>> {
+    let (mut out, mut buf) = (Vec::new(), vec![0u8; 1 << 16]);
+    let mut r = r.take(limit);
+    // In a string: where its text starts in `out` (None when it is left out), and whether a
+    // `\` ended the last chunk.
+    let (mut string, mut escape) = (None::<Option<usize>>, false);
+    // How deep the text is, and how deep the container being left out starts.
+    let (mut level, mut cut) = (0usize, usize::MAX);
+    loop {
+        let n = r.read(&mut buf)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let t = &buf[..n];
+        let mut i = 0;
+        while i < n {
+            let keep = level < cut;
+            let Some(start) = string else {
+                let b = t[i];
+                i += 1;
+                match b {
+                    b'"' => string = Some(Some(out.len() + 1)),
+                    b'{' | b'[' => level += 1,
+                    b'}' | b']' => level = level.saturating_sub(1),
+                    _ => {}
+                }
+                // A container too deep is kept as its brackets only.
+                if level > depth && keep && b != b'"' {
+                    cut = level;
+                } else if level + 1 == cut && matches!(b, b'}' | b']') {
+                    cut = usize::MAX;
+                } else if !keep {
+                    continue;
+                }
+                out.push(b);
+                continue;
+            };
+            // In a string: up to the next quote, backslash or control character.
+            let j = if escape { i } else { next_special(t, i) };
+            let end = match t.get(j) {
+                _ if escape => j + 1,
+                Some(b'\\') => (j + 2).min(n),
+                Some(b'"') => {
+                    string = None;
+                    j + 1
+                }
+                Some(_) => j + 1,
+                None => n,
+            };
+            escape = !escape && t.get(j) == Some(&b'\\') && j + 1 == n;
+            match (keep, start) {
+                (false, _) => {}
+                (true, None) if string.is_none() => out.push(b'"'),
+                (true, None) => {}
+                (true, Some(start)) => {
+                    out.extend_from_slice(&t[i..end]);
+                    // Its text, not its closing quote.
+                    if out.len() - start - usize::from(string.is_none()) > longest {
+                        out.truncate(start);
+                        match string {
+                            Some(_) => string = Some(None),
+                            None => out.push(b'"'),
+                        }
+                    }
+                }
+            }
+            i = end;
+        }
+    }
+}
+
 /// The first control character, '"' or '\\' in `bytes` from `i` on (`bytes.len()` when there
 /// is none), found eight bytes at a time: the lowest byte each test flags is a true one.
 fn next_special(bytes: &[u8], mut i: usize) -> usize {
@@ -100,6 +178,36 @@ fn next_special(bytes: &[u8], mut i: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pruning_empties_deep_containers_and_long_strings_and_keeps_the_rest() {
+        let text = br#" {"big": "a \" \\ {[ 0123456789abcdef", "n": [1, {"x": "}"}, [], -2.5e3, true, null],
+            "tool_input": {"content": "0123456789abcdefghijk", "file_path": "/w/a b\u00e9\"", "d": {"e": [1]}},
+            "cwd": "/w/0123456789abcdefg", "e": {}} "#;
+        let pruned = |chunk: usize| -> Value {
+            // Fed `chunk` bytes at a time: a chunk may end anywhere, within an escape too.
+            struct Drip<'a>(&'a [u8], usize);
+            impl Read for Drip<'_> {
+                fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                    let n = self.1.min(self.0.len()).min(buf.len());
+                    buf[..n].copy_from_slice(&self.0[..n]);
+                    self.0 = &self.0[n..];
+                    Ok(n)
+                }
+            }
+            let out = read_pruned(Drip(text, chunk), 1 << 20, 2, 20).unwrap();
+            serde_json::from_slice(&out)
+                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out)))
+        };
+        let want = serde_json::json!({"big": "", "n": [1, {}, [], -2.5e3, true, null],
+            "tool_input": {"content": "", "file_path": "/w/a b\u{e9}\"", "d": {}}, "cwd": "/w/0123456789abcdefg", "e": {}});
+        for chunk in 1..=text.len() {
+            assert_eq!(pruned(chunk), want, "read {chunk} bytes at a time");
+        }
+        // Cut at the limit: what was read, pruned.
+        let out = read_pruned(&b"{\"a\": \"bcdef\"}"[..], 8, 2, 10).unwrap();
+        assert_eq!(out, b"{\"a\": \"b");
+    }
 
     #[test]
     fn a_path_that_is_not_utf8_is_text_with_replacement_characters() {

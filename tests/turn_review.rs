@@ -392,6 +392,39 @@ fn a_command_that_changes_a_known_file_is_recorded_as_bash() {
     );
 }
 
+/// The hooks' input as the CLI writes it for a Write of a large file: the content in
+/// `tool_input`, again in `tool_response` with the file it replaced and the patch.
+#[test]
+fn a_write_of_a_large_file_is_recorded_from_the_clis_whole_input() {
+    let sb = Sandbox::new();
+    let old = "old line\n".repeat(20_000);
+    let new = old.replacen("old line", "new line", 1);
+    let a = sb.write("big.txt", &old);
+    let _s = sb.serve(&[]);
+    prompt(&sb, ONE);
+    let call = json!({"tool_name": "Write", "tool_use_id": "toolu_big",
+        "tool_input": {"file_path": a, "content": new}});
+    let pre = input(&sb, ONE, "PreToolUse", call.clone());
+    assert_eq!(stdout(&hook(&sb, "pre-tool-use", &pre)), "");
+    std::fs::write(&a, &new).unwrap();
+    let mut post = input(&sb, ONE, "PostToolUse", call);
+    post["tool_response"] = json!({"type": "update", "filePath": a, "content": new,
+        "structuredPatch": [{"oldStart": 1, "oldLines": 3, "newStart": 1, "newLines": 3,
+            "lines": ["-old line", "+new line", " old line", " old line"]}],
+        "originalFile": old, "userModified": false});
+    assert_eq!(stdout(&hook(&sb, "post-tool-use", &post)), "");
+    assert_eq!(
+        hunks(&review(&sb, &[])),
+        [h(
+            "big.txt",
+            "Write",
+            ONE,
+            1,
+            &["@@ -1,4 +1,4 @@\n-old line\n+new line\n old line\n old line\n old line\n"]
+        )]
+    );
+}
+
 /// A file Claude only read is known too: a command that changes it is recorded.
 #[test]
 fn a_command_that_changes_a_file_claude_read_is_recorded() {

@@ -8,7 +8,7 @@
 //! A hook must never hold up or fail the CLI's turn: whatever goes wrong (no server, a slow or
 //! broken one, input it does not know), it prints nothing and exits 0 within `DEADLINE`.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -158,11 +158,9 @@ fn told(r: &Value) -> Vec<String> {
 
 /// What the model is to be told, if anything.
 fn context(event: Event, config: Option<&str>) -> Option<Told> {
-    let mut input = Vec::new();
-    std::io::stdin()
-        .take(MAX_INPUT)
-        .read_to_end(&mut input)
-        .ok()?;
+    // The input holds whole files: read in a few gulps, and only what is used kept.
+    crate::sys::widen_stdin_pipe(1 << 20);
+    let input = crate::json::read_pruned(std::io::stdin(), MAX_INPUT, 2, 1 << 16).ok()?;
     let input: Value = serde_json::from_slice(&input).ok()?;
     let cwd = input["cwd"]
         .as_str()

@@ -4,13 +4,16 @@
 //! is the reverse of Claude's hunk applied to the file as it is now.
 //!
 //! Images are blobs in `changes/` of the state directory, named by a hash of their content
-//! (the same content is stored once); `changes/index.json` lists the changes. When the blobs
+//! (the same content is stored once); the index (`INDEXES`) lists the changes. When the blobs
 //! pass `Settings::max_bytes`, the oldest turns go first. Only workspace files are read.
 
 use std::collections::{HashMap, HashSet};
+use std::io::Write;
 use std::io::{self, ErrorKind};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Map, Value};
 
@@ -48,7 +51,14 @@ pub struct Changes {
     dir: PathBuf,
     pub settings: Settings,
     inner: Mutex<Inner>,
+    /// Whether `dir` was made (private): not asked again at every blob.
+    made: AtomicBool,
 }
+
+/// The index, written to each of these in turn, in place, numbered (`seq`): a crash while one
+/// is written leaves the other, one save older; a new file per save cost an inode allocation,
+/// most of a hook's time on a busy file system. `index.json` is an older version's.
+const INDEXES: [&str; 3] = ["index-0.json", "index-1.json", "index.json"];
 
 /// How an undo writes a workspace file: its new content, or None to remove it.
 pub type WriteFile<'a> = dyn Fn(&Path, Option<&[u8]>) -> io::Result<()> + 'a;
@@ -58,7 +68,9 @@ type Image = Option<String>;
 
 #[derive(Default)]
 struct Inner {
-    /// `index.json`: the next change's id, each session's turn, the changes oldest first.
+    /// The index: the saves so far, the next change's id, each session's turn, the changes
+    /// oldest first.
+    seq: u64,
     next: u64,
     turns: Map<String, Value>,
     list: Vec<Value>,
@@ -76,9 +88,12 @@ impl Changes {
     pub fn open(state_dir: &Path, settings: Settings) -> Changes {
         let dir = state_dir.join("changes");
         let mut inner = Inner::default();
-        if let Ok(b) = std::fs::read(dir.join("index.json"))
-            && let Ok(v) = serde_json::from_slice::<Value>(&b)
-        {
+        let newest = INDEXES
+            .iter()
+            .filter_map(|n| serde_json::from_slice::<Value>(&std::fs::read(dir.join(n)).ok()?).ok())
+            .max_by_key(|v| v["seq"].as_u64());
+        if let Some(v) = newest {
+            inner.seq = v["seq"].as_u64().unwrap_or(0);
             inner.next = v["next"].as_u64().unwrap_or(0);
             inner.turns = v["turns"].as_object().cloned().unwrap_or_default();
             inner.list = v["changes"].as_array().cloned().unwrap_or_default();
@@ -90,6 +105,7 @@ impl Changes {
             dir,
             settings,
             inner: Mutex::new(inner),
+            made: AtomicBool::new(false),
         }
     }
 
@@ -99,7 +115,7 @@ impl Changes {
         let n = i.turns.get(session).and_then(Value::as_u64).unwrap_or(0) + 1;
         i.turns.insert(session.into(), n.into());
         let told = self.notices(&mut i, ws, session);
-        self.save(&i);
+        self.save(&mut i);
         told
     }
 
@@ -107,7 +123,7 @@ impl Changes {
     pub fn tell(&self, ws: &Workspaces, session: &str) -> Vec<String> {
         let mut i = lock(&self.inner);
         let told = self.notices(&mut i, ws, session);
-        self.save(&i);
+        self.save(&mut i);
         told
     }
 
@@ -187,7 +203,7 @@ impl Changes {
         // A turn over the store's size on its own is pruned at once.
         recorded.retain(|r| i.list.iter().any(|c| c["id"] == r.0));
         let told = self.notices(&mut i, ws, session);
-        self.save(&i);
+        self.save(&mut i);
         (told, recorded)
     }
 
@@ -228,7 +244,7 @@ impl Changes {
     /// than half. A delta's base is always stored whole (the base of a delta `base` is taken
     /// instead), so an image is read from at most two blobs.
     fn put(&self, i: &mut Inner, bytes: &[u8], base: Option<&str>) -> io::Result<String> {
-        crate::files::private_dir(&self.dir, "review store").map_err(io::Error::other)?;
+        self.make_dir()?;
         // Eight bytes at a time: images are up to 16 MiB, and each edit's is hashed.
         let hash = crate::textdiff::hash_line(0, bytes);
         let mut k = 0;
@@ -318,7 +334,7 @@ impl Changes {
         let mut sizes: HashMap<String, u64> = HashMap::new();
         for e in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if name != "index.json" {
+            if !INDEXES.contains(&name.as_str()) {
                 sizes.insert(name, e.metadata().map_or(0, |m| m.len()));
             }
         }
@@ -363,15 +379,31 @@ impl Changes {
         }
     }
 
-    fn save(&self, i: &Inner) {
-        let v = obj! {"next": i.next, "turns": i.turns.clone(), "changes": i.list.clone()};
-        if crate::files::private_dir(&self.dir, "review store").is_ok() {
-            let _ = crate::files::write_volatile(
-                &self.dir.join("index.json"),
-                v.to_string().as_bytes(),
-                0o600,
-            );
+    /// Makes the store's folder, private, unless it was made; it is made again if it went.
+    fn make_dir(&self) -> io::Result<()> {
+        if !self.made.load(Ordering::Relaxed) || !self.dir.is_dir() {
+            crate::files::private_dir(&self.dir, "review store").map_err(io::Error::other)?;
+            self.made.store(true, Ordering::Relaxed);
         }
+        Ok(())
+    }
+
+    fn save(&self, i: &mut Inner) {
+        i.seq += 1;
+        let v = obj! {"seq": i.seq, "next": i.next, "turns": i.turns.clone(), "changes": i.list.clone()};
+        let path = self.dir.join(INDEXES[(i.seq % 2) as usize]);
+        let write = || -> io::Result<()> {
+            self.make_dir()?;
+            let mut f = std::fs::OpenOptions::new();
+            let mut f = f
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(path)?;
+            f.write_all(v.to_string().as_bytes())
+        };
+        let _ = write();
     }
 
     /// The changes `which` selects, each with its hunks (`hunks`: number, text, state, why)
@@ -530,7 +562,7 @@ impl Changes {
         }
         let mut v = c.clone();
         v["hunks"] = i.list[k]["hunks"].clone();
-        self.save(&i);
+        self.save(&mut i);
         Ok(v)
     }
 
@@ -685,6 +717,48 @@ fn swap(image: &[u8], lo: usize, from: &[&[u8]], to: &[&[u8]], cur: &[u8]) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The index is saved to two files in turn, in place: the newer that parses is read, so
+    /// a save cut short leaves the one before; an older version's `index.json` is read too.
+    #[test]
+    fn the_newest_whole_index_is_read_and_saves_take_turns() {
+        let dir = std::env::temp_dir().join(format!("ccide-index-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = dir.join("changes");
+        std::fs::create_dir_all(&store).unwrap();
+        let next = |c: &Changes| lock(&c.inner).next;
+        std::fs::write(
+            store.join("index.json"),
+            r#"{"next": 3, "turns": {}, "changes": []}"#,
+        )
+        .unwrap();
+        assert_eq!(next(&Changes::open(&dir, Settings::default())), 3);
+        std::fs::write(store.join("index-0.json"), r#"{"seq": 4, "next": 5}"#).unwrap();
+        std::fs::write(store.join("index-1.json"), r#"{"seq": 5, "next": 7, "chan"#).unwrap();
+        let c = Changes::open(&dir, Settings::default());
+        assert_eq!(next(&c), 5);
+        c.save(&mut lock(&c.inner));
+        let saved: Value =
+            serde_json::from_slice(&std::fs::read(store.join("index-1.json")).unwrap()).unwrap();
+        assert_eq!(
+            (saved["seq"].clone(), saved["next"].clone()),
+            (5.into(), 5.into())
+        );
+        c.save(&mut lock(&c.inner));
+        assert_eq!(next(&Changes::open(&dir, Settings::default())), 5);
+        let files = |n: &str| {
+            std::fs::read(store.join(n))
+                .map(|b| serde_json::from_slice::<Value>(&b).unwrap()["seq"].clone())
+        };
+        assert_eq!(
+            (
+                files("index-0.json").unwrap(),
+                files("index-1.json").unwrap()
+            ),
+            (6.into(), 5.into())
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// Images stored as deltas read back byte for byte, whatever their line endings, each
     /// against an image stored whole.
