@@ -466,6 +466,26 @@ fn run(argv: &[String]) -> i32 {
     {
         return out(cli::command_help(command));
     }
+    // What prints a list ends quietly when its reader goes (`| head`); what serves or holds
+    // connections open keeps hearing EPIPE as an error it handles.
+    let printing = [
+        "diff",
+        "review",
+        "status",
+        "diagnostics",
+        "events",
+        "workspace",
+        "gc",
+        "select",
+        "mention",
+        "open",
+        "close",
+        "buffer",
+        "exec",
+    ];
+    if printing.contains(&command.name) {
+        sys::end_on_broken_pipe();
+    }
     let result = Args::parse(command, rest).and_then(|args| (command.run)(&args));
     match result {
         Ok(code) => code,

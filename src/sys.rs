@@ -379,6 +379,35 @@ impl Inotify {
     }
 }
 
+/// Makes a write to a pipe nobody reads end the process, quietly, as it does for `cat`: for
+/// commands that print lists (`ccide review list | head`), which would otherwise fail loudly.
+pub fn end_on_broken_pipe() {
+    // SAFETY: resetting a signal's disposition to its default; no handler runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
+/// Writes all of `bytes` to the socket, never raising SIGPIPE (MSG_NOSIGNAL): a server that went
+/// away is an error to report, also in a command that ends quietly on a broken pipe.
+pub fn send_all(sock: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: a valid buffer of that length and a socket we hold.
+        let n = unsafe {
+            libc::send(
+                sock.as_raw_fd(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        match n {
+            0.. => bytes = &bytes[n as usize..],
+            _ if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
+            _ => return Err(io::Error::last_os_error()),
+        }
+    }
+    Ok(())
+}
+
 /// Lets the pipe on standard input hold `bytes` (as far as the system allows an unprivileged
 /// process): a writer of megabytes then wakes its reader a few times, not once per 64 KiB.
 /// Nothing happens when it is not a pipe.

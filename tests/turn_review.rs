@@ -425,6 +425,29 @@ fn a_write_of_a_large_file_is_recorded_from_the_clis_whole_input() {
     );
 }
 
+/// `ccide review list | head`: the listing ends quietly when its reader stops reading.
+#[test]
+fn a_listing_whose_reader_goes_away_ends_quietly() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    let sb = Sandbox::new();
+    let a = sb.write("a.txt", "");
+    let _s = sb.serve(&[]);
+    prompt(&sb, ONE);
+    // More than a pipe holds.
+    edit(&sb, ONE, &a, "line\n".repeat(100_000).as_bytes());
+    let mut child = sb
+        .command(&["review", "list"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 10];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    let o = finished(child, DEADLINE);
+    assert_eq!((stderr(&o).as_str(), o.status.signal()), ("", Some(13)));
+}
+
 /// A file Claude only read is known too: a command that changes it is recorded.
 #[test]
 fn a_command_that_changes_a_file_claude_read_is_recorded() {

@@ -1,7 +1,7 @@
 //! The client half of the control socket: how `ccide`'s commands and `ccide lsp` find the
 //! running server and ask it things (ccide-protocol(7) §9).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -97,8 +97,7 @@ impl Control {
     pub fn call(&mut self, req: &Request) -> Result<Value, String> {
         let id = self.next_id;
         self.next_id += 1;
-        self.writer
-            .write_all(req.line(id).as_bytes())
+        crate::sys::send_all(&self.writer, req.line(id).as_bytes())
             .map_err(|e| format!("control socket: {e}"))?;
         loop {
             let answer = self.read_answer()?;
@@ -132,8 +131,7 @@ impl Control {
     /// Turns this connection into the event stream (§9.3), once the server says it is live:
     /// whatever happens after this returns is in the stream.
     pub fn subscribe(mut self) -> Result<Events, String> {
-        self.writer
-            .write_all(Request::Events.line(self.next_id).as_bytes())
+        crate::sys::send_all(&self.writer, Request::Events.line(self.next_id).as_bytes())
             .map_err(|e| format!("control socket: {e}"))?;
         let first = self.read_line()?;
         let v: Value = serde_json::from_slice(&first).unwrap_or_default();
