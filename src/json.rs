@@ -76,80 +76,167 @@ pub fn escape_into(out: &mut String, s: &str) {
     }
 }
 
-/// Reads the JSON text `r` gives, up to `limit` bytes, and returns it pruned to what a hook
-/// looks at: each container deeper than `depth` is made empty and each string longer than
-/// `longest` bytes made "", as the text streams by, eight bytes at a time inside strings (a
-/// hook's input holds whole files: a Write's content, the file it replaced, its patch; reading
-/// them into memory and parsing them took most of a hook's time). Parse what it returns: this
-/// does not check the JSON.
-pub fn read_pruned(r: impl Read, limit: u64, depth: usize, longest: usize) -> io::Result<Vec<u8>> {
-    let (mut out, mut buf) = (Vec::new(), vec![0u8; 1 << 16]);
+/// What `read_pruned` keeps of a JSON text, and where it may stop reading.
+pub struct Pruning<'a> {
+    /// Containers deeper than this are made empty.
+    pub depth: usize,
+    /// Strings longer than this (in bytes, as written) are made "".
+    pub longest: usize,
+    /// Reading stops after a string at one of these key paths (an object's member in the
+    /// top object), once each key of `first` was met at the top: the text is closed there.
+    pub stop_after: &'a [[&'a str; 2]],
+    pub first: &'a [&'a str],
+}
+
+/// Reads the JSON text `r` gives, up to `limit` bytes, pruned as `p` says as it streams by,
+/// eight bytes at a time inside strings (a hook's input holds whole files: a Write's content,
+/// the file it replaced, its patch; reading them into memory and parsing them took most of a
+/// hook's time). Parse what it returns: this does not check the JSON.
+pub fn read_pruned(r: impl Read, limit: u64, p: &Pruning) -> io::Result<Vec<u8>> {
+    let (mut s, mut buf) = (Pruner::default(), vec![0u8; 1 << 16]);
+    s.cut = usize::MAX;
     let mut r = r.take(limit);
-    // In a string: where its text starts in `out` (None when it is left out), and whether a
-    // `\` ended the last chunk.
-    let (mut string, mut escape) = (None::<Option<usize>>, false);
-    // How deep the text is, and how deep the container being left out starts.
-    let (mut level, mut cut) = (0usize, usize::MAX);
     loop {
         let n = r.read(&mut buf)?;
-        if n == 0 {
-            return Ok(out);
+        if n == 0 || s.feed(&buf[..n], p) {
+            return Ok(s.out);
         }
-        let t = &buf[..n];
+    }
+}
+
+#[derive(Default)]
+struct Pruner {
+    out: Vec<u8>,
+    /// In a string: where its text starts in `out` (None when it is left out), whether it is
+    /// a key, and whether a `\\` ended the last chunk.
+    string: Option<Option<usize>>,
+    key: bool,
+    escape: bool,
+    /// How deep the text is, how deep the container being left out starts, and for each
+    /// level kept whether it is an object, and its current key.
+    level: usize,
+    cut: usize,
+    objects: Vec<bool>,
+    keys: Vec<Vec<u8>>,
+    /// Whether the next string is a key; which keys of `first` were met (a bit each).
+    expect_key: bool,
+    met: u64,
+}
+
+impl Pruner {
+    /// Takes in a chunk; true when reading is to stop (the text is closed).
+    fn feed(&mut self, t: &[u8], p: &Pruning) -> bool {
         let mut i = 0;
-        while i < n {
-            let keep = level < cut;
-            let Some(start) = string else {
-                let b = t[i];
+        while i < t.len() {
+            let keep = self.level < self.cut;
+            let Some(start) = self.string else {
+                self.structure(t[i], keep, p.depth);
                 i += 1;
-                match b {
-                    b'"' => string = Some(Some(out.len() + 1)),
-                    b'{' | b'[' => level += 1,
-                    b'}' | b']' => level = level.saturating_sub(1),
-                    _ => {}
-                }
-                // A container too deep is kept as its brackets only.
-                if level > depth && keep && b != b'"' {
-                    cut = level;
-                } else if level + 1 == cut && matches!(b, b'}' | b']') {
-                    cut = usize::MAX;
-                } else if !keep {
-                    continue;
-                }
-                out.push(b);
                 continue;
             };
             // In a string: up to the next quote, backslash or control character.
-            let j = if escape { i } else { next_special(t, i) };
+            let j = if self.escape { i } else { next_special(t, i) };
             let end = match t.get(j) {
-                _ if escape => j + 1,
-                Some(b'\\') => (j + 2).min(n),
+                _ if self.escape => j + 1,
+                Some(b'\\') => (j + 2).min(t.len()),
                 Some(b'"') => {
-                    string = None;
+                    self.string = None;
                     j + 1
                 }
                 Some(_) => j + 1,
-                None => n,
+                None => t.len(),
             };
-            escape = !escape && t.get(j) == Some(&b'\\') && j + 1 == n;
+            self.escape = !self.escape && t.get(j) == Some(&b'\\') && j + 1 == t.len();
+            let ended = self.string.is_none();
             match (keep, start) {
                 (false, _) => {}
-                (true, None) if string.is_none() => out.push(b'"'),
+                (true, None) if ended => self.out.push(b'"'),
                 (true, None) => {}
                 (true, Some(start)) => {
-                    out.extend_from_slice(&t[i..end]);
+                    self.out.extend_from_slice(&t[i..end]);
                     // Its text, not its closing quote.
-                    if out.len() - start - usize::from(string.is_none()) > longest {
-                        out.truncate(start);
-                        match string {
-                            Some(_) => string = Some(None),
-                            None => out.push(b'"'),
+                    if self.out.len() - start - usize::from(ended) > p.longest {
+                        self.out.truncate(start);
+                        match ended {
+                            false => self.string = Some(None),
+                            true => self.out.push(b'"'),
                         }
                     }
                 }
             }
             i = end;
+            if ended && keep && self.ended_string(start, p) {
+                return true;
+            }
         }
+        false
+    }
+
+    /// A byte outside strings.
+    fn structure(&mut self, b: u8, keep: bool, depth: usize) {
+        match b {
+            b'"' => {
+                self.string = Some(keep.then_some(self.out.len() + 1));
+                self.key = self.expect_key;
+            }
+            b'{' | b'[' => {
+                self.level += 1;
+                if self.level > depth && keep {
+                    self.cut = self.level;
+                    self.out.push(b);
+                } else if keep {
+                    self.objects.truncate(self.level - 1);
+                    self.objects.push(b == b'{');
+                    self.expect_key = b == b'{';
+                }
+            }
+            b'}' | b']' => {
+                if self.level == self.cut {
+                    self.cut = usize::MAX;
+                    self.out.push(b);
+                }
+                self.level = self.level.saturating_sub(1);
+                self.expect_key = false;
+            }
+            b',' if keep => {
+                self.expect_key = self.objects.get(self.level.wrapping_sub(1)) == Some(&true)
+            }
+            b':' => self.expect_key = false,
+            _ => {}
+        }
+        if keep && self.level < self.cut {
+            self.out.push(b);
+        }
+    }
+
+    /// A kept string ended (its text from `start`, None when left out): a key is noted; true
+    /// when it is a value that ends reading, the text then closed.
+    fn ended_string(&mut self, start: Option<usize>, p: &Pruning) -> bool {
+        let text = start
+            .map_or(&[][..], |s| &self.out[s..self.out.len() - 1])
+            .to_vec();
+        let level = self.level;
+        if self.key {
+            self.keys.resize(level.max(self.keys.len()), Vec::new());
+            self.keys.truncate(level);
+            if let Some(k) = p.first.iter().position(|k| k.as_bytes() == text)
+                && level == 1
+            {
+                self.met |= 1 << k;
+            }
+            self.keys[level - 1] = text;
+            return false;
+        }
+        let at = |k: usize| self.keys.get(k).map_or(&[][..], Vec::as_slice);
+        let stop = level == 2
+            && self.met.count_ones() as usize == p.first.len()
+            && p.stop_after
+                .iter()
+                .any(|[a, b]| at(0) == a.as_bytes() && at(1) == b.as_bytes());
+        if stop {
+            self.out.extend_from_slice(b"}}");
+        }
+        stop
     }
 }
 
@@ -184,6 +271,12 @@ mod tests {
         let text = br#" {"big": "a \" \\ {[ 0123456789abcdef", "n": [1, {"x": "}"}, [], -2.5e3, true, null],
             "tool_input": {"content": "0123456789abcdefghijk", "file_path": "/w/a b\u00e9\"", "d": {"e": [1]}},
             "cwd": "/w/0123456789abcdefg", "e": {}} "#;
+        let prune = Pruning {
+            depth: 2,
+            longest: 20,
+            stop_after: &[],
+            first: &[],
+        };
         let pruned = |chunk: usize| -> Value {
             // Fed `chunk` bytes at a time: a chunk may end anywhere, within an escape too.
             struct Drip<'a>(&'a [u8], usize);
@@ -195,7 +288,7 @@ mod tests {
                     Ok(n)
                 }
             }
-            let out = read_pruned(Drip(text, chunk), 1 << 20, 2, 20).unwrap();
+            let out = read_pruned(Drip(text, chunk), 1 << 20, &prune).unwrap();
             serde_json::from_slice(&out)
                 .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out)))
         };
@@ -205,8 +298,46 @@ mod tests {
             assert_eq!(pruned(chunk), want, "read {chunk} bytes at a time");
         }
         // Cut at the limit: what was read, pruned.
-        let out = read_pruned(&b"{\"a\": \"bcdef\"}"[..], 8, 2, 10).unwrap();
+        let out = read_pruned(&b"{\"a\": \"bcdef\"}"[..], 8, &prune).unwrap();
         assert_eq!(out, b"{\"a\": \"b");
+    }
+
+    #[test]
+    fn reading_stops_after_the_value_named_once_the_first_keys_were_met() {
+        let prune = Pruning {
+            depth: 2,
+            longest: 100,
+            stop_after: &[["tool_input", "file_path"]],
+            first: &["session_id", "cwd"],
+        };
+        let text = br#"{"session_id": "s", "x": {"cwd": 1, "file_path": "no"}, "cwd": "/w",
+            "tool_input": {"n": [1], "file_path": "/w/a", "content": "..."}, "tool_use_id": "t"}"#;
+        for chunk in [1, 7, text.len()] {
+            let mut rest = &text[..];
+            let mut drip = |buf: &mut [u8]| {
+                let n = chunk.min(rest.len()).min(buf.len());
+                buf[..n].copy_from_slice(&rest[..n]);
+                rest = &rest[n..];
+                n
+            };
+            struct Drip<'a, F>(&'a mut F);
+            impl<F: FnMut(&mut [u8]) -> usize> Read for Drip<'_, F> {
+                fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                    Ok((self.0)(buf))
+                }
+            }
+            let out = read_pruned(Drip(&mut drip), 1 << 20, &prune).unwrap();
+            let v: Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(
+                v,
+                serde_json::json!({"session_id": "s", "x": {"cwd": 1, "file_path": "no"}, "cwd": "/w",
+                    "tool_input": {"n": [], "file_path": "/w/a"}})
+            );
+        }
+        // Without every first key met, to the end.
+        let late = br#"{"tool_input": {"file_path": "/w/a"}, "session_id": "s", "cwd": "/w"}"#;
+        let out = read_pruned(&late[..], 1 << 20, &prune).unwrap();
+        assert_eq!(out, &late[..]);
     }
 
     #[test]

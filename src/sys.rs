@@ -408,14 +408,6 @@ pub fn send_all(sock: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Lets the pipe on standard input hold `bytes` (as far as the system allows an unprivileged
-/// process): a writer of megabytes then wakes its reader a few times, not once per 64 KiB.
-/// Nothing happens when it is not a pipe.
-pub fn widen_stdin_pipe(bytes: i32) {
-    // SAFETY: no pointers; an fcntl the descriptor does not support fails with EBADF/EINVAL.
-    unsafe { libc::fcntl(0, libc::F_SETPIPE_SZ, bytes) };
-}
-
 /// Readiness of one descriptor after `poll`.
 #[derive(Clone, Copy, Default)]
 pub struct Ready {

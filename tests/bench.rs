@@ -106,23 +106,35 @@ fn measure_recording() -> Recording {
     for i in 0..40 {
         let mut text = line.repeat(10 * 1024 - 1);
         text.push_str(&format!("{i:099}\n"));
-        // The input as Claude Code 2.1.332 writes it: the content in `tool_input`, and after
-        // the call in `tool_response` too, with the file it replaced.
-        let mut input = json!({"session_id": "s", "transcript_path": "/t.jsonl", "cwd": sb.ws(),
-            "permission_mode": "acceptEdits", "hook_event_name": "PreToolUse", "tool_name": "Write",
-            "tool_input": {"file_path": f, "content": text}, "tool_use_id": format!("t{i}")});
-        let pre = input.to_string();
-        input["hook_event_name"] = "PostToolUse".into();
-        input["tool_response"] = json!({"type": "update", "filePath": f, "content": text,
-            "structuredPatch": [{"oldStart": 10240, "oldLines": 1, "newStart": 10240, "newLines": 1,
-                "lines": [format!("-{}", old.lines().last().unwrap_or("")), format!("+{i:099}")]}],
-            "originalFile": old, "userModified": false});
-        let post = input.to_string();
+        // The input as Claude Code 2.1.332 writes it, in its order: the content in
+        // `tool_input`, and after the call in `tool_response` too, with the file it replaced.
+        let q = |v: Value| v.to_string();
+        let head = format!(
+            r#"{{"session_id":"s","transcript_path":"/t.jsonl","cwd":{},"permission_mode":"acceptEdits","hook_event_name":"#,
+            q(json!(sb.ws()))
+        );
+        let tool = format!(
+            r#""tool_name":"Write","tool_input":{{"file_path":{},"content":{}}}"#,
+            q(json!(f)),
+            q(json!(text))
+        );
+        let pre = format!(r#"{head}"PreToolUse",{tool},"tool_use_id":"t{i}"}}"#);
+        let patch = json!([{"oldStart": 10240, "oldLines": 1, "newStart": 10240, "newLines": 1,
+            "lines": [format!("-{}", old.lines().last().unwrap_or("")), format!("+{i:099}")]}]);
+        let post = format!(
+            r#"{head}"PostToolUse",{tool},"tool_response":{{"type":"update","filePath":{},"content":{},"structuredPatch":{patch},"originalFile":{},"userModified":false}},"tool_use_id":"t{i}"}}"#,
+            q(json!(f)),
+            q(json!(text)),
+            q(json!(old))
+        );
+        // The tool's own write between the hooks is not theirs.
         let t = Instant::now();
         run_fed(BIN, &["hook", "pre-tool-use"], &env, pre.as_bytes());
+        let before = t.elapsed();
         std::fs::write(&f, &text).unwrap();
+        let t = Instant::now();
         run_fed(BIN, &["hook", "post-tool-use"], &env, post.as_bytes());
-        hooks.push(t.elapsed());
+        hooks.push(before + t.elapsed());
         let t = Instant::now();
         run_fed("/bin/true", &[], &env, pre.as_bytes());
         run_fed("/bin/true", &[], &env, post.as_bytes());

@@ -448,6 +448,51 @@ fn a_listing_whose_reader_goes_away_ends_quietly() {
     assert_eq!((stderr(&o).as_str(), o.status.signal()), ("", Some(13)));
 }
 
+/// The CLI writes each hook's input in its own order, the edited file before its content:
+/// the hooks read up to there. Two Writes whose calls overlap are each recorded.
+#[test]
+fn writes_are_recorded_from_input_in_the_clis_order_read_up_to_the_file() {
+    let sb = Sandbox::new();
+    let (a, b) = (sb.write("a.txt", "a\n"), sb.write("b.txt", "b\n"));
+    let _s = sb.serve(&[]);
+    prompt(&sb, ONE);
+    let big = "x".repeat(1 << 20);
+    let head = format!(
+        r#"{{"session_id":"{ONE}","transcript_path":"/t.jsonl","cwd":{},"permission_mode":"acceptEdits","hook_event_name":"#,
+        json!(sb.ws())
+    );
+    let hook_text = |event: &str, name: &str, file: &Path, id: &str| {
+        let tool = format!(
+            r#""tool_name":"Write","tool_input":{{"file_path":{},"content":"{big}"}}"#,
+            json!(file)
+        );
+        let text = match event {
+            "pre-tool-use" => format!(r#"{head}"PreToolUse",{tool},"tool_use_id":"{id}"}}"#),
+            _ => format!(
+                r#"{head}"PostToolUse",{tool},"tool_response":{{"type":"update","content":"{big}","originalFile":"{name}"}},"tool_use_id":"{id}"}}"#
+            ),
+        };
+        let o = finished(sb.hook_child_text(event, &text), DEADLINE);
+        assert_eq!(
+            (o.status.code(), stderr(&o), stdout(&o)),
+            (Some(0), String::new(), String::new())
+        );
+    };
+    hook_text("pre-tool-use", "a", &a, "toolu_a");
+    hook_text("pre-tool-use", "b", &b, "toolu_b");
+    std::fs::write(&b, "B\n").unwrap();
+    std::fs::write(&a, "A\n").unwrap();
+    hook_text("post-tool-use", "b", &b, "toolu_b");
+    hook_text("post-tool-use", "a", &a, "toolu_a");
+    assert_eq!(
+        hunks(&review(&sb, &[])),
+        [
+            h("b.txt", "Write", ONE, 1, &["@@ -1 +1 @@\n-b\n+B\n"]),
+            h("a.txt", "Write", ONE, 1, &["@@ -1 +1 @@\n-a\n+A\n"]),
+        ]
+    );
+}
+
 /// A file Claude only read is known too: a command that changes it is recorded.
 #[test]
 fn a_command_that_changes_a_file_claude_read_is_recorded() {

@@ -260,6 +260,11 @@ impl Sandbox {
     /// Runs `ccide hook EVENT` as the CLI runs its plugin's hook: the event's JSON on standard
     /// input, in the project, with the variables the CLI sets for a plugin's process.
     pub fn hook_child(&self, event: &str, input: &Value) -> Child {
+        self.hook_child_text(event, &input.to_string())
+    }
+
+    /// `hook_child` with the input as written (its members in the CLI's order).
+    pub fn hook_child_text(&self, event: &str, input: &str) -> Child {
         let mut child = self
             .command(&["hook", event])
             .env("CLAUDE_PROJECT_DIR", self.ws())
@@ -274,7 +279,8 @@ impl Sandbox {
             .spawn()
             .unwrap();
         let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(input.to_string().as_bytes()).unwrap();
+        // A hook may stop reading once it has what it needs, as `true` does.
+        let _ = stdin.write_all(input.as_bytes());
         child
     }
 

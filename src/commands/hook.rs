@@ -159,8 +159,15 @@ fn told(r: &Value) -> Vec<String> {
 /// What the model is to be told, if anything.
 fn context(event: Event, config: Option<&str>) -> Option<Told> {
     // The input holds whole files: read in a few gulps, and only what is used kept.
-    crate::sys::widen_stdin_pipe(1 << 20);
-    let input = crate::json::read_pruned(std::io::stdin(), MAX_INPUT, 2, 1 << 16).ok()?;
+    // The edited file's path comes before the file's content: reading stops there, as a hook
+    // that runs `true` stops.
+    let pruning = crate::json::Pruning {
+        depth: 2,
+        longest: 1 << 16,
+        stop_after: &[["tool_input", "file_path"], ["tool_input", "notebook_path"]],
+        first: &["session_id", "cwd", "tool_name"],
+    };
+    let input = crate::json::read_pruned(std::io::stdin(), MAX_INPUT, &pruning).ok()?;
     let input: Value = serde_json::from_slice(&input).ok()?;
     let cwd = input["cwd"]
         .as_str()
@@ -168,8 +175,7 @@ fn context(event: Event, config: Option<&str>) -> Option<Told> {
         .or_else(|| std::env::var_os("CLAUDE_PROJECT_DIR").map(PathBuf::from))?;
     let config = crate::lockfile::config_dir(config).ok()?;
     let root = crate::files::canonical_dir(&cwd).ok()?;
-    let lock = crate::control::find_server(&config, None, &root).ok()?;
-    let mut ctl = Control::connect(lock).ok()?;
+    let mut ctl = crate::control::connect_to_server(&config, &root)?;
     ctl.set_timeout(Some(DEADLINE)).ok()?;
     let mut told = Vec::new();
     let mut held = None;
@@ -230,20 +236,25 @@ fn record(event: Event, input: &Value) -> Option<Request> {
     );
     // A file Claude read is known from then on (a command's change of it is seen).
     let read = tool == Some("Read");
+    let session = text("session_id").filter(|_| watched)?;
+    let path = match read {
+        true => input["tool_input"]["file_path"].as_str().map(String::from),
+        false => edited_file(input),
+    };
+    // An edit's input is read only up to its file (`context`): its call is the session's
+    // edit of that file, the same before and after it.
+    let call = text("tool_use_id").or_else(|| Some(format!("{session} {}", path.as_deref()?)));
+    let event = if read {
+        "read"
+    } else {
+        EVENTS[event as usize].2
+    };
     Some(Request::Record {
-        event: if read {
-            "read"
-        } else {
-            EVENTS[event as usize].2
-        }
-        .into(),
-        session: text("session_id").filter(|_| watched)?,
-        call: text("tool_use_id"),
+        event: event.into(),
+        session,
+        call,
         tool: tool.map(String::from),
-        path: match read {
-            true => input["tool_input"]["file_path"].as_str().map(String::from),
-            false => edited_file(input),
-        },
+        path,
     })
 }
 

@@ -250,6 +250,18 @@ pub fn find_server(config: &Path, port: Option<u16>, cwd: &Path) -> Result<LockE
     }
 }
 
+/// The one server that serves `cwd`, connected: `find_server` without its probe of each
+/// control socket, since the connection is the probe (a hook pays each connection twice
+/// otherwise). None when none, or several, answer.
+pub fn connect_to_server(config: &Path, cwd: &Path) -> Option<Control> {
+    let locks = crate::lockfile::scan(config).into_iter().filter(|l| {
+        l.alive && l.control.is_some() && l.workspaces.iter().any(|w| cwd.starts_with(w))
+    });
+    let mut reached = locks.filter_map(|l| Control::connect(l).ok());
+    let one = reached.next()?;
+    reached.next().is_none().then_some(one)
+}
+
 /// How the state directory of `ccide lsp`'s stand-in ends (beside the one `serve` would use
 /// for the folder): it stands aside, handing over, when the folder's own server starts.
 pub const STAND_IN_STATE: &str = ".editor";

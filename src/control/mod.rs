@@ -15,7 +15,9 @@ pub mod lsp_mux;
 pub mod protocol;
 pub mod server;
 
-pub use client::{Control, FindError, current_dir, find_server, refuse_overlaps};
+pub use client::{
+    Control, FindError, connect_to_server, current_dir, find_server, refuse_overlaps,
+};
 pub use server::{bind, run};
 
 #[cfg(test)]
