@@ -28,6 +28,16 @@ impl Piece {
         self.lines.iter().filter(|(k, _)| *k != '-').count()
     }
 
+    /// Where its new side is, 1-based, context included: "lines 3-5", "line 3", "line 2"
+    /// (nothing but removals: the line they follow).
+    pub fn new_lines(&self) -> String {
+        match self.new_len() {
+            0 if self.new_lo == 0 => "the start".into(),
+            0 | 1 => format!("line {}", self.new_lo + self.new_len()),
+            n => format!("lines {}-{}", self.new_lo + 1, self.new_lo + n),
+        }
+    }
+
     /// The `@@ -l,s +l,s @@` line, GNU style (an empty range named by the line before it).
     pub fn header(&self) -> String {
         let range = |lo: usize, len: usize| {
@@ -465,6 +475,19 @@ pub fn parse_edited_hunk(text: &[u8]) -> Result<Option<Vec<Vec<u8>>>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_piece_is_placed_by_its_new_side() {
+        let piece = |new_lo: usize, kinds: &str| Piece {
+            old_lo: 0,
+            new_lo,
+            lines: kinds.chars().map(|k| (k, b"x\n".to_vec())).collect(),
+        };
+        assert_eq!(piece(2, " -+ ").new_lines(), "lines 3-5");
+        assert_eq!(piece(2, "+").new_lines(), "line 3");
+        assert_eq!(piece(2, "--").new_lines(), "line 2");
+        assert_eq!(piece(0, "-").new_lines(), "the start");
+    }
 
     #[test]
     fn a_hunk_read_back_from_its_text_is_the_same_hunk() {

@@ -319,7 +319,7 @@ fn the_model_hears_each_undo_and_its_reason_once_at_its_next_request() {
     assert_eq!(
         said,
         json!({"hookSpecificOutput": {"hookEventName": "PostToolUse",
-            "additionalContext": "The user undid hunk 2 of your Edit of a.txt after you made it (reason: the tail stays lower case); the file no longer has it:\n@@ -9,4 +9,4 @@\n mid 8\n mid 9\n mid 10\n-last\n+LAST"}})
+            "additionalContext": "The user undid your Edit of a.txt at lines 9-12 after you made it (reason: the tail stays lower case); the file no longer has it:\n@@ -9,4 +9,4 @@\n mid 8\n mid 9\n mid 10\n-last\n+LAST"}})
     );
     // Once.
     assert_eq!(prompt(&sb, ONE), "");
@@ -337,7 +337,7 @@ fn the_model_hears_each_undo_and_its_reason_once_at_its_next_request() {
     let said: Value = serde_json::from_str(&prompt(&sb, ONE)).unwrap();
     assert_eq!(
         said["hookSpecificOutput"]["additionalContext"],
-        "The user restored hunk 2 of your Edit of a.txt, which they had undone."
+        "The user restored your Edit of a.txt at lines 9-12, which they had undone."
     );
 }
 
@@ -587,7 +587,7 @@ fn the_review_gate_holds_the_end_of_the_turn_until_it_is_reviewed() {
     assert_eq!(said["decision"], "block");
     assert!(
         said["reason"].as_str().unwrap().starts_with(
-            "The user undid hunk 2 of your Edit of a.txt after you made it (reason: no)"
+            "The user undid your Edit of a.txt at lines 9-12 after you made it (reason: no)"
         ),
         "{said}"
     );
@@ -755,8 +755,8 @@ fn on_the_terminal_a_hunk_is_split_and_a_part_rewritten_in_the_editor() {
     // The model hears the undo and the rewrite, each with the hunk as Claude made it.
     assert_eq!(
         serde_json::from_str::<Value>(&said).unwrap()["hookSpecificOutput"]["additionalContext"],
-        "The user undid hunk 1.1 of your Edit of f0.txt after you made it (reason: b stays); the file no longer has it:\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n\n\
-         The user rewrote hunk 1.2 of your Edit of f0.txt after you made it:\n@@ -3,5 +3,5 @@\n c\n-d\n+D\n e\n f\n g\nto:\nc\nDee\nadded\ne\nf\ng"
+        "The user undid your Edit of f0.txt at lines 1-3 after you made it (reason: b stays); the file no longer has it:\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n\n\
+         The user rewrote your Edit of f0.txt at lines 3-7 after you made it:\n@@ -3,5 +3,5 @@\n c\n-d\n+D\n e\n f\n g\nto:\nc\nDee\nadded\ne\nf\ng"
     );
     // Lines the user changed since Claude wrote them are not rewritten.
     prompt(&sb, ONE);

@@ -598,20 +598,23 @@ impl Changes {
                 let why = d["why"]
                     .as_str()
                     .map_or(String::new(), |w| format!(" (reason: {w})"));
-                if d["state"] == "kept" {
-                    out.push(format!("The user restored hunk {n} of your {tool} of {file}, which they had undone{why}."));
-                    continue;
-                }
                 let (b, a) = images
                     .get_or_insert_with(|| (self.blob(&images_of.0), self.blob(&images_of.1)));
                 let (h, part) = n.split_once('.').unwrap_or((n, "0"));
                 let p = piece(b, a, h.parse().unwrap_or(0), part.parse().unwrap_or(0));
+                // Named by where it is in what Claude wrote: the user's number counts in
+                // their listing, which the model never saw.
+                let at = p
+                    .as_ref()
+                    .map_or(String::new(), |p| format!(" at {}", p.new_lines()));
                 let text = p.map_or(String::new(), |p| {
                     String::from_utf8_lossy(&p.text()).into_owned()
                 });
-                out.push(match d["text"].as_str() {
-                    Some(rewrite) => format!("The user rewrote hunk {n} of your {tool} of {file} after you made it{why}:\n{}\nto:\n{}", text.trim_end(), rewrite.trim_end()),
-                    None => format!("The user undid hunk {n} of your {tool} of {file} after you made it{why}; the file no longer has it:\n{}", text.trim_end()),
+                let text = text.trim_end();
+                out.push(match (d["state"].as_str(), d["text"].as_str()) {
+                    (Some("kept"), _) => format!("The user restored your {tool} of {file}{at}, which they had undone{why}."),
+                    (_, Some(rewrite)) => format!("The user rewrote your {tool} of {file}{at} after you made it{why}:\n{text}\nto:\n{}", rewrite.trim_end()),
+                    _ => format!("The user undid your {tool} of {file}{at} after you made it{why}; the file no longer has it:\n{text}"),
                 });
             }
         }
