@@ -122,7 +122,7 @@ pub fn write_in_workspace(
             Ok(())
         }
         Err(e) => {
-            crate::sys::unlink_at(&dir, &tmp);
+            let _ = crate::sys::unlink_at(&dir, &tmp);
             Err(e)
         }
     }
@@ -130,6 +130,14 @@ pub fn write_in_workspace(
 
 /// The directory that holds `path`, opened from the workspace folder that holds it without
 /// following a symlink in any directory below the folder, and the file's name in it.
+/// Removes a workspace file the way `write_in_workspace` writes one: its folder opened
+/// beneath a workspace folder without following a symlink on the way, so a folder swapped
+/// for a link cannot lead the removal outside.
+pub fn remove_in_workspace(path: &Path, workspaces: &[PathBuf]) -> io::Result<()> {
+    let (dir, name) = open_parent_beneath(path, workspaces)?;
+    crate::sys::unlink_at(&dir, name)
+}
+
 fn open_parent_beneath<'a>(
     path: &'a Path,
     workspaces: &[PathBuf],
@@ -609,6 +617,30 @@ mod tests {
         let e = read_in_workspace(&root.join("ws/missing"), &ws, 100).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
         let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_removal_does_not_follow_a_folder_swapped_for_a_link() {
+        let root = std::env::temp_dir().join(format!("ccide-remove-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let (ws, outside) = (root.join("ws"), root.join("outside"));
+        fs::create_dir_all(ws.join("d")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(ws.join("d/new.txt"), "x").unwrap();
+        fs::write(outside.join("new.txt"), "keep").unwrap();
+        let folders = [ws.clone()];
+        fs::rename(ws.join("d"), root.join("d.old")).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("d")).unwrap();
+        assert!(remove_in_workspace(&ws.join("d/new.txt"), &folders).is_err());
+        assert_eq!(fs::read(outside.join("new.txt")).unwrap(), b"keep");
+        fs::remove_file(ws.join("d")).unwrap();
+        fs::rename(root.join("d.old"), ws.join("d")).unwrap();
+        remove_in_workspace(&ws.join("d/new.txt"), &folders).unwrap();
+        assert!(!ws.join("d/new.txt").exists());
+        let outside_file = outside.join("new.txt");
+        assert!(remove_in_workspace(&outside_file, &folders).is_err());
+        assert!(outside_file.exists());
+        fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -578,13 +578,10 @@ pub fn rename_at(dir: &OwnedFd, from: &std::ffi::OsStr, to: &std::ffi::OsStr) ->
         .map(|_| ())
 }
 
-pub fn unlink_at(dir: &OwnedFd, name: &std::ffi::OsStr) {
-    if let Ok(c) = cstr(name) {
-        // SAFETY: valid descriptor and name.
-        unsafe {
-            libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0);
-        }
-    }
+pub fn unlink_at(dir: &OwnedFd, name: &std::ffi::OsStr) -> io::Result<()> {
+    let c = cstr(name)?;
+    // SAFETY: valid descriptor and name.
+    check(unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) }).map(|_| ())
 }
 
 pub fn fsync_fd(fd: &OwnedFd) {

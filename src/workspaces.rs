@@ -157,6 +157,11 @@ impl Workspaces {
         crate::files::write_in_workspace(path, &self.list(), bytes, mode)
     }
 
+    /// Removes a workspace file, confined as `write` is.
+    pub fn remove(&self, path: &Path) -> io::Result<()> {
+        crate::files::remove_in_workspace(path, &self.list())
+    }
+
     /// Reads again a file `resolve` named before (a document, a tab, a file the language
     /// servers were sent), through the same rule: it must still lie inside a folder with no
     /// symlink below the folder on its way, else it is refused rather than read through the

@@ -173,7 +173,7 @@ fn review(state: &State, req: Request) -> Value {
             use crate::state::changes::Verdict;
             let write = |p: &std::path::Path, b: Option<&[u8]>| match b {
                 Some(b) => state.write_file(p, b),
-                None => std::fs::remove_file(p),
+                None => state.workspaces.remove(p),
             };
             if (part.is_some() || rewrite.is_some()) && hunks.len() != 1 {
                 return failure("part and rewrite name one hunk");
