@@ -61,7 +61,21 @@ impl Change {
             .iter()
             .map(|p| (p.new_lo, p.lines.iter().filter(|l| l.0 != '-').count()))
             .collect();
-        let at = placed(&self.review.proposed, text.as_bytes(), &runs);
+        // Line ends aside: an editor may hold a CRLF file as LF text (vim's fileformat=dos).
+        let plain = |b: &[u8]| -> Vec<u8> {
+            let mut out = b.to_vec();
+            let mut k = 0;
+            out.retain(|_| {
+                k += 1;
+                !(b[k - 1] == b'\r' && b.get(k) == Some(&b'\n'))
+            });
+            out
+        };
+        let at = placed(
+            &plain(&self.review.proposed),
+            &plain(text.as_bytes()),
+            &runs,
+        );
         let mut out = Vec::new();
         for (k, p) in pieces.iter().enumerate() {
             let Some(at) = at[k].filter(|_| !self.decided[k]) else {
@@ -142,6 +156,17 @@ mod tests {
                 "command": "ccide.undoChange", "arguments": [{"uri": "file:///w/a", "range": null,
                 "change": 7, "hunk": 1}]}})
         );
+        // A CRLF file that the editor holds as LF text: the same places.
+        let crlf = |s: &str| s.replace('\n', "\r\n");
+        let answer = json!({"changes": [{"id": 9, "file": "/w/c", "before": crlf(before),
+            "after": crlf(after), "hunks": [{"hunk": 1, "state": null}, {"hunk": 2, "state": null}]}]});
+        let c = Change::listed(0, &answer).pop().unwrap();
+        let want = [
+            (1, 2, "Claude changed (hunk 1/2), was: b".into()),
+            (12, 16, "Claude added (hunk 2/2): 4 lines".into()),
+        ];
+        assert_eq!(messages(&c.placed(after)), want);
+        assert_eq!(messages(&c.placed(&crlf(after))), want);
         // Hunks counted otherwise than serve's (a file sent lossily): not shown.
         let answer = json!({"changes": [{"id": 8, "file": "/w/b", "before": "a\n", "after": "b\n",
             "hunks": []}]});
