@@ -265,6 +265,18 @@ fn git(sb: &Sandbox, dir: &Path, args: &[&str]) {
     assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
 }
 
+/// The sandbox's workspace made a git repository of one commit, with a linked worktree
+/// `../wt-a` beside it: both canonical.
+fn repository_with_worktree(sb: &Sandbox) -> (PathBuf, PathBuf) {
+    let ws = canonical(&sb.ws());
+    sb.write("main.py", "m = 1\n");
+    git(sb, &ws, &["init", "-q"]);
+    git(sb, &ws, &["add", "."]);
+    git(sb, &ws, &["commit", "-qm", "one"]);
+    git(sb, &ws, &["worktree", "add", "-q", "-b", "a", "../wt-a"]);
+    (ws, canonical(&sb.root.join("wt-a")))
+}
+
 fn lock_folders(srv: &Server) -> Value {
     let lock: Value = serde_json::from_slice(&std::fs::read(&srv.lock_path).unwrap()).unwrap();
     lock["workspaceFolders"].clone()
@@ -274,15 +286,9 @@ fn lock_folders(srv: &Server) -> Value {
 #[ignore = "needs git (.ci/run installs it)"]
 fn the_worktrees_of_a_served_repository_join_the_lock_file_as_they_come_and_go() {
     let sb = Sandbox::new();
-    let ws = canonical(&sb.ws());
-    sb.write("main.py", "m = 1\n");
-    git(&sb, &ws, &["init", "-q"]);
-    git(&sb, &ws, &["add", "."]);
-    git(&sb, &ws, &["commit", "-qm", "one"]);
-    git(&sb, &ws, &["worktree", "add", "-q", "-b", "a", "../wt-a"]);
+    let (ws, wt_a) = repository_with_worktree(&sb);
     // Inside the folder: served already, not announced again.
     git(&sb, &ws, &["worktree", "add", "-q", "-b", "in", "inner"]);
-    let wt_a = canonical(&sb.root.join("wt-a"));
     let wt_b = canonical(sb.root.path()).join("wt b");
     let srv = sb.serve(&[]);
     let folders = |want: Value| {
@@ -319,13 +325,7 @@ fn the_worktrees_of_a_served_repository_join_the_lock_file_as_they_come_and_go()
 #[ignore = "needs git (.ci/run installs it)"]
 fn a_worktree_the_user_removed_stays_out_until_they_add_it_again() {
     let sb = Sandbox::new();
-    let ws = canonical(&sb.ws());
-    sb.write("main.py", "m = 1\n");
-    git(&sb, &ws, &["init", "-q"]);
-    git(&sb, &ws, &["add", "."]);
-    git(&sb, &ws, &["commit", "-qm", "one"]);
-    git(&sb, &ws, &["worktree", "add", "-q", "-b", "a", "../wt-a"]);
-    let wt_a = canonical(&sb.root.join("wt-a"));
+    let (ws, wt_a) = repository_with_worktree(&sb);
     let srv = sb.serve(&[]);
     let folders = |want: Value| {
         wait_for(
@@ -371,17 +371,9 @@ fn a_session_is_named_with_its_folder_made_safe_to_print() {
 #[ignore = "needs git (.ci/run installs it)"]
 fn a_served_linked_worktree_follows_its_repository_but_not_a_worktree_another_server_serves() {
     let sb = Sandbox::new();
-    let ws = canonical(&sb.ws());
-    sb.write("main.py", "m = 1\n");
-    git(&sb, &ws, &["init", "-q"]);
-    git(&sb, &ws, &["add", "."]);
-    git(&sb, &ws, &["commit", "-qm", "one"]);
-    git(&sb, &ws, &["worktree", "add", "-q", "-b", "a", "../wt-a"]);
+    let (ws, wt_a) = repository_with_worktree(&sb);
     git(&sb, &ws, &["worktree", "add", "-q", "-b", "b", "../wt-b"]);
-    let (wt_a, wt_b) = (
-        canonical(&sb.root.join("wt-a")),
-        canonical(&sb.root.join("wt-b")),
-    );
+    let wt_b = canonical(&sb.root.join("wt-b"));
     std::fs::create_dir(wt_b.join("sub")).unwrap();
     let serve = |folder: &Path, state: &str| {
         let (f, s) = (folder.display().to_string(), sb.root.join(state));
