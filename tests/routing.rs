@@ -277,6 +277,15 @@ fn repository_with_worktree(sb: &Sandbox) -> (PathBuf, PathBuf) {
     (ws, canonical(&sb.root.join("wt-a")))
 }
 
+/// Waits for the lock file of `srv` to announce the folders `want`.
+fn announced(srv: &Server, want: Value) {
+    wait_for(
+        &format!("the lock file to announce {want}"),
+        Duration::from_secs(20),
+        || (lock_folders(srv) == want).then_some(()),
+    )
+}
+
 fn lock_folders(srv: &Server) -> Value {
     let lock: Value = serde_json::from_slice(&std::fs::read(&srv.lock_path).unwrap()).unwrap();
     lock["workspaceFolders"].clone()
@@ -291,13 +300,7 @@ fn the_worktrees_of_a_served_repository_join_the_lock_file_as_they_come_and_go()
     git(&sb, &ws, &["worktree", "add", "-q", "-b", "in", "inner"]);
     let wt_b = canonical(sb.root.path()).join("wt b");
     let srv = sb.serve(&[]);
-    let folders = |want: Value| {
-        wait_for(
-            &format!("the lock file to announce {want}"),
-            Duration::from_secs(20),
-            || (lock_folders(&srv) == want).then_some(()),
-        )
-    };
+    let folders = |want: Value| announced(&srv, want);
     folders(json!([ws, wt_a]));
     git(&sb, &ws, &["worktree", "add", "-q", "-b", "b", "../wt b"]);
     // In the order of their paths ("wt b" before "wt-a").
@@ -327,13 +330,7 @@ fn a_worktree_the_user_removed_stays_out_until_they_add_it_again() {
     let sb = Sandbox::new();
     let (ws, wt_a) = repository_with_worktree(&sb);
     let srv = sb.serve(&[]);
-    let folders = |want: Value| {
-        wait_for(
-            &format!("the lock file to announce {want}"),
-            Duration::from_secs(20),
-            || (lock_folders(&srv) == want).then_some(()),
-        )
-    };
+    let folders = |want: Value| announced(&srv, want);
     folders(json!([ws, wt_a]));
     let a = wt_a.display().to_string();
     sb.run_ok(&["workspace", "remove", &a]);
@@ -390,13 +387,7 @@ fn a_served_linked_worktree_follows_its_repository_but_not_a_worktree_another_se
     // Claude Code there connecting to neither.
     let mut other = serve(&wt_b.join("sub"), "state-b");
     let srv = serve(&wt_a, "state-a");
-    let folders = |want: Value| {
-        wait_for(
-            &format!("the lock file to announce {want}"),
-            Duration::from_secs(20),
-            || (lock_folders(&srv) == want).then_some(()),
-        )
-    };
+    let folders = |want: Value| announced(&srv, want);
     folders(json!([wt_a, ws]));
     let why = format!(
         "git worktree {} not served: the ccide server of pid {} serves it\n",
