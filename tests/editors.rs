@@ -1015,6 +1015,33 @@ impl Drop for KakLsp {
     }
 }
 
+/// kakoune with kakoune-lsp as the README sets them up (its kakrc recipe, a private runtime
+/// directory for the daemon), editing `file` in tmux; the daemon is stopped after the terminal.
+struct Kakoune {
+    term: Tmux,
+    _daemon: KakLsp,
+}
+
+fn kakoune(sb: &Sandbox, kak: &Path, file: &str) -> Kakoune {
+    let heading = "kakoune with kakoune-lsp (tried: kakoune 2022.10.31, kakoune-lsp 22.0.0)";
+    sb.root
+        .write("home/.config/kak/kakrc", recipe(heading, "kak"));
+    let run = sb.root.join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let _daemon = KakLsp(run.clone());
+    let term = Tmux::start(sb, &[kak, Path::new(file)], &[("XDG_RUNTIME_DIR", &run)]);
+    Kakoune { term, _daemon }
+}
+
+/// Fails a kakoune test on an error kakoune-lsp shows.
+fn kakoune_failed(screen: &str) {
+    assert!(
+        !screen.contains("LSP: error") && !screen.contains("blocked"),
+        "kakoune says:\n{screen}"
+    );
+}
+
 #[test]
 #[ignore = "needs kakoune, kakoune-lsp and tmux: installed by .ci/run"]
 fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
@@ -1029,25 +1056,9 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     sb.add_tool("kak-lsp", &kak_lsp);
     let server = sb.serve(&[]);
     let f = sb.write("hello.py", HELLO);
-    let heading = "kakoune with kakoune-lsp (tried: kakoune 2022.10.31, kakoune-lsp 22.0.0)";
-    sb.root
-        .write("home/.config/kak/kakrc", recipe(heading, "kak"));
-    let run = sb.root.join("run");
-    std::fs::create_dir_all(&run).unwrap();
-    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-    let _daemon = KakLsp(run.clone());
     let mut claude = server.ready_client();
-    let term = Tmux::start(
-        &sb,
-        &[&kak, Path::new("hello.py")],
-        &[("XDG_RUNTIME_DIR", &run)],
-    );
-    let failed = |screen: &str| {
-        assert!(
-            !screen.contains("LSP: error") && !screen.contains("blocked"),
-            "kakoune says:\n{screen}"
-        );
-    };
+    let kakoune = kakoune(&sb, &kak, "hello.py");
+    let term = &kakoune.term;
     let nothing = || {};
     status_where(&sb, "hello.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     // kakoune-lsp asks for code actions as the cursor rests: the cursor, at the start.
@@ -1071,7 +1082,7 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
         "send",
         "Claude: send selection",
         &["Claude: @-mention"],
-        &failed,
+        &kakoune_failed,
     );
     assert_eq!(
         action(&mut claude, "selection_changed", &nothing),
@@ -1082,7 +1093,7 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
         "mention",
         "Claude: @-mention",
         &["Claude: send selection"],
-        &failed,
+        &kakoune_failed,
     );
     assert_eq!(
         action(&mut claude, "at_mentioned", &nothing),
@@ -1094,7 +1105,7 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     // `:w` only once kakoune is back in normal mode (an escape followed at once by a key reads
     // as Alt with that key).
     term.keys(&["Escape"]);
-    term.read_where("normal mode", &|s| !s.contains("insert"), &failed);
+    term.read_where("normal mode", &|s| !s.contains("insert"), &kakoune_failed);
     let s = status_where(&sb, "hello.py unsaved", |s| s["documents"] != json!([]));
     let bytes = s["documents"][0]["bytes"].as_u64().unwrap();
     term.keys(&[":w", "Enter"]);
@@ -1112,32 +1123,42 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
         "tools/call",
         json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print(\"new\")\n", "tab_name": tab}}),
     );
-    term.read("Claude Code proposes an edit to", &failed);
+    term.read("Claude Code proposes an edit to", &kakoune_failed);
     term.keys(&["Space", "c"]);
     let others = ["Claude: send selection", "Claude: accept"];
-    term.pick("show", "Claude: show proposed edit", &others, &failed);
-    term.read("Claude Code's proposal for", &failed);
+    term.pick(
+        "show",
+        "Claude: show proposed edit",
+        &others,
+        &kakoune_failed,
+    );
+    term.read("Claude Code's proposal for", &kakoune_failed);
     let view = sb.state().join("diffs/1/hello.py");
     term.type_text(&format!(":e {}", view.display()));
     term.keys(&["Enter"]);
-    term.read("print(\"new\")", &failed);
+    term.read("print(\"new\")", &kakoune_failed);
     // Each key once kakoune shows it took the one before: the prompt with the regex, the
     // match selected (the cursor at its end), insert mode.
     term.type_text("%snew");
-    term.read("select:new", &failed);
+    term.read("select:new", &kakoune_failed);
     term.keys(&["Enter"]);
     let selected = |s: &str| !s.contains("select:") && s.contains(" 1:10 ");
-    term.read_where("`new` selected", &selected, &failed);
+    term.read_where("`new` selected", &selected, &kakoune_failed);
     term.type_text("c");
-    term.read_where("insert mode", &|s| s.contains(" insert "), &failed);
+    term.read_where("insert mode", &|s| s.contains(" insert "), &kakoune_failed);
     term.type_text("edited");
     // Escape alone, and on once kakoune is back in normal mode: an escape followed at once by
     // a key reads as Alt with that key.
     term.keys(&["Escape"]);
-    term.read_where("normal mode", &|s| !s.contains("insert"), &failed);
+    term.read_where("normal mode", &|s| !s.contains("insert"), &kakoune_failed);
     term.keys(&["Space", "c"]);
     let others = ["Claude: reject"];
-    term.pick("edited", "Claude: accept as edited", &others, &failed);
+    term.pick(
+        "edited",
+        "Claude: accept as edited",
+        &others,
+        &kakoune_failed,
+    );
     let answer = claude.response(&open_diff);
     assert_eq!(
         crate::util::texts(&answer),
@@ -1152,7 +1173,7 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     std::fs::write(&f, "print(\"edited\")\n").unwrap();
     term.type_text(":buffer hello.py");
     term.keys(&["Enter"]);
-    let screen = term.read("print(\"edited\")", &failed);
+    let screen = term.read("print(\"edited\")", &kakoune_failed);
     let lines: Vec<&str> = screen.lines().collect();
     assert!(
         lines[0].contains("print(\"edited\")") && lines[1].starts_with('~'),
@@ -1160,12 +1181,12 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     );
     // kakoune asks whether to reload a file changed behind it (`autoreload` is `ask`): the
     // buffer equals the file, and reloading it changes nothing.
-    term.read("modified externally", &failed);
+    term.read("modified externally", &kakoune_failed);
     term.keys(&["Enter"]);
     let reloaded = term.read_where(
         "the buffer reloaded",
         &|s| !s.contains("modified externally") && !s.contains("[+]"),
-        &failed,
+        &kakoune_failed,
     );
     assert!(
         reloaded.lines().nth(1).unwrap().starts_with('~'),
@@ -1187,30 +1208,14 @@ fn kakoune_lsp_reviews_a_proposal_hunk_by_hunk() {
     sb.add_tool("kak-lsp", &kak_lsp);
     let server = sb.serve(&["--no-default-checkers"]);
     let f = sb.write("hunks.py", hunk_lines(&[]));
-    let heading = "kakoune with kakoune-lsp (tried: kakoune 2022.10.31, kakoune-lsp 22.0.0)";
-    sb.root
-        .write("home/.config/kak/kakrc", recipe(heading, "kak"));
-    let run = sb.root.join("run");
-    std::fs::create_dir_all(&run).unwrap();
-    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-    let _daemon = KakLsp(run.clone());
     let mut claude = server.ready_client();
-    let term = Tmux::start(
-        &sb,
-        &[&kak, Path::new("hunks.py")],
-        &[("XDG_RUNTIME_DIR", &run)],
-    );
-    let failed = |screen: &str| {
-        assert!(
-            !screen.contains("LSP: error") && !screen.contains("blocked"),
-            "kakoune says:\n{screen}"
-        );
-    };
+    let kakoune = kakoune(&sb, &kak, "hunks.py");
+    let term = &kakoune.term;
     status_where(&sb, "hunks.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     let open_diff = propose_three_hunks(&mut claude, &f);
     // The hints mark their lines in the gutter; `:lsp-diagnostics` lists them (with the
     // server's name and the source).
-    term.read("-line = 18", &failed);
+    term.read("-line = 18", &kakoune_failed);
     // The list is made when asked for: a person asks again until it shows the decision.
     let listed = |states: [&str; 3]| {
         let want: Vec<String> = [(2, 1), (10, 2), (18, 3)]
@@ -1226,12 +1231,12 @@ fn kakoune_lsp_reviews_a_proposal_hunk_by_hunk() {
         loop {
             term.type_text(":lsp-diagnostics");
             term.keys(&["Enter"]);
-            let screen = term.read("*diagnostics*", &failed);
+            let screen = term.read("*diagnostics*", &kakoune_failed);
             let lines: Vec<&str> = screen.lines().take(3).map(str::trim_end).collect();
             term.type_text(":buffer hunks.py");
             term.keys(&["Enter"]);
             let back = |s: &str| !s.contains("*diagnostics*") && s.contains(" hunks.py ");
-            term.read_where("hunks.py again", &back, &failed);
+            term.read_where("hunks.py again", &back, &kakoune_failed);
             if lines == want {
                 break;
             }
@@ -1246,7 +1251,7 @@ fn kakoune_lsp_reviews_a_proposal_hunk_by_hunk() {
         "keep",
         "Claude: keep hunk 1/3",
         &["Claude: drop hunk"],
-        &failed,
+        &kakoune_failed,
     );
     listed([", kept", "", ""]);
     term.type_text("10g");
@@ -1255,18 +1260,27 @@ fn kakoune_lsp_reviews_a_proposal_hunk_by_hunk() {
         "drop",
         "Claude: drop hunk 2/3",
         &["Claude: keep hunk"],
-        &failed,
+        &kakoune_failed,
     );
     listed([", kept", ", dropped", ""]);
     term.keys(&["Space", "c"]);
     let others = ["Claude: keep hunk", "Claude: reject all"];
-    term.pick("kept", "Claude: accept what is kept", &others, &failed);
+    term.pick(
+        "kept",
+        "Claude: accept what is kept",
+        &others,
+        &kakoune_failed,
+    );
     // Hunk 3, left undecided, is dropped.
     assert_eq!(
         crate::util::texts(&claude.response(&open_diff)),
         ["FILE_SAVED".to_string(), hunk_lines(&[2])]
     );
-    term.read_where("the hints gone", &|s| !s.contains("-line = "), &failed);
+    term.read_where(
+        "the hints gone",
+        &|s| !s.contains("-line = "),
+        &kakoune_failed,
+    );
     term.type_text(":kill!");
     term.keys(&["Enter"]);
     status_where(&sb, "kakoune's tabs gone", |s| s["tabs"] == json!([]));
