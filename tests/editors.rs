@@ -462,6 +462,18 @@ fn emacs(sb: &Sandbox, sync: &Sync, f: &Path, scenario: &str) -> Running {
     Running(child)
 }
 
+/// What emacs wrote to its stderr so far.
+fn emacs_log(sb: &Sandbox) -> String {
+    std::fs::read_to_string(sb.root.join("emacs.log")).unwrap_or_default()
+}
+
+/// Fails the test with emacs's error and its stderr, once the fixture has written one.
+fn emacs_failed(sb: &Sandbox, sync: &Sync) {
+    if let Some(e) = sync.error() {
+        panic!("emacs failed: {e}\n{}", emacs_log(sb));
+    }
+}
+
 #[test]
 #[ignore = "needs emacs and eglot: installed by .ci/run"]
 fn emacs_eglot_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
@@ -471,12 +483,8 @@ fn emacs_eglot_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     let sync = Sync::new(&sb);
     let mut claude = server.ready_client();
     let mut child = emacs(&sb, &sync, &f, "review");
-    let log = || std::fs::read_to_string(sb.root.join("emacs.log")).unwrap_or_default();
-    let failed = || {
-        if let Some(e) = sync.error() {
-            panic!("emacs failed: {e}\n{}", log());
-        }
-    };
+    let log = || emacs_log(&sb);
+    let failed = || emacs_failed(&sb, &sync);
     sync.step("opened", &failed);
     status_where(&sb, "hello.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     sync.done("tabs-checked");
@@ -569,12 +577,8 @@ fn emacs_eglot_reviews_a_proposal_hunk_by_hunk() {
     let sync = Sync::new(&sb);
     let mut claude = server.ready_client();
     let mut child = emacs(&sb, &sync, &f, "hunks");
-    let log = || std::fs::read_to_string(sb.root.join("emacs.log")).unwrap_or_default();
-    let failed = || {
-        if let Some(e) = sync.error() {
-            panic!("emacs failed: {e}\n{}", log());
-        }
-    };
+    let log = || emacs_log(&sb);
+    let failed = || emacs_failed(&sb, &sync);
     sync.step("opened", &failed);
     status_where(&sb, "hunks.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     sync.done("tabs-checked");
@@ -615,12 +619,8 @@ fn emacs_eglot_shutdown_leaves_no_lock_file_when_ccide_lsp_served_the_folder() {
     let f = sb.write("hello.py", HELLO);
     let sync = Sync::new(&sb);
     let mut child = emacs(&sb, &sync, &f, "alone");
-    let log = || std::fs::read_to_string(sb.root.join("emacs.log")).unwrap_or_default();
-    let failed = || {
-        if let Some(e) = sync.error() {
-            panic!("emacs failed: {e}\n{}", log());
-        }
-    };
+    let log = || emacs_log(&sb);
+    let failed = || emacs_failed(&sb, &sync);
     sync.step("opened", &failed);
     // No ccide serve runs: the ccide lsp eglot started serves the folder.
     let s = status_where(&sb, "hello.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
@@ -810,6 +810,23 @@ impl Drop for Tmux {
     }
 }
 
+/// vim with ALE as the README sets it up (its vimrc recipe), editing `file` in tmux.
+fn vim_ale(sb: &Sandbox, vim: &Path, file: &str) -> Tmux {
+    sb.root.write(
+        "home/.vimrc",
+        recipe("vim with ALE (tried: vim 9.0, ALE 3.3)", "vim"),
+    );
+    Tmux::start(sb, &[vim, Path::new(file)], &[])
+}
+
+/// Fails a vim test on an error vim shows.
+fn vim_failed(screen: &str) {
+    assert!(
+        !screen.contains("E492") && !screen.contains("Error detected"),
+        "vim says:\n{screen}"
+    );
+}
+
 #[test]
 #[ignore = "needs vim, vim-ale and tmux: installed by .ci/run"]
 fn vim_ale_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
@@ -822,23 +839,13 @@ fn vim_ale_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     let sb = Sandbox::new();
     let server = sb.serve(&[]);
     let f = sb.write("hello.py", HELLO);
-    sb.root.write(
-        "home/.vimrc",
-        recipe("vim with ALE (tried: vim 9.0, ALE 3.3)", "vim"),
-    );
     let mut claude = server.ready_client();
-    let term = Tmux::start(&sb, &[&vim, Path::new("hello.py")], &[]);
-    let failed = |screen: &str| {
-        assert!(
-            !screen.contains("E492") && !screen.contains("Error detected"),
-            "vim says:\n{screen}"
-        );
-    };
+    let term = vim_ale(&sb, &vim, "hello.py");
     let nothing = || {};
     status_where(&sb, "hello.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     // `wörld 🦀` in visual mode, then \ca: ALE lists the code actions, the person types 1.
     term.keys(&["2G0fwvt\"", "\\ca"]);
-    term.read("1) Claude: send selection", &failed);
+    term.read("1) Claude: send selection", &vim_failed);
     term.keys(&["1", "Enter"]);
     let world = selection(&f, "wörld 🦀", (1, 17), (1, 25));
     assert_eq!(
@@ -848,7 +855,7 @@ fn vim_ale_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     // Line 2 linewise: the selection follows the code action request while the person reads
     // the menu, then the mention.
     term.keys(&["Escape", "2GV", "\\ca"]);
-    term.read("2) Claude: @-mention", &failed);
+    term.read("2) Claude: @-mention", &vim_failed);
     let line = selection(&f, "    print(\"héllo wörld 🦀\")", (1, 0), (1, 27));
     assert_eq!(
         action(&mut claude, "selection_changed", &nothing),
@@ -877,9 +884,9 @@ fn vim_ale_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
         "tools/call",
         json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print(\"new\")\n", "tab_name": tab}}),
     );
-    term.read("Claude Code proposes an edit to", &failed);
+    term.read("Claude Code proposes an edit to", &vim_failed);
     term.keys(&["gg", "\\ca"]);
-    term.read(") Claude: show proposed edit", &failed);
+    term.read(") Claude: show proposed edit", &vim_failed);
     // The request's range follows while the person reads the menu: ALE's word at the cursor,
     // searched backwards from it, is its first character.
     let d = selection(&f, "d", (0, 0), (0, 1));
@@ -893,11 +900,11 @@ fn vim_ale_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
         .to_string();
     term.keys(&[&n, "Enter"]);
     let view = sb.state().join("diffs/1/hello.py");
-    term.read("Claude Code's proposal for", &failed);
+    term.read("Claude Code's proposal for", &vim_failed);
     term.keys(&[&format!(":e {}", view.display()), "Enter"]);
-    term.read("print(\"new\")", &failed);
+    term.read("print(\"new\")", &vim_failed);
     term.keys(&[":s/new/edited/", "Enter", "\\ca"]);
-    term.read(") Claude: accept as edited", &failed);
+    term.read(") Claude: accept as edited", &vim_failed);
     let menu = term.screen();
     let n = menu
         .lines()
@@ -933,21 +940,11 @@ fn vim_ale_reviews_a_proposal_hunk_by_hunk() {
     let sb = Sandbox::new();
     let server = sb.serve(&["--no-default-checkers"]);
     let f = sb.write("hunks.py", hunk_lines(&[]));
-    sb.root.write(
-        "home/.vimrc",
-        recipe("vim with ALE (tried: vim 9.0, ALE 3.3)", "vim"),
-    );
     let mut claude = server.ready_client();
-    let term = Tmux::start(&sb, &[&vim, Path::new("hunks.py")], &[]);
-    let failed = |screen: &str| {
-        assert!(
-            !screen.contains("E492") && !screen.contains("Error detected"),
-            "vim says:\n{screen}"
-        );
-    };
+    let term = vim_ale(&sb, &vim, "hunks.py");
     status_where(&sb, "hunks.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     let open_diff = propose_three_hunks(&mut claude, &f);
-    term.read("Claude Code proposes an edit to", &failed);
+    term.read("Claude Code proposes an edit to", &vim_failed);
     // The hints are in ALE's location list, which follows them while open (ALE has no hint
     // type: it lists them as warnings).
     let listed = |states: [&str; 3]| -> Vec<String> {
@@ -972,17 +969,17 @@ fn vim_ale_reviews_a_proposal_hunk_by_hunk() {
         );
     };
     term.keys(&[":lopen", "Enter"]);
-    list_shows(["", "", ""], &failed);
+    list_shows(["", "", ""], &vim_failed);
     // Back in the file, in hunk 1: \ca (on the word under the cursor) offers to keep it.
     term.keys(&[":wincmd p", "Enter", "2G", "\\ca"]);
-    term.ale_pick("Claude: keep hunk 1/3", &failed);
-    list_shows([", kept", "", ""], &failed);
+    term.ale_pick("Claude: keep hunk 1/3", &vim_failed);
+    list_shows([", kept", "", ""], &vim_failed);
     term.keys(&["10G", "\\ca"]);
-    term.ale_pick("Claude: drop hunk 2/3", &failed);
-    list_shows([", kept", ", dropped", ""], &failed);
+    term.ale_pick("Claude: drop hunk 2/3", &vim_failed);
+    list_shows([", kept", ", dropped", ""], &vim_failed);
     // Hunk 3 left undecided is dropped.
     term.keys(&["\\ca"]);
-    term.ale_pick("Claude: accept what is kept", &failed);
+    term.ale_pick("Claude: accept what is kept", &vim_failed);
     let answer = claude.response(&open_diff);
     assert_eq!(
         crate::util::texts(&answer),
@@ -991,7 +988,7 @@ fn vim_ale_reviews_a_proposal_hunk_by_hunk() {
     term.read_where(
         "the hints gone",
         &|s| !s.contains("Claude proposes"),
-        &failed,
+        &vim_failed,
     );
     term.keys(&[":qa!", "Enter"]);
     status_where(&sb, "vim's tabs gone", |s| s["tabs"] == json!([]));
@@ -1286,6 +1283,33 @@ fn kakoune_lsp_reviews_a_proposal_hunk_by_hunk() {
     status_where(&sb, "kakoune's tabs gone", |s| s["tabs"] == json!([]));
 }
 
+/// helix as the README sets it up (its languages.toml and config.toml recipes), editing `file`
+/// in tmux.
+fn helix(sb: &Sandbox, hx: &Path, file: &str) -> Tmux {
+    let heading = "helix (tried: helix 25.07.1)";
+    sb.root.write(
+        "home/.config/helix/languages.toml",
+        recipe_nth(heading, "toml", 0),
+    );
+    sb.root.write(
+        "home/.config/helix/config.toml",
+        recipe_nth(heading, "toml", 1),
+    );
+    Tmux::start(sb, &[hx, Path::new(file)], &[])
+}
+
+/// Fails a helix test on an error helix shows, with its log.
+fn helix_failed(sb: &Sandbox) -> impl Fn(&str) + '_ {
+    move |screen: &str| {
+        let log = sb.home().join(".cache/helix/helix.log");
+        assert!(
+            !screen.contains("Error") && !screen.contains("error"),
+            "helix says:\n{screen}\nhelix.log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs helix (.ci/editor-install) and tmux"]
 fn helix_selects_mentions_edits_shows_diagnostics_and_reviews_proposals() {
@@ -1298,26 +1322,9 @@ fn helix_selects_mentions_edits_shows_diagnostics_and_reviews_proposals() {
     let sb = Sandbox::new();
     let server = sb.serve(&["--no-default-checkers"]);
     let f = sb.write("hello.py", HELLO);
-    let heading = "helix (tried: helix 25.07.1)";
-    sb.root.write(
-        "home/.config/helix/languages.toml",
-        recipe_nth(heading, "toml", 0),
-    );
-    sb.root.write(
-        "home/.config/helix/config.toml",
-        recipe_nth(heading, "toml", 1),
-    );
     let mut claude = server.ready_client();
-    let term = Tmux::start(&sb, &[&hx, Path::new("hello.py")], &[]);
-    let log =
-        || std::fs::read_to_string(sb.home().join(".cache/helix/helix.log")).unwrap_or_default();
-    let failed = |screen: &str| {
-        assert!(
-            !screen.contains("Error") && !screen.contains("error"),
-            "helix says:\n{screen}\nhelix.log:\n{}",
-            log()
-        );
-    };
+    let term = helix(&sb, &hx, "hello.py");
+    let failed = helix_failed(&sb);
     let nothing = || {};
     status_where(&sb, "hello.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     // Searching selects `héllo wörld 🦀`; `space a` lists the code actions, the first is
@@ -1505,22 +1512,9 @@ fn helix_reviews_a_proposal_hunk_by_hunk() {
     let sb = Sandbox::new();
     let server = sb.serve(&["--no-default-checkers"]);
     let f = sb.write("hunks.py", hunk_lines(&[]));
-    let heading = "helix (tried: helix 25.07.1)";
-    sb.root.write(
-        "home/.config/helix/languages.toml",
-        recipe_nth(heading, "toml", 0),
-    );
     let mut claude = server.ready_client();
-    let term = Tmux::start(&sb, &[&hx, Path::new("hunks.py")], &[]);
-    let log =
-        || std::fs::read_to_string(sb.home().join(".cache/helix/helix.log")).unwrap_or_default();
-    let failed = |screen: &str| {
-        assert!(
-            !screen.contains("Error") && !screen.contains("error"),
-            "helix says:\n{screen}\nhelix.log:\n{}",
-            log()
-        );
-    };
+    let term = helix(&sb, &hx, "hunks.py");
+    let failed = helix_failed(&sb);
     status_where(&sb, "hunks.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     let open_diff = propose_three_hunks(&mut claude, &f);
     let view = sb.state().join("diffs/1/hunks.py");
