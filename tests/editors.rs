@@ -462,6 +462,18 @@ fn emacs(sb: &Sandbox, sync: &Sync, f: &Path, scenario: &str) -> Running {
     Running(child)
 }
 
+/// What emacs wrote to its stderr so far.
+fn emacs_log(sb: &Sandbox) -> String {
+    std::fs::read_to_string(sb.root.join("emacs.log")).unwrap_or_default()
+}
+
+/// Fails the test with emacs's error and its stderr, once the fixture has written one.
+fn emacs_failed(sb: &Sandbox, sync: &Sync) {
+    if let Some(e) = sync.error() {
+        panic!("emacs failed: {e}\n{}", emacs_log(sb));
+    }
+}
+
 #[test]
 #[ignore = "needs emacs and eglot: installed by .ci/run"]
 fn emacs_eglot_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
@@ -471,12 +483,8 @@ fn emacs_eglot_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     let sync = Sync::new(&sb);
     let mut claude = server.ready_client();
     let mut child = emacs(&sb, &sync, &f, "review");
-    let log = || std::fs::read_to_string(sb.root.join("emacs.log")).unwrap_or_default();
-    let failed = || {
-        if let Some(e) = sync.error() {
-            panic!("emacs failed: {e}\n{}", log());
-        }
-    };
+    let log = || emacs_log(&sb);
+    let failed = || emacs_failed(&sb, &sync);
     sync.step("opened", &failed);
     status_where(&sb, "hello.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     sync.done("tabs-checked");
@@ -569,12 +577,8 @@ fn emacs_eglot_reviews_a_proposal_hunk_by_hunk() {
     let sync = Sync::new(&sb);
     let mut claude = server.ready_client();
     let mut child = emacs(&sb, &sync, &f, "hunks");
-    let log = || std::fs::read_to_string(sb.root.join("emacs.log")).unwrap_or_default();
-    let failed = || {
-        if let Some(e) = sync.error() {
-            panic!("emacs failed: {e}\n{}", log());
-        }
-    };
+    let log = || emacs_log(&sb);
+    let failed = || emacs_failed(&sb, &sync);
     sync.step("opened", &failed);
     status_where(&sb, "hunks.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     sync.done("tabs-checked");
@@ -615,12 +619,8 @@ fn emacs_eglot_shutdown_leaves_no_lock_file_when_ccide_lsp_served_the_folder() {
     let f = sb.write("hello.py", HELLO);
     let sync = Sync::new(&sb);
     let mut child = emacs(&sb, &sync, &f, "alone");
-    let log = || std::fs::read_to_string(sb.root.join("emacs.log")).unwrap_or_default();
-    let failed = || {
-        if let Some(e) = sync.error() {
-            panic!("emacs failed: {e}\n{}", log());
-        }
-    };
+    let log = || emacs_log(&sb);
+    let failed = || emacs_failed(&sb, &sync);
     sync.step("opened", &failed);
     // No ccide serve runs: the ccide lsp eglot started serves the folder.
     let s = status_where(&sb, "hello.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
@@ -810,6 +810,23 @@ impl Drop for Tmux {
     }
 }
 
+/// vim with ALE as the README sets it up (its vimrc recipe), editing `file` in tmux.
+fn vim_ale(sb: &Sandbox, vim: &Path, file: &str) -> Tmux {
+    sb.root.write(
+        "home/.vimrc",
+        recipe("vim with ALE (tried: vim 9.0, ALE 3.3)", "vim"),
+    );
+    Tmux::start(sb, &[vim, Path::new(file)], &[])
+}
+
+/// Fails a vim test on an error vim shows.
+fn vim_failed(screen: &str) {
+    assert!(
+        !screen.contains("E492") && !screen.contains("Error detected"),
+        "vim says:\n{screen}"
+    );
+}
+
 #[test]
 #[ignore = "needs vim, vim-ale and tmux: installed by .ci/run"]
 fn vim_ale_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
@@ -822,23 +839,13 @@ fn vim_ale_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     let sb = Sandbox::new();
     let server = sb.serve(&[]);
     let f = sb.write("hello.py", HELLO);
-    sb.root.write(
-        "home/.vimrc",
-        recipe("vim with ALE (tried: vim 9.0, ALE 3.3)", "vim"),
-    );
     let mut claude = server.ready_client();
-    let term = Tmux::start(&sb, &[&vim, Path::new("hello.py")], &[]);
-    let failed = |screen: &str| {
-        assert!(
-            !screen.contains("E492") && !screen.contains("Error detected"),
-            "vim says:\n{screen}"
-        );
-    };
+    let term = vim_ale(&sb, &vim, "hello.py");
     let nothing = || {};
     status_where(&sb, "hello.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     // `wörld 🦀` in visual mode, then \ca: ALE lists the code actions, the person types 1.
     term.keys(&["2G0fwvt\"", "\\ca"]);
-    term.read("1) Claude: send selection", &failed);
+    term.read("1) Claude: send selection", &vim_failed);
     term.keys(&["1", "Enter"]);
     let world = selection(&f, "wörld 🦀", (1, 17), (1, 25));
     assert_eq!(
@@ -848,7 +855,7 @@ fn vim_ale_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     // Line 2 linewise: the selection follows the code action request while the person reads
     // the menu, then the mention.
     term.keys(&["Escape", "2GV", "\\ca"]);
-    term.read("2) Claude: @-mention", &failed);
+    term.read("2) Claude: @-mention", &vim_failed);
     let line = selection(&f, "    print(\"héllo wörld 🦀\")", (1, 0), (1, 27));
     assert_eq!(
         action(&mut claude, "selection_changed", &nothing),
@@ -877,9 +884,9 @@ fn vim_ale_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
         "tools/call",
         json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print(\"new\")\n", "tab_name": tab}}),
     );
-    term.read("Claude Code proposes an edit to", &failed);
+    term.read("Claude Code proposes an edit to", &vim_failed);
     term.keys(&["gg", "\\ca"]);
-    term.read(") Claude: show proposed edit", &failed);
+    term.read(") Claude: show proposed edit", &vim_failed);
     // The request's range follows while the person reads the menu: ALE's word at the cursor,
     // searched backwards from it, is its first character.
     let d = selection(&f, "d", (0, 0), (0, 1));
@@ -893,11 +900,11 @@ fn vim_ale_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
         .to_string();
     term.keys(&[&n, "Enter"]);
     let view = sb.state().join("diffs/1/hello.py");
-    term.read("Claude Code's proposal for", &failed);
+    term.read("Claude Code's proposal for", &vim_failed);
     term.keys(&[&format!(":e {}", view.display()), "Enter"]);
-    term.read("print(\"new\")", &failed);
+    term.read("print(\"new\")", &vim_failed);
     term.keys(&[":s/new/edited/", "Enter", "\\ca"]);
-    term.read(") Claude: accept as edited", &failed);
+    term.read(") Claude: accept as edited", &vim_failed);
     let menu = term.screen();
     let n = menu
         .lines()
@@ -933,21 +940,11 @@ fn vim_ale_reviews_a_proposal_hunk_by_hunk() {
     let sb = Sandbox::new();
     let server = sb.serve(&["--no-default-checkers"]);
     let f = sb.write("hunks.py", hunk_lines(&[]));
-    sb.root.write(
-        "home/.vimrc",
-        recipe("vim with ALE (tried: vim 9.0, ALE 3.3)", "vim"),
-    );
     let mut claude = server.ready_client();
-    let term = Tmux::start(&sb, &[&vim, Path::new("hunks.py")], &[]);
-    let failed = |screen: &str| {
-        assert!(
-            !screen.contains("E492") && !screen.contains("Error detected"),
-            "vim says:\n{screen}"
-        );
-    };
+    let term = vim_ale(&sb, &vim, "hunks.py");
     status_where(&sb, "hunks.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     let open_diff = propose_three_hunks(&mut claude, &f);
-    term.read("Claude Code proposes an edit to", &failed);
+    term.read("Claude Code proposes an edit to", &vim_failed);
     // The hints are in ALE's location list, which follows them while open (ALE has no hint
     // type: it lists them as warnings).
     let listed = |states: [&str; 3]| -> Vec<String> {
@@ -972,17 +969,17 @@ fn vim_ale_reviews_a_proposal_hunk_by_hunk() {
         );
     };
     term.keys(&[":lopen", "Enter"]);
-    list_shows(["", "", ""], &failed);
+    list_shows(["", "", ""], &vim_failed);
     // Back in the file, in hunk 1: \ca (on the word under the cursor) offers to keep it.
     term.keys(&[":wincmd p", "Enter", "2G", "\\ca"]);
-    term.ale_pick("Claude: keep hunk 1/3", &failed);
-    list_shows([", kept", "", ""], &failed);
+    term.ale_pick("Claude: keep hunk 1/3", &vim_failed);
+    list_shows([", kept", "", ""], &vim_failed);
     term.keys(&["10G", "\\ca"]);
-    term.ale_pick("Claude: drop hunk 2/3", &failed);
-    list_shows([", kept", ", dropped", ""], &failed);
+    term.ale_pick("Claude: drop hunk 2/3", &vim_failed);
+    list_shows([", kept", ", dropped", ""], &vim_failed);
     // Hunk 3 left undecided is dropped.
     term.keys(&["\\ca"]);
-    term.ale_pick("Claude: accept what is kept", &failed);
+    term.ale_pick("Claude: accept what is kept", &vim_failed);
     let answer = claude.response(&open_diff);
     assert_eq!(
         crate::util::texts(&answer),
@@ -991,7 +988,7 @@ fn vim_ale_reviews_a_proposal_hunk_by_hunk() {
     term.read_where(
         "the hints gone",
         &|s| !s.contains("Claude proposes"),
-        &failed,
+        &vim_failed,
     );
     term.keys(&[":qa!", "Enter"]);
     status_where(&sb, "vim's tabs gone", |s| s["tabs"] == json!([]));
@@ -1015,6 +1012,33 @@ impl Drop for KakLsp {
     }
 }
 
+/// kakoune with kakoune-lsp as the README sets them up (its kakrc recipe, a private runtime
+/// directory for the daemon), editing `file` in tmux; the daemon is stopped after the terminal.
+struct Kakoune {
+    term: Tmux,
+    _daemon: KakLsp,
+}
+
+fn kakoune(sb: &Sandbox, kak: &Path, file: &str) -> Kakoune {
+    let heading = "kakoune with kakoune-lsp (tried: kakoune 2022.10.31, kakoune-lsp 22.0.0)";
+    sb.root
+        .write("home/.config/kak/kakrc", recipe(heading, "kak"));
+    let run = sb.root.join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let _daemon = KakLsp(run.clone());
+    let term = Tmux::start(sb, &[kak, Path::new(file)], &[("XDG_RUNTIME_DIR", &run)]);
+    Kakoune { term, _daemon }
+}
+
+/// Fails a kakoune test on an error kakoune-lsp shows.
+fn kakoune_failed(screen: &str) {
+    assert!(
+        !screen.contains("LSP: error") && !screen.contains("blocked"),
+        "kakoune says:\n{screen}"
+    );
+}
+
 #[test]
 #[ignore = "needs kakoune, kakoune-lsp and tmux: installed by .ci/run"]
 fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
@@ -1029,25 +1053,9 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     sb.add_tool("kak-lsp", &kak_lsp);
     let server = sb.serve(&[]);
     let f = sb.write("hello.py", HELLO);
-    let heading = "kakoune with kakoune-lsp (tried: kakoune 2022.10.31, kakoune-lsp 22.0.0)";
-    sb.root
-        .write("home/.config/kak/kakrc", recipe(heading, "kak"));
-    let run = sb.root.join("run");
-    std::fs::create_dir_all(&run).unwrap();
-    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-    let _daemon = KakLsp(run.clone());
     let mut claude = server.ready_client();
-    let term = Tmux::start(
-        &sb,
-        &[&kak, Path::new("hello.py")],
-        &[("XDG_RUNTIME_DIR", &run)],
-    );
-    let failed = |screen: &str| {
-        assert!(
-            !screen.contains("LSP: error") && !screen.contains("blocked"),
-            "kakoune says:\n{screen}"
-        );
-    };
+    let kakoune = kakoune(&sb, &kak, "hello.py");
+    let term = &kakoune.term;
     let nothing = || {};
     status_where(&sb, "hello.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     // kakoune-lsp asks for code actions as the cursor rests: the cursor, at the start.
@@ -1071,7 +1079,7 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
         "send",
         "Claude: send selection",
         &["Claude: @-mention"],
-        &failed,
+        &kakoune_failed,
     );
     assert_eq!(
         action(&mut claude, "selection_changed", &nothing),
@@ -1082,7 +1090,7 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
         "mention",
         "Claude: @-mention",
         &["Claude: send selection"],
-        &failed,
+        &kakoune_failed,
     );
     assert_eq!(
         action(&mut claude, "at_mentioned", &nothing),
@@ -1094,7 +1102,7 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     // `:w` only once kakoune is back in normal mode (an escape followed at once by a key reads
     // as Alt with that key).
     term.keys(&["Escape"]);
-    term.read_where("normal mode", &|s| !s.contains("insert"), &failed);
+    term.read_where("normal mode", &|s| !s.contains("insert"), &kakoune_failed);
     let s = status_where(&sb, "hello.py unsaved", |s| s["documents"] != json!([]));
     let bytes = s["documents"][0]["bytes"].as_u64().unwrap();
     term.keys(&[":w", "Enter"]);
@@ -1112,32 +1120,42 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
         "tools/call",
         json!({"name": "openDiff", "arguments": {"old_file_path": f, "new_file_path": f, "new_file_contents": "print(\"new\")\n", "tab_name": tab}}),
     );
-    term.read("Claude Code proposes an edit to", &failed);
+    term.read("Claude Code proposes an edit to", &kakoune_failed);
     term.keys(&["Space", "c"]);
     let others = ["Claude: send selection", "Claude: accept"];
-    term.pick("show", "Claude: show proposed edit", &others, &failed);
-    term.read("Claude Code's proposal for", &failed);
+    term.pick(
+        "show",
+        "Claude: show proposed edit",
+        &others,
+        &kakoune_failed,
+    );
+    term.read("Claude Code's proposal for", &kakoune_failed);
     let view = sb.state().join("diffs/1/hello.py");
     term.type_text(&format!(":e {}", view.display()));
     term.keys(&["Enter"]);
-    term.read("print(\"new\")", &failed);
+    term.read("print(\"new\")", &kakoune_failed);
     // Each key once kakoune shows it took the one before: the prompt with the regex, the
     // match selected (the cursor at its end), insert mode.
     term.type_text("%snew");
-    term.read("select:new", &failed);
+    term.read("select:new", &kakoune_failed);
     term.keys(&["Enter"]);
     let selected = |s: &str| !s.contains("select:") && s.contains(" 1:10 ");
-    term.read_where("`new` selected", &selected, &failed);
+    term.read_where("`new` selected", &selected, &kakoune_failed);
     term.type_text("c");
-    term.read_where("insert mode", &|s| s.contains(" insert "), &failed);
+    term.read_where("insert mode", &|s| s.contains(" insert "), &kakoune_failed);
     term.type_text("edited");
     // Escape alone, and on once kakoune is back in normal mode: an escape followed at once by
     // a key reads as Alt with that key.
     term.keys(&["Escape"]);
-    term.read_where("normal mode", &|s| !s.contains("insert"), &failed);
+    term.read_where("normal mode", &|s| !s.contains("insert"), &kakoune_failed);
     term.keys(&["Space", "c"]);
     let others = ["Claude: reject"];
-    term.pick("edited", "Claude: accept as edited", &others, &failed);
+    term.pick(
+        "edited",
+        "Claude: accept as edited",
+        &others,
+        &kakoune_failed,
+    );
     let answer = claude.response(&open_diff);
     assert_eq!(
         crate::util::texts(&answer),
@@ -1152,7 +1170,7 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     std::fs::write(&f, "print(\"edited\")\n").unwrap();
     term.type_text(":buffer hello.py");
     term.keys(&["Enter"]);
-    let screen = term.read("print(\"edited\")", &failed);
+    let screen = term.read("print(\"edited\")", &kakoune_failed);
     let lines: Vec<&str> = screen.lines().collect();
     assert!(
         lines[0].contains("print(\"edited\")") && lines[1].starts_with('~'),
@@ -1160,12 +1178,12 @@ fn kakoune_lsp_selects_mentions_edits_and_accepts_a_proposal_as_edited() {
     );
     // kakoune asks whether to reload a file changed behind it (`autoreload` is `ask`): the
     // buffer equals the file, and reloading it changes nothing.
-    term.read("modified externally", &failed);
+    term.read("modified externally", &kakoune_failed);
     term.keys(&["Enter"]);
     let reloaded = term.read_where(
         "the buffer reloaded",
         &|s| !s.contains("modified externally") && !s.contains("[+]"),
-        &failed,
+        &kakoune_failed,
     );
     assert!(
         reloaded.lines().nth(1).unwrap().starts_with('~'),
@@ -1187,30 +1205,14 @@ fn kakoune_lsp_reviews_a_proposal_hunk_by_hunk() {
     sb.add_tool("kak-lsp", &kak_lsp);
     let server = sb.serve(&["--no-default-checkers"]);
     let f = sb.write("hunks.py", hunk_lines(&[]));
-    let heading = "kakoune with kakoune-lsp (tried: kakoune 2022.10.31, kakoune-lsp 22.0.0)";
-    sb.root
-        .write("home/.config/kak/kakrc", recipe(heading, "kak"));
-    let run = sb.root.join("run");
-    std::fs::create_dir_all(&run).unwrap();
-    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-    let _daemon = KakLsp(run.clone());
     let mut claude = server.ready_client();
-    let term = Tmux::start(
-        &sb,
-        &[&kak, Path::new("hunks.py")],
-        &[("XDG_RUNTIME_DIR", &run)],
-    );
-    let failed = |screen: &str| {
-        assert!(
-            !screen.contains("LSP: error") && !screen.contains("blocked"),
-            "kakoune says:\n{screen}"
-        );
-    };
+    let kakoune = kakoune(&sb, &kak, "hunks.py");
+    let term = &kakoune.term;
     status_where(&sb, "hunks.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     let open_diff = propose_three_hunks(&mut claude, &f);
     // The hints mark their lines in the gutter; `:lsp-diagnostics` lists them (with the
     // server's name and the source).
-    term.read("-line = 18", &failed);
+    term.read("-line = 18", &kakoune_failed);
     // The list is made when asked for: a person asks again until it shows the decision.
     let listed = |states: [&str; 3]| {
         let want: Vec<String> = [(2, 1), (10, 2), (18, 3)]
@@ -1226,12 +1228,12 @@ fn kakoune_lsp_reviews_a_proposal_hunk_by_hunk() {
         loop {
             term.type_text(":lsp-diagnostics");
             term.keys(&["Enter"]);
-            let screen = term.read("*diagnostics*", &failed);
+            let screen = term.read("*diagnostics*", &kakoune_failed);
             let lines: Vec<&str> = screen.lines().take(3).map(str::trim_end).collect();
             term.type_text(":buffer hunks.py");
             term.keys(&["Enter"]);
             let back = |s: &str| !s.contains("*diagnostics*") && s.contains(" hunks.py ");
-            term.read_where("hunks.py again", &back, &failed);
+            term.read_where("hunks.py again", &back, &kakoune_failed);
             if lines == want {
                 break;
             }
@@ -1246,7 +1248,7 @@ fn kakoune_lsp_reviews_a_proposal_hunk_by_hunk() {
         "keep",
         "Claude: keep hunk 1/3",
         &["Claude: drop hunk"],
-        &failed,
+        &kakoune_failed,
     );
     listed([", kept", "", ""]);
     term.type_text("10g");
@@ -1255,21 +1257,57 @@ fn kakoune_lsp_reviews_a_proposal_hunk_by_hunk() {
         "drop",
         "Claude: drop hunk 2/3",
         &["Claude: keep hunk"],
-        &failed,
+        &kakoune_failed,
     );
     listed([", kept", ", dropped", ""]);
     term.keys(&["Space", "c"]);
     let others = ["Claude: keep hunk", "Claude: reject all"];
-    term.pick("kept", "Claude: accept what is kept", &others, &failed);
+    term.pick(
+        "kept",
+        "Claude: accept what is kept",
+        &others,
+        &kakoune_failed,
+    );
     // Hunk 3, left undecided, is dropped.
     assert_eq!(
         crate::util::texts(&claude.response(&open_diff)),
         ["FILE_SAVED".to_string(), hunk_lines(&[2])]
     );
-    term.read_where("the hints gone", &|s| !s.contains("-line = "), &failed);
+    term.read_where(
+        "the hints gone",
+        &|s| !s.contains("-line = "),
+        &kakoune_failed,
+    );
     term.type_text(":kill!");
     term.keys(&["Enter"]);
     status_where(&sb, "kakoune's tabs gone", |s| s["tabs"] == json!([]));
+}
+
+/// helix as the README sets it up (its languages.toml and config.toml recipes), editing `file`
+/// in tmux.
+fn helix(sb: &Sandbox, hx: &Path, file: &str) -> Tmux {
+    let heading = "helix (tried: helix 25.07.1)";
+    sb.root.write(
+        "home/.config/helix/languages.toml",
+        recipe_nth(heading, "toml", 0),
+    );
+    sb.root.write(
+        "home/.config/helix/config.toml",
+        recipe_nth(heading, "toml", 1),
+    );
+    Tmux::start(sb, &[hx, Path::new(file)], &[])
+}
+
+/// Fails a helix test on an error helix shows, with its log.
+fn helix_failed(sb: &Sandbox) -> impl Fn(&str) + '_ {
+    move |screen: &str| {
+        let log = sb.home().join(".cache/helix/helix.log");
+        assert!(
+            !screen.contains("Error") && !screen.contains("error"),
+            "helix says:\n{screen}\nhelix.log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+    }
 }
 
 #[test]
@@ -1284,26 +1322,9 @@ fn helix_selects_mentions_edits_shows_diagnostics_and_reviews_proposals() {
     let sb = Sandbox::new();
     let server = sb.serve(&["--no-default-checkers"]);
     let f = sb.write("hello.py", HELLO);
-    let heading = "helix (tried: helix 25.07.1)";
-    sb.root.write(
-        "home/.config/helix/languages.toml",
-        recipe_nth(heading, "toml", 0),
-    );
-    sb.root.write(
-        "home/.config/helix/config.toml",
-        recipe_nth(heading, "toml", 1),
-    );
     let mut claude = server.ready_client();
-    let term = Tmux::start(&sb, &[&hx, Path::new("hello.py")], &[]);
-    let log =
-        || std::fs::read_to_string(sb.home().join(".cache/helix/helix.log")).unwrap_or_default();
-    let failed = |screen: &str| {
-        assert!(
-            !screen.contains("Error") && !screen.contains("error"),
-            "helix says:\n{screen}\nhelix.log:\n{}",
-            log()
-        );
-    };
+    let term = helix(&sb, &hx, "hello.py");
+    let failed = helix_failed(&sb);
     let nothing = || {};
     status_where(&sb, "hello.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     // Searching selects `héllo wörld 🦀`; `space a` lists the code actions, the first is
@@ -1491,22 +1512,9 @@ fn helix_reviews_a_proposal_hunk_by_hunk() {
     let sb = Sandbox::new();
     let server = sb.serve(&["--no-default-checkers"]);
     let f = sb.write("hunks.py", hunk_lines(&[]));
-    let heading = "helix (tried: helix 25.07.1)";
-    sb.root.write(
-        "home/.config/helix/languages.toml",
-        recipe_nth(heading, "toml", 0),
-    );
     let mut claude = server.ready_client();
-    let term = Tmux::start(&sb, &[&hx, Path::new("hunks.py")], &[]);
-    let log =
-        || std::fs::read_to_string(sb.home().join(".cache/helix/helix.log")).unwrap_or_default();
-    let failed = |screen: &str| {
-        assert!(
-            !screen.contains("Error") && !screen.contains("error"),
-            "helix says:\n{screen}\nhelix.log:\n{}",
-            log()
-        );
-    };
+    let term = helix(&sb, &hx, "hunks.py");
+    let failed = helix_failed(&sb);
     status_where(&sb, "hunks.py open", |s| s["tabs"] == tabs(&[(&f, true)]));
     let open_diff = propose_three_hunks(&mut claude, &f);
     let view = sb.state().join("diffs/1/hunks.py");
