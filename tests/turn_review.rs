@@ -453,7 +453,7 @@ fn a_listing_whose_reader_goes_away_ends_quietly() {
 #[test]
 fn writes_are_recorded_from_input_in_the_clis_order_read_up_to_the_file() {
     let sb = Sandbox::new();
-    let (a, b) = (sb.write("a.txt", "a\n"), sb.write("b.txt", "b\n"));
+    let (a, b) = (sb.write("a.txt", "0\n"), sb.write("b.txt", "b\n"));
     let _s = sb.serve(&[]);
     prompt(&sb, ONE);
     let big = "x".repeat(1 << 20);
@@ -478,6 +478,9 @@ fn writes_are_recorded_from_input_in_the_clis_order_read_up_to_the_file() {
             (Some(0), String::new(), String::new())
         );
     };
+    // A Write of a that failed: no PostToolUse. The user then changes a.
+    hook_text("pre-tool-use", "a", &a, "toolu_0");
+    std::fs::write(&a, "a\n").unwrap();
     hook_text("pre-tool-use", "a", &a, "toolu_a");
     hook_text("pre-tool-use", "b", &b, "toolu_b");
     std::fs::write(&b, "B\n").unwrap();

@@ -146,6 +146,9 @@ impl Changes {
                 None
             }
         };
+        // A call of the same key begun before and never ended (it failed, or its hook gave
+        // up) is over: an edit's key is its session and file when its id was not read.
+        i.pending.retain(|p| p.0 != call);
         if i.pending.len() >= MAX_PENDING {
             i.pending.remove(0);
         }
